@@ -1,0 +1,142 @@
+-- Catalog tables.  Names and columns follow PgQ/PgQue; additions are marked.
+
+create table pgque.queue (
+    queue_id                  serial primary key,
+    queue_name                text not null unique,
+    queue_ntables             int4 not null default 3,
+    queue_cur_table           int4 not null default 0,
+    queue_rotation_period     interval not null default '2 hours',
+    -- rotation bookkeeping: step1 = xid of the switch, step2 = first xid
+    -- assigned after the switch committed (NULL until rotation step 2 ran)
+    queue_switch_step1        xid8 not null default pg_catalog.pg_current_xact_id(),
+    queue_switch_step2        xid8 default pg_catalog.pg_current_xact_id(),
+    queue_switch_time         timestamptz not null default now(),
+    queue_external_ticker     boolean not null default false,
+    queue_disable_insert      boolean not null default false,
+    queue_ticker_paused       boolean not null default false,
+    queue_ticker_max_count    int4 not null default 500,
+    queue_ticker_max_lag      interval not null default '3 seconds',
+    queue_ticker_idle_period  interval not null default '1 minute',
+    queue_max_retries         int4,
+    queue_data_pfx            text not null,
+    queue_event_seq           text not null,
+    queue_tick_seq            text not null,
+    queue_extra_maint         text[]
+);
+
+create table pgque.consumer (
+    co_id    serial primary key,
+    co_name  text not null unique
+);
+
+-- One row per (queue, consumer): the cursor (sub_last_tick) and the open batch.
+create table pgque.subscription (
+    sub_id          serial not null unique,
+    sub_queue       int4 not null references pgque.queue (queue_id),
+    sub_consumer    int4 not null references pgque.consumer (co_id),
+    sub_last_tick   bigint not null,
+    sub_active      timestamptz not null default now(),
+    sub_batch       bigint unique,
+    sub_next_tick   bigint,
+    -- addition: receive() progress inside the open tick window, so that a
+    -- window larger than max_return is handed out in parts and none is lost
+    sub_batch_pos   bigint,
+    sub_batch_last  bigint,
+    primary key (sub_queue, sub_consumer)
+) with (fillfactor = 50);
+
+create table pgque.tick (
+    tick_queue      int4 not null,
+    tick_id         bigint not null,
+    tick_time       timestamptz not null default now(),
+    tick_snapshot   pg_catalog.pg_snapshot not null,
+    tick_event_seq  bigint not null,
+    primary key (tick_queue, tick_id)
+);
+
+create sequence pgque.batch_id_seq;
+
+-- Every event table inherits this shape: pgque.event_<queue_id> is the
+-- queue's parent, pgque.event_<queue_id>_0..2 the rotating children.
+create table pgque.event_template (
+    ev_id      bigint not null,
+    ev_time    timestamptz not null default now(),
+    ev_txid    xid8 not null default pg_catalog.pg_current_xact_id(),
+    ev_owner   int4,
+    ev_retry   int4,
+    ev_type    text,
+    ev_data    text,
+    ev_extra1  text,
+    ev_extra2  text,
+    ev_extra3  text,
+    ev_extra4  text
+);
+
+-- Events waiting to be redelivered to one subscription (ev_owner = sub_id).
+create table pgque.retry_queue (
+    ev_retry_after  timestamptz not null,
+    ev_queue        int4 not null,
+    like pgque.event_template,
+    primary key (ev_owner, ev_id)
+);
+create index retry_queue_due_idx on pgque.retry_queue (ev_retry_after);
+
+-- addition: events sent with send_at(), waiting for their delivery time.
+-- The event id is allocated at send time, so send_at() returns it.
+create table pgque.delayed_event (
+    de_queue       int4 not null references pgque.queue (queue_id) on delete cascade,
+    de_deliver_at  timestamptz not null,
+    like pgque.event_template,
+    primary key (de_queue, ev_id)
+);
+create index delayed_event_due_idx on pgque.delayed_event (de_deliver_at);
+
+create table pgque.dead_letter (
+    dl_id           bigserial primary key,
+    dl_queue_id     int4 not null references pgque.queue (queue_id) on delete cascade,
+    dl_consumer_id  int4 not null references pgque.consumer (co_id) on delete cascade,
+    dl_time         timestamptz not null default now(),
+    dl_reason       text,
+    ev_id           bigint not null,
+    ev_time         timestamptz not null,
+    ev_txid         xid8,
+    ev_owner        int4,
+    ev_retry        int4,
+    ev_type         text,
+    ev_data         text,
+    ev_extra1       text,
+    ev_extra2       text,
+    ev_extra3       text,
+    ev_extra4       text
+);
+create index dead_letter_queue_time_idx on pgque.dead_letter (dl_queue_id, dl_time);
+create unique index dead_letter_event_uq on pgque.dead_letter (dl_queue_id, dl_consumer_id, ev_id);
+
+-- What receive() and friends return.
+create type pgque.message as (
+    msg_id       bigint,
+    batch_id     bigint,
+    type         text,
+    payload      text,
+    retry_count  int4,
+    created_at   timestamptz,
+    extra1       text,
+    extra2       text,
+    extra3       text,
+    extra4       text
+);
+
+-- pg_dump keeps the queue state with the data (event tables are not
+-- extension members, so they are dumped as ordinary tables).
+select pg_catalog.pg_extension_config_dump('pgque.queue', '');
+select pg_catalog.pg_extension_config_dump('pgque.queue_queue_id_seq', '');
+select pg_catalog.pg_extension_config_dump('pgque.consumer', '');
+select pg_catalog.pg_extension_config_dump('pgque.consumer_co_id_seq', '');
+select pg_catalog.pg_extension_config_dump('pgque.subscription', '');
+select pg_catalog.pg_extension_config_dump('pgque.subscription_sub_id_seq', '');
+select pg_catalog.pg_extension_config_dump('pgque.tick', '');
+select pg_catalog.pg_extension_config_dump('pgque.batch_id_seq', '');
+select pg_catalog.pg_extension_config_dump('pgque.retry_queue', '');
+select pg_catalog.pg_extension_config_dump('pgque.delayed_event', '');
+select pg_catalog.pg_extension_config_dump('pgque.dead_letter', '');
+select pg_catalog.pg_extension_config_dump('pgque.dead_letter_dl_id_seq', '');

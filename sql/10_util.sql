@@ -1,0 +1,101 @@
+-- Internal helpers: input validation and lookups shared by the API.
+-- They run as the caller of a SECURITY DEFINER function (i.e. as the owner),
+-- are granted to nobody, and qualify every name.
+
+-- Reject NULL, empty and oversize names with a clear message and SQLSTATE.
+create function pgque._check_name(i_kind text, i_name text, i_max_bytes int4)
+returns void language plpgsql as $$
+begin
+    if i_name is null then
+        raise exception '% name must not be null', i_kind
+            using errcode = 'null_value_not_allowed';
+    end if;
+    if i_name = '' then
+        raise exception '% name must not be empty', i_kind
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if pg_catalog.octet_length(i_name) > i_max_bytes then
+        raise exception '% name is too long (% bytes)', i_kind, pg_catalog.octet_length(i_name)
+            using errcode = 'name_too_long',
+                  detail = pg_catalog.format('The limit is %s bytes.', i_max_bytes);
+    end if;
+end $$;
+
+-- Reject a NULL argument.
+create function pgque._check_not_null(i_what text, i_value anyelement)
+returns void language plpgsql as $$
+begin
+    if i_value is null then
+        raise exception '% must not be null', i_what
+            using errcode = 'null_value_not_allowed';
+    end if;
+end $$;
+
+-- The queue row, or a clear error.  Queue names are limited to 57 bytes so
+-- that the NOTIFY channel pgque_<name> fits in 63.
+create function pgque._queue(i_queue_name text)
+returns pgque.queue language plpgsql stable as $$
+declare
+    q pgque.queue;
+begin
+    perform pgque._check_name('queue', i_queue_name, 57);
+    select * into q from pgque.queue where queue_name = i_queue_name;
+    if not found then
+        raise exception 'queue "%" does not exist', i_queue_name
+            using errcode = 'undefined_object';
+    end if;
+    return q;
+end $$;
+
+-- The subscription of a consumer to a queue, or a clear error.
+create function pgque._subscription(i_queue_name text, i_consumer_name text)
+returns pgque.subscription language plpgsql stable as $$
+declare
+    q pgque.queue;
+    s pgque.subscription;
+begin
+    q := pgque._queue(i_queue_name);
+    perform pgque._check_name('consumer', i_consumer_name, 64);
+    select sub.* into s
+      from pgque.subscription sub
+      join pgque.consumer c on c.co_id = sub.sub_consumer
+     where sub.sub_queue = q.queue_id and c.co_name = i_consumer_name;
+    if not found then
+        raise exception 'consumer "%" is not subscribed to queue "%"', i_consumer_name, i_queue_name
+            using errcode = 'undefined_object',
+                  hint = 'Subscribe it with pgque.subscribe().';
+    end if;
+    return s;
+end $$;
+
+-- Slot consumers (<consumer>#<k>/<n>) are served only by the partitioned API.
+create function pgque._refuse_slot_consumer(i_consumer_name text, i_func text)
+returns void language plpgsql as $$
+begin
+    if pg_catalog.strpos(i_consumer_name, '#') > 0 then
+        raise exception 'consumer "%" is a partition slot consumer', i_consumer_name
+            using errcode = 'wrong_object_type',
+                  hint = pg_catalog.format('Use %s_partitioned() for slot consumers.', i_func);
+    end if;
+end $$;
+
+-- The child table that takes inserts now, as a quoted name.
+create function pgque._cur_table(q pgque.queue)
+returns text language sql immutable as $$
+    select pg_catalog.format('pgque.%I', 'event_' || q.queue_id || '_' || q.queue_cur_table)
+$$;
+
+-- A positive interval, or a clear error.
+create function pgque._check_interval(i_what text, i_value interval, i_allow_zero boolean default false)
+returns void language plpgsql as $$
+begin
+    if i_value is null then
+        raise exception '% must not be null', i_what
+            using errcode = 'null_value_not_allowed';
+    end if;
+    if i_value < interval '0' or (i_value = interval '0' and not i_allow_zero) then
+        raise exception '% must be %, got %', i_what,
+              case when i_allow_zero then 'zero or positive' else 'positive' end, i_value
+            using errcode = 'invalid_parameter_value';
+    end if;
+end $$;

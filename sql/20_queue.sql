@@ -1,0 +1,144 @@
+-- Queue lifecycle: create, drop, configure.
+
+-- create_queue(queue_name) -> 1 created, 0 already existed.
+create function pgque.create_queue(i_queue_name text)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    qid   int4;
+    pfx   text;
+    i     int4;
+begin
+    perform pgque._check_name('queue', i_queue_name, 57);
+    -- serialise creators of the same name; the loser sees the row
+    perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('pgque.create_queue'), pg_catalog.hashtext(i_queue_name));
+    if exists (select 1 from pgque.queue where queue_name = i_queue_name) then
+        return 0;
+    end if;
+
+    qid := pg_catalog.nextval('pgque.queue_queue_id_seq');
+    pfx := 'event_' || qid;
+    insert into pgque.queue (queue_id, queue_name, queue_data_pfx, queue_event_seq, queue_tick_seq)
+    values (qid, i_queue_name, 'pgque.' || pfx,
+            'pgque.' || pfx || '_id_seq', 'pgque.' || pfx || '_tick_seq');
+
+    execute pg_catalog.format('create sequence pgque.%I', pfx || '_id_seq');
+    execute pg_catalog.format('create sequence pgque.%I', pfx || '_tick_seq');
+    execute pg_catalog.format('create table pgque.%I () inherits (pgque.event_template)', pfx);
+    for i in 0 .. 2 loop
+        -- Children are append-only and reclaimed by TRUNCATE: never vacuumed,
+        -- packed full.  The ev_txid index serves the snapshot-window scan.
+        execute pg_catalog.format(
+            'create table pgque.%I () inherits (pgque.%I) with (fillfactor = 100, autovacuum_enabled = off)',
+            pfx || '_' || i, pfx);
+        execute pg_catalog.format('alter table pgque.%I alter column ev_id set default pg_catalog.nextval(%L)',
+            pfx || '_' || i, 'pgque.' || pfx || '_id_seq');
+        execute pg_catalog.format('create index %I on pgque.%I (ev_txid)', pfx || '_' || i || '_txid_idx', pfx || '_' || i);
+        execute pg_catalog.format('grant select on pgque.%I to pgque_admin', pfx || '_' || i);
+    end loop;
+    execute pg_catalog.format('grant select on pgque.%I to pgque_admin', pfx);
+
+    -- The first tick: consumers subscribe at the latest tick.  setval, not
+    -- nextval: under wal_level = minimal a sequence created in this
+    -- transaction is not WAL-logged, and a nextval here would leave a
+    -- cached-ahead count in the page image written at commit, letting the
+    -- sequence repeat values after a crash.
+    perform pg_catalog.setval(('pgque.' || pfx || '_tick_seq')::regclass, 1);
+    insert into pgque.tick (tick_queue, tick_id, tick_snapshot, tick_event_seq)
+    values (qid, 1, pg_catalog.pg_current_snapshot(), 0);
+    return 1;
+end $$;
+
+-- drop_queue(queue_name [, force]) -> 1.  Refuses while consumers are
+-- subscribed unless force, which unsubscribes them first.
+create function pgque.drop_queue(x_queue_name text, x_force boolean)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q      pgque.queue;
+    c      text;
+    nsubs  int4;
+    i      int4;
+begin
+    perform pgque._check_not_null('force', x_force);
+    q := pgque._queue(x_queue_name);
+    select * into q from pgque.queue where queue_id = q.queue_id for update;
+    select count(*) into nsubs from pgque.subscription where sub_queue = q.queue_id;
+    if nsubs > 0 and not x_force then
+        raise exception 'queue "%" still has % consumer(s)', x_queue_name, nsubs
+            using errcode = 'dependent_objects_still_exist',
+                  hint = 'Unsubscribe them first, or call pgque.drop_queue(queue_name, true).';
+    end if;
+    for c in select co.co_name from pgque.subscription s
+               join pgque.consumer co on co.co_id = s.sub_consumer
+              where s.sub_queue = q.queue_id loop
+        perform pgque._unregister(q, c);
+    end loop;
+    delete from pgque.retry_queue where ev_queue = q.queue_id;
+    delete from pgque.tick where tick_queue = q.queue_id;
+    for i in 0 .. q.queue_ntables - 1 loop
+        execute pg_catalog.format('drop table pgque.%I', 'event_' || q.queue_id || '_' || i);
+    end loop;
+    execute pg_catalog.format('drop table pgque.%I', 'event_' || q.queue_id);
+    execute pg_catalog.format('drop sequence pgque.%I', 'event_' || q.queue_id || '_id_seq');
+    execute pg_catalog.format('drop sequence pgque.%I', 'event_' || q.queue_id || '_tick_seq');
+    delete from pgque.queue where queue_id = q.queue_id;
+    return 1;
+end $$;
+
+create function pgque.drop_queue(x_queue_name text)
+returns int4 language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque.drop_queue(x_queue_name, false)
+$$;
+
+-- set_queue_config(queue_name, param, value) -> 1.  param is the short name
+-- (the queue_ prefix is accepted too); a NULL value restores the default.
+create function pgque.set_queue_config(x_queue_name text, x_param_name text, x_param_value text)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q      pgque.queue;
+    p      text;
+    iv     interval;
+    n      int4;
+begin
+    q := pgque._queue(x_queue_name);
+    perform pgque._check_not_null('parameter name', x_param_name);
+    p := pg_catalog.regexp_replace(pg_catalog.lower(x_param_name), '^queue_', '');
+
+    if p in ('ticker_max_lag', 'ticker_idle_period', 'rotation_period') then
+        iv := x_param_value::interval;
+        if iv is not null then
+            perform pgque._check_interval(p, iv);
+        end if;
+        execute pg_catalog.format('update pgque.queue set %I = coalesce($1, %s) where queue_id = $2',
+            'queue_' || p,
+            case p when 'ticker_max_lag' then $i$'3 seconds'::interval$i$
+                   when 'ticker_idle_period' then $i$'1 minute'::interval$i$
+                   else $i$'2 hours'::interval$i$ end)
+            using iv, q.queue_id;
+    elsif p = 'ticker_max_count' then
+        n := x_param_value::int4;
+        if n is not null and n < 1 then
+            raise exception 'ticker_max_count must be positive, got %', n
+                using errcode = 'invalid_parameter_value';
+        end if;
+        update pgque.queue set queue_ticker_max_count = coalesce(n, 500) where queue_id = q.queue_id;
+    elsif p = 'max_retries' then
+        n := x_param_value::int4;
+        if n is not null and n < 0 then
+            raise exception 'max_retries must be zero or positive, got %', n
+                using errcode = 'invalid_parameter_value';
+        end if;
+        update pgque.queue set queue_max_retries = n where queue_id = q.queue_id;
+    elsif p in ('ticker_paused', 'external_ticker', 'disable_insert') then
+        execute pg_catalog.format('update pgque.queue set %I = coalesce($1, false) where queue_id = $2', 'queue_' || p)
+            using x_param_value::boolean, q.queue_id;
+    else
+        raise exception 'unknown queue parameter "%"', x_param_name
+            using errcode = 'invalid_parameter_value',
+                  hint = 'Known parameters: ticker_max_count, ticker_max_lag, ticker_idle_period, ticker_paused, rotation_period, max_retries, external_ticker, disable_insert.';
+    end if;
+    return 1;
+end $$;

@@ -1,0 +1,217 @@
+-- Producing: insert_event (PgQ primitive), send, send_batch, send_at.
+
+-- The one place that appends an event row.  ev_id NULL takes the next id of
+-- the queue's sequence; ev_time NULL is now().
+create function pgque._insert_event(q pgque.queue, i_ev_id bigint, i_ev_time timestamptz,
+                                    i_ev_owner int4, i_ev_retry int4, i_ev_type text, i_ev_data text,
+                                    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
+returns bigint language plpgsql as $$
+declare
+    id bigint;
+begin
+    execute pg_catalog.format(
+        'insert into %s (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
+        ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+        ' values (coalesce($1, pg_catalog.nextval(%L)), coalesce($2, now()), $3, $4, $5, $6, $7, $8, $9, $10)'
+        ' returning ev_id', pgque._cur_table(q), q.queue_event_seq)
+    into id
+    using i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
+          i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4;
+    return id;
+end $$;
+
+-- The event type of the send family: NULL is refused (insert_event, the raw
+-- PgQ primitive, still accepts it).
+create function pgque._type(i_type_name text)
+returns text language plpgsql immutable as $$
+begin
+    if i_type_name is null then
+        raise exception 'type_name must not be null'
+            using errcode = 'null_value_not_allowed';
+    end if;
+    return i_type_name;
+end $$;
+
+-- The queue row for a producer: unknown queues and disabled inserts raise.
+-- session_replication_role = replica bypasses disable_insert (PgQ rule).
+create function pgque._producer_queue(i_queue_name text)
+returns pgque.queue language plpgsql stable as $$
+declare
+    q pgque.queue;
+begin
+    q := pgque._queue(i_queue_name);
+    if q.queue_disable_insert and pg_catalog.current_setting('session_replication_role') <> 'replica' then
+        raise exception 'insert into queue "%" is disabled', i_queue_name
+            using errcode = 'object_not_in_prerequisite_state',
+                  hint = 'pgque.set_queue_config(queue, ''disable_insert'', ''false'') re-enables it.';
+    end if;
+    return q;
+end $$;
+
+create function pgque.insert_event(queue_name text, ev_type text, ev_data text,
+                                   ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
+returns bigint language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque._insert_event(pgque._producer_queue(queue_name), null, null, null, null,
+                               ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)
+$$;
+
+create function pgque.insert_event(queue_name text, ev_type text, ev_data text)
+returns bigint language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque._insert_event(pgque._producer_queue(queue_name), null, null, null, null,
+                               ev_type, ev_data, null, null, null, null)
+$$;
+
+-- send: text payloads are stored byte for byte, jsonb ones canonicalised.
+create function pgque.send(queue_name text, payload text)
+returns bigint language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque._insert_event(pgque._producer_queue(queue_name), null, null, null, null,
+                               'default', payload, null, null, null, null)
+$$;
+
+create function pgque.send(queue_name text, payload jsonb)
+returns bigint language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque._insert_event(pgque._producer_queue(queue_name), null, null, null, null,
+                               'default', payload::text, null, null, null, null)
+$$;
+
+create function pgque.send(queue_name text, type_name text, payload text)
+returns bigint language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque._insert_event(pgque._producer_queue(queue_name), null, null, null, null,
+                               pgque._type(type_name), payload, null, null, null, null)
+$$;
+
+create function pgque.send(queue_name text, type_name text, payload jsonb)
+returns bigint language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque._insert_event(pgque._producer_queue(queue_name), null, null, null, null,
+                               pgque._type(type_name), payload::text, null, null, null, null)
+$$;
+
+-- keyed send: the partition key rides in ev_extra1 (NULL key: slot 0)
+create function pgque.send(queue_name text, type_name text, payload text, partition_key text)
+returns bigint language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque._insert_event(pgque._producer_queue(queue_name), null, null, null, null,
+                               pgque._type(type_name), payload, partition_key, null, null, null)
+$$;
+
+create function pgque.send(queue_name text, type_name text, payload jsonb, partition_key text)
+returns bigint language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque._insert_event(pgque._producer_queue(queue_name), null, null, null, null,
+                               pgque._type(type_name), payload::text, partition_key, null, null, null)
+$$;
+
+-- The set-based append behind every send_batch form.  Ids are drawn first,
+-- in input order, so the returned array follows the input.
+create function pgque._send_batch(i_queue_name text, i_type_name text, i_payloads text[], i_keys text[])
+returns bigint[] language plpgsql as $$
+declare
+    q    pgque.queue;
+    ids  bigint[];
+    n    int4;
+begin
+    q := pgque._producer_queue(i_queue_name);
+    perform pgque._type(i_type_name);
+    perform pgque._check_not_null('payloads', i_payloads);
+    if pg_catalog.array_ndims(i_payloads) > 1 then
+        raise exception 'payloads must be a one-dimensional array'
+            using errcode = 'array_subscript_error';
+    end if;
+    n := coalesce(pg_catalog.cardinality(i_payloads), 0);
+    if i_keys is not null and coalesce(pg_catalog.cardinality(i_keys), 0) <> n then
+        raise exception 'partition_keys has % elements but payloads has %',
+              coalesce(pg_catalog.cardinality(i_keys), 0), n
+            using errcode = 'array_subscript_error';
+    end if;
+    if n = 0 then
+        return '{}'::bigint[];
+    end if;
+    select pg_catalog.array_agg(pg_catalog.nextval(q.queue_event_seq::regclass) order by i)
+      into ids from pg_catalog.generate_series(1, n) i;
+    execute pg_catalog.format(
+        'insert into %s (ev_id, ev_type, ev_data, ev_extra1)'
+        ' select $1[i], $2, $3[i], $4[i] from pg_catalog.generate_series(1, $5) i',
+        pgque._cur_table(q))
+    using ids, i_type_name, i_payloads, i_keys, n;
+    return ids;
+end $$;
+
+create function pgque._jsonb_texts(i_payloads jsonb[])
+returns text[] language sql immutable as $$
+    select case when i_payloads is null then null
+                else coalesce((select pg_catalog.array_agg(p::text order by o)
+                                 from pg_catalog.unnest(i_payloads) with ordinality u(p, o)), '{}') end
+$$;
+
+create function pgque.send_batch(queue_name text, payloads text[])
+returns bigint[] language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque._send_batch(queue_name, 'default', payloads, null)
+$$;
+
+create function pgque.send_batch(queue_name text, payloads jsonb[])
+returns bigint[] language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque._send_batch(queue_name, 'default', pgque._jsonb_texts(payloads), null)
+$$;
+
+create function pgque.send_batch(queue_name text, type_name text, payloads text[])
+returns bigint[] language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque._send_batch(queue_name, type_name, payloads, null)
+$$;
+
+create function pgque.send_batch(queue_name text, type_name text, payloads jsonb[])
+returns bigint[] language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque._send_batch(queue_name, type_name, pgque._jsonb_texts(payloads), null)
+$$;
+
+create function pgque.send_batch(queue_name text, type_name text, payloads text[], partition_keys text[])
+returns bigint[] language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._check_not_null('partition_keys', partition_keys);
+    return pgque._send_batch(queue_name, type_name, payloads, partition_keys);
+end $$;
+
+create function pgque.send_batch(queue_name text, type_name text, payloads jsonb[], partition_keys text[])
+returns bigint[] language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._check_not_null('partition_keys', partition_keys);
+    return pgque._send_batch(queue_name, type_name, pgque._jsonb_texts(payloads), partition_keys);
+end $$;
+
+-- send_at: deliver no earlier than deliver_at.  The event id is allocated
+-- now and returned; a time not in the future appends at once.
+create function pgque.send_at(queue_name text, type_name text, payload text, deliver_at timestamptz)
+returns bigint language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q   pgque.queue;
+    id  bigint;
+begin
+    q := pgque._producer_queue(queue_name);
+    perform pgque._type(type_name);
+    perform pgque._check_not_null('deliver_at', deliver_at);
+    if deliver_at <= now() then
+        return pgque._insert_event(q, null, null, null, null, type_name, payload, null, null, null, null);
+    end if;
+    id := pg_catalog.nextval(q.queue_event_seq::regclass);
+    insert into pgque.delayed_event (de_queue, de_deliver_at, ev_id, ev_time, ev_txid, ev_type, ev_data)
+    values (q.queue_id, deliver_at, id, now(), pg_catalog.pg_current_xact_id(), type_name, payload);
+    return id;
+end $$;
+
+create function pgque.send_at(queue_name text, type_name text, payload jsonb, deliver_at timestamptz)
+returns bigint language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque.send_at(queue_name, type_name, payload::text, deliver_at)
+$$;

@@ -1,0 +1,190 @@
+-- Ticks: a tick records the queue's event-sequence position and a snapshot.
+-- A batch is what a later tick's snapshot sees that an earlier one did not.
+
+-- The snapshot for a tick.  A transaction does not list its own xid as in
+-- progress in its snapshot, so events it inserted would count as committed
+-- "before" a tick taken in the same transaction; add it, so that such events
+-- fall into the next tick (SPEC §2: events committed with a tick are not in it).
+create function pgque._tick_snapshot()
+returns pg_catalog.pg_snapshot language plpgsql volatile as $$
+declare
+    s   pg_catalog.pg_snapshot := pg_catalog.pg_current_snapshot();
+    me  xid8 := pg_catalog.pg_current_xact_id_if_assigned();
+begin
+    if me is null or me >= pg_catalog.pg_snapshot_xmax(s) then
+        return s;
+    end if;
+    return (select pg_catalog.format('%s:%s:%s',
+                       least(pg_catalog.pg_snapshot_xmin(s), me), pg_catalog.pg_snapshot_xmax(s),
+                       pg_catalog.string_agg(x::text, ',' order by x))
+              from (select pg_catalog.pg_snapshot_xip(s) as x union select me) xs)::pg_catalog.pg_snapshot;
+end $$;
+
+-- The queue's event-sequence position (0 before the first event).
+create function pgque._event_seq_pos(q pgque.queue)
+returns bigint language sql volatile as $$
+    select coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 0)
+$$;
+
+-- Insert a tick unconditionally and wake listeners.  The caller holds the
+-- queue row lock, so ticks of one queue are taken one at a time and their
+-- snapshots grow with tick_id.
+create function pgque._tick(q pgque.queue)
+returns bigint language plpgsql as $$
+declare
+    tid   bigint;
+    last  pgque.tick;
+    snap  pg_catalog.pg_snapshot;
+begin
+    snap := pgque._tick_snapshot();
+    select * into last from pgque.tick where tick_queue = q.queue_id order by tick_id desc limit 1;
+    if found and pg_catalog.pg_snapshot_xmax(snap) < pg_catalog.pg_snapshot_xmax(last.tick_snapshot) then
+        raise exception 'cannot tick queue "%": this transaction''s snapshot is older than the last tick', q.queue_name
+            using errcode = 'serialization_failure',
+                  hint = 'Call the ticker in a READ COMMITTED transaction.';
+    end if;
+    insert into pgque.tick (tick_queue, tick_id, tick_time, tick_snapshot, tick_event_seq)
+    values (q.queue_id, pg_catalog.nextval(q.queue_tick_seq::regclass), now(), snap,
+            greatest(pgque._event_seq_pos(q), coalesce(last.tick_event_seq, 0)))
+    returning tick_id into tid;
+    perform pg_catalog.pg_notify('pgque_' || q.queue_name, tid::text);
+    return tid;
+end $$;
+
+-- Are there committed events that the last tick does not cover?  The event
+-- sequence alone cannot say: a producer may draw its id before a tick and
+-- commit after it.  Probe the ev_txid index instead for transactions past
+-- the tick's snapshot (or in progress at it) that have committed since.
+create function pgque._has_unticked_events(q pgque.queue, last pgque.tick)
+returns boolean language plpgsql as $$
+declare
+    b boolean;
+begin
+    execute pg_catalog.format(
+        'select exists (select 1 from pgque.%I ev'
+        '                where (ev.ev_txid >= $1 or ev.ev_txid = any($2))'
+        '                  and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, pg_catalog.pg_current_snapshot()))',
+        'event_' || q.queue_id)
+    into b
+    using pg_catalog.pg_snapshot_xmax(last.tick_snapshot), array(select pg_catalog.pg_snapshot_xip(last.tick_snapshot));
+    return b;
+end $$;
+
+-- Tick a queue if it is due: at once when it has new events (the sequence
+-- moved, or committed events are not yet covered), otherwise once per
+-- ticker_idle_period.  The caller holds the queue row lock.
+create function pgque._tick_if_due(q pgque.queue)
+returns bigint language plpgsql as $$
+declare
+    last pgque.tick;
+begin
+    select * into last from pgque.tick where tick_queue = q.queue_id order by tick_id desc limit 1;
+    if not found
+       or pgque._event_seq_pos(q) > last.tick_event_seq
+       or last.tick_time + q.queue_ticker_idle_period <= now()
+       or pgque._has_unticked_events(q, last) then
+        return pgque._tick(q);
+    end if;
+    return null;
+end $$;
+
+-- ticker(queue_name) -> the new tick id, or NULL when no tick was due.
+create function pgque.ticker(i_queue_name text)
+returns bigint language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q pgque.queue;
+begin
+    q := pgque._queue(i_queue_name);
+    select * into q from pgque.queue where queue_id = q.queue_id for update;
+    if q.queue_ticker_paused then
+        raise exception 'queue "%" is paused', i_queue_name
+            using errcode = 'object_not_in_prerequisite_state',
+                  hint = 'pgque.set_queue_config(queue, ''ticker_paused'', ''false'') resumes it.';
+    end if;
+    if q.queue_external_ticker then
+        raise exception 'queue "%" is ticked by an external ticker', i_queue_name
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
+    return pgque._tick_if_due(q);
+end $$;
+
+-- ticker() -> how many queues ticked.  Paused and externally ticked queues
+-- are skipped; queue rows are locked in id order so concurrent callers queue
+-- up instead of deadlocking.
+create function pgque.ticker()
+returns bigint language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q      pgque.queue;
+    n      bigint := 0;
+begin
+    for q in select * from pgque.queue
+              where not queue_ticker_paused and not queue_external_ticker
+              order by queue_id for update loop
+        if pgque._tick_if_due(q) is not null then
+            n := n + 1;
+        end if;
+    end loop;
+    return n;
+end $$;
+
+-- External ticker (PgQ): push a tick with a given id, time and event position.
+create function pgque.ticker(i_queue_name text, i_tick_id bigint, i_orig_timestamp timestamptz, i_event_seq bigint)
+returns bigint language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q     pgque.queue;
+    last  pgque.tick;
+begin
+    q := pgque._queue(i_queue_name);
+    perform pgque._check_not_null('tick_id', i_tick_id);
+    perform pgque._check_not_null('timestamp', i_orig_timestamp);
+    perform pgque._check_not_null('event_seq', i_event_seq);
+    select * into q from pgque.queue where queue_id = q.queue_id for update;
+    if not q.queue_external_ticker then
+        raise exception 'queue "%" is not configured for an external ticker', i_queue_name
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
+    select * into last from pgque.tick where tick_queue = q.queue_id order by tick_id desc limit 1;
+    if i_tick_id <= last.tick_id then
+        raise exception 'tick id % is not after the last tick %', i_tick_id, last.tick_id
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if i_event_seq < last.tick_event_seq then
+        raise exception 'event_seq % is below the last tick''s %', i_event_seq, last.tick_event_seq
+            using errcode = 'invalid_parameter_value';
+    end if;
+    insert into pgque.tick (tick_queue, tick_id, tick_time, tick_snapshot, tick_event_seq)
+    values (q.queue_id, i_tick_id, i_orig_timestamp, pgque._tick_snapshot(), i_event_seq);
+    perform pg_catalog.setval(q.queue_tick_seq::regclass, i_tick_id);
+    perform pg_catalog.pg_notify('pgque_' || q.queue_name, i_tick_id::text);
+    return i_tick_id;
+end $$;
+
+-- force_tick(queue_name) -> the last tick id.  It does not tick: it moves the
+-- event sequence so that the next ticker() call ticks.
+create function pgque.force_tick(i_queue_name text)
+returns bigint language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q pgque.queue;
+begin
+    q := pgque._queue(i_queue_name);
+    if q.queue_ticker_paused then
+        raise exception 'queue "%" is paused', i_queue_name
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
+    if q.queue_external_ticker then
+        raise exception 'queue "%" is ticked by an external ticker', i_queue_name
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
+    perform pg_catalog.nextval(q.queue_event_seq::regclass);
+    return (select max(tick_id) from pgque.tick where tick_queue = q.queue_id);
+end $$;
+
+create function pgque.force_next_tick(i_queue_name text)
+returns bigint language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque.force_tick(i_queue_name)
+$$;

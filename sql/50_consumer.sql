@@ -1,0 +1,111 @@
+-- Consumers and subscriptions: each subscription is an independent cursor
+-- (sub_last_tick) over the same stored events, so every consumer sees every
+-- event (fan-out) from one copy.
+
+-- Subscribe (or, with i_tick_pos, reposition) a consumer.  New cursors start
+-- at the latest tick.  -> 1 new / 0 existed (repositioning returns 1).
+create function pgque._register(q pgque.queue, i_consumer_name text, i_tick_pos bigint)
+returns int4 language plpgsql as $$
+declare
+    cid  int4;
+    pos  bigint;
+    n    int4;
+begin
+    insert into pgque.consumer (co_name) values (i_consumer_name) on conflict (co_name) do nothing;
+    select co_id into cid from pgque.consumer where co_name = i_consumer_name;
+
+    if i_tick_pos is not null then
+        if not exists (select 1 from pgque.tick where tick_queue = q.queue_id and tick_id = i_tick_pos) then
+            raise exception 'tick % does not exist in queue "%"', i_tick_pos, q.queue_name
+                using errcode = 'invalid_parameter_value';
+        end if;
+        -- repositioning drops an open batch
+        update pgque.subscription
+           set sub_last_tick = i_tick_pos, sub_batch = null, sub_next_tick = null,
+               sub_batch_pos = null, sub_batch_last = null, sub_active = now()
+         where sub_queue = q.queue_id and sub_consumer = cid;
+        if found then
+            return 1;
+        end if;
+        pos := i_tick_pos;
+    else
+        select max(tick_id) into pos from pgque.tick where tick_queue = q.queue_id;
+    end if;
+
+    insert into pgque.subscription (sub_queue, sub_consumer, sub_last_tick)
+    values (q.queue_id, cid, pos)
+    on conflict (sub_queue, sub_consumer) do nothing;
+    get diagnostics n = row_count;
+    return n;
+end $$;
+
+-- Remove a subscription with its pending retries and its dead letters.
+-- -> 1 removed / 0 was not subscribed.
+create function pgque._unregister(q pgque.queue, i_consumer_name text)
+returns int4 language plpgsql as $$
+declare
+    s pgque.subscription;
+begin
+    select sub.* into s
+      from pgque.subscription sub join pgque.consumer c on c.co_id = sub.sub_consumer
+     where sub.sub_queue = q.queue_id and c.co_name = i_consumer_name
+       for update of sub;
+    if not found then
+        return 0;
+    end if;
+    delete from pgque.retry_queue where ev_owner = s.sub_id;
+    delete from pgque.dead_letter where dl_queue_id = q.queue_id and dl_consumer_id = s.sub_consumer;
+    delete from pgque.subscription where sub_id = s.sub_id;
+    delete from pgque.consumer c
+     where c.co_id = s.sub_consumer
+       and not exists (select 1 from pgque.subscription x where x.sub_consumer = c.co_id);
+    return 1;
+end $$;
+
+-- A consumer name from a user: valid, and not a slot name (# is reserved).
+create function pgque._user_consumer_name(i_consumer_name text)
+returns text language plpgsql as $$
+begin
+    perform pgque._check_name('consumer', i_consumer_name, 64);
+    if pg_catalog.strpos(i_consumer_name, '#') > 0 then
+        raise exception 'consumer name "%" contains "#"', i_consumer_name
+            using errcode = 'invalid_name',
+                  detail = '"#" is reserved for partition slot consumers (<consumer>#<slot>/<n>).',
+                  hint = 'Use pgque.subscribe_slot() for partitioned consumption.';
+    end if;
+    return i_consumer_name;
+end $$;
+
+create function pgque.register_consumer(x_queue_name text, x_consumer_id text)
+returns int4 language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque._register(pgque._queue(x_queue_name), pgque._user_consumer_name(x_consumer_id), null)
+$$;
+
+create function pgque.subscribe(queue_name text, consumer_name text)
+returns int4 language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque._register(pgque._queue(queue_name), pgque._user_consumer_name(consumer_name), null)
+$$;
+
+create function pgque.register_consumer_at(x_queue_name text, x_consumer_name text, x_tick_pos bigint)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._check_not_null('tick position', x_tick_pos);
+    return pgque._register(pgque._queue(x_queue_name), pgque._user_consumer_name(x_consumer_name), x_tick_pos);
+end $$;
+
+create function pgque.unregister_consumer(x_queue_name text, x_consumer_name text)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._check_name('consumer', x_consumer_name, 64);
+    return pgque._unregister(pgque._queue(x_queue_name), x_consumer_name);
+end $$;
+
+create function pgque.unsubscribe(queue_name text, consumer_name text)
+returns int4 language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque.unregister_consumer(queue_name, consumer_name)
+$$;

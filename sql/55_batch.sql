@@ -1,0 +1,217 @@
+-- Batches (PgQ primitives): a batch is the window between the subscription's
+-- cursor tick (sub_last_tick) and a later tick (sub_next_tick).  Its events
+-- are those whose inserting transaction the later snapshot sees and the
+-- earlier one does not, so batches need no row locks on events.
+
+create type pgque.batch_info as (
+    batch_id             bigint,
+    cur_tick_id          bigint,
+    prev_tick_id         bigint,
+    cur_tick_time        timestamptz,
+    prev_tick_time       timestamptz,
+    cur_tick_event_seq   bigint,
+    prev_tick_event_seq  bigint
+);
+
+-- Open a batch for a subscription, or return the one already open.  The row
+-- lock on the subscription is the receive lock: concurrent callers queue and
+-- get the same batch.  i_span_events (receive) lets one batch cover several
+-- pending tick windows up to about that many events, so fast ticks do not
+-- force tiny batches on a busy consumer.
+create function pgque._next_batch(i_queue_name text, i_consumer_name text,
+                                  i_min_lag interval, i_min_count int4, i_min_interval interval,
+                                  i_span_events int4)
+returns pgque.batch_info language plpgsql as $$
+declare
+    s     pgque.subscription;
+    prev  pgque.tick;
+    nxt   pgque.tick;
+    res   pgque.batch_info;
+begin
+    s := pgque._subscription(i_queue_name, i_consumer_name);
+    select * into s from pgque.subscription where sub_id = s.sub_id for update;
+    select * into prev from pgque.tick where tick_queue = s.sub_queue and tick_id = s.sub_last_tick;
+
+    if s.sub_batch is not null then
+        select * into nxt from pgque.tick where tick_queue = s.sub_queue and tick_id = s.sub_next_tick;
+        return (s.sub_batch, nxt.tick_id, prev.tick_id, nxt.tick_time, prev.tick_time,
+                nxt.tick_event_seq, prev.tick_event_seq)::pgque.batch_info;
+    end if;
+
+    if i_min_count is not null or i_min_interval is not null then
+        select * into nxt from pgque.tick
+         where tick_queue = s.sub_queue and tick_id > s.sub_last_tick
+           and (tick_event_seq >= prev.tick_event_seq + i_min_count
+                or tick_time >= prev.tick_time + i_min_interval)
+         order by tick_id limit 1;
+    elsif i_span_events is not null then
+        select t.* into nxt
+          from (select * from pgque.tick
+                 where tick_queue = s.sub_queue and tick_id > s.sub_last_tick
+                 order by tick_id limit 1000) t
+         where t.tick_event_seq <= prev.tick_event_seq + i_span_events
+         order by t.tick_id desc limit 1;
+    end if;
+    if nxt.tick_id is null and i_min_count is null and i_min_interval is null then
+        select * into nxt from pgque.tick
+         where tick_queue = s.sub_queue and tick_id > s.sub_last_tick
+         order by tick_id limit 1;
+    end if;
+
+    if nxt.tick_id is null or (i_min_lag is not null and nxt.tick_time > now() - i_min_lag) then
+        return (null, null, prev.tick_id, null, prev.tick_time, null, prev.tick_event_seq)::pgque.batch_info;
+    end if;
+
+    update pgque.subscription
+       set sub_batch = pg_catalog.nextval('pgque.batch_id_seq'), sub_next_tick = nxt.tick_id,
+           sub_batch_pos = null, sub_batch_last = null, sub_active = now()
+     where sub_id = s.sub_id
+    returning sub_batch into res.batch_id;
+    return (res.batch_id, nxt.tick_id, prev.tick_id, nxt.tick_time, prev.tick_time,
+            nxt.tick_event_seq, prev.tick_event_seq)::pgque.batch_info;
+end $$;
+
+-- The events of an open batch in ev_id order, past what receive() already
+-- had acked inside it (sub_batch_pos).  i_limit caps the rows; i_ev_id picks
+-- one event.  Retried and replayed events (ev_owner set) are seen only by
+-- their owning subscription.
+create function pgque._batch_rows(i_batch_id bigint, i_limit int4, i_ev_id bigint)
+returns setof pgque.event_template language plpgsql as $$
+declare
+    sid    int4;
+    qid    int4;
+    pos    bigint;
+    snap1  pg_catalog.pg_snapshot;
+    snap2  pg_catalog.pg_snapshot;
+begin
+    select sub.sub_id, sub.sub_queue, sub.sub_batch_pos, t1.tick_snapshot, t2.tick_snapshot
+      into sid, qid, pos, snap1, snap2
+      from pgque.subscription sub
+      join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = sub.sub_last_tick
+      join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = sub.sub_next_tick
+     where sub.sub_batch = i_batch_id;
+    if not found then
+        raise exception 'batch % is not open', i_batch_id
+            using errcode = 'undefined_object',
+                  hint = 'It was finished (acked) already, or never existed.';
+    end if;
+    -- txids at or past the old xmax, plus those in progress at the old tick,
+    -- that the new snapshot sees as committed
+    return query execute pg_catalog.format(
+        'select * from pgque.%I ev'
+        ' where ((ev.ev_txid >= $1 and ev.ev_txid < $2) or ev.ev_txid = any($3))'
+        '   and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, $4)'
+        '   and (ev.ev_owner is null or ev.ev_owner = $5)'
+        '   and ($6::bigint is null or ev.ev_id > $6)'
+        '   and ($7::bigint is null or ev.ev_id = $7)'
+        ' order by ev.ev_id limit $8', 'event_' || qid)
+    using pg_catalog.pg_snapshot_xmax(snap1), pg_catalog.pg_snapshot_xmax(snap2),
+          array(select pg_catalog.pg_snapshot_xip(snap1)), snap2, sid,
+          pos, i_ev_id, i_limit;
+end $$;
+
+create function pgque.next_batch_custom(i_queue_name text, i_consumer_name text,
+                                        i_min_lag interval, i_min_count int4, i_min_interval interval,
+                                        out batch_id bigint, out cur_tick_id bigint, out prev_tick_id bigint,
+                                        out cur_tick_time timestamptz, out prev_tick_time timestamptz,
+                                        out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
+language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    b pgque.batch_info;
+begin
+    if i_min_count is not null and i_min_count < 1 then
+        raise exception 'min_count must be positive, got %', i_min_count
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if i_min_lag is not null then
+        perform pgque._check_interval('min_lag', i_min_lag, true);
+    end if;
+    if i_min_interval is not null then
+        perform pgque._check_interval('min_interval', i_min_interval);
+    end if;
+    b := pgque._next_batch(i_queue_name, i_consumer_name, i_min_lag, i_min_count, i_min_interval, null);
+    select b.* into batch_id, cur_tick_id, prev_tick_id, cur_tick_time, prev_tick_time,
+                    cur_tick_event_seq, prev_tick_event_seq;
+end $$;
+
+create function pgque.next_batch_info(i_queue_name text, i_consumer_name text,
+                                      out batch_id bigint, out cur_tick_id bigint, out prev_tick_id bigint,
+                                      out cur_tick_time timestamptz, out prev_tick_time timestamptz,
+                                      out cur_tick_event_seq bigint, out prev_tick_event_seq bigint)
+language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select * from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null)
+$$;
+
+create function pgque.next_batch(i_queue_name text, i_consumer_name text)
+returns bigint language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select batch_id from pgque.next_batch_custom(i_queue_name, i_consumer_name, null, null, null)
+$$;
+
+-- get_batch_events(batch_id): the batch's events in ev_id order; ev_txid is
+-- bigint as in PgQ.
+create function pgque.get_batch_events(x_batch_id bigint,
+    out ev_id bigint, out ev_time timestamptz, out ev_txid bigint, out ev_retry int4,
+    out ev_type text, out ev_data text, out ev_extra1 text, out ev_extra2 text,
+    out ev_extra3 text, out ev_extra4 text)
+returns setof record language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._check_not_null('batch_id', x_batch_id);
+    return query
+        select e.ev_id, e.ev_time, e.ev_txid::text::bigint, e.ev_retry, e.ev_type, e.ev_data,
+               e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4
+          from pgque._batch_rows(x_batch_id, null, null) e;
+end $$;
+
+-- Close a batch: the cursor moves to the batch's end tick.  -> 1 / 0 unknown.
+create function pgque._finish_batch(i_batch_id bigint)
+returns int4 language plpgsql as $$
+begin
+    update pgque.subscription
+       set sub_last_tick = sub_next_tick, sub_next_tick = null, sub_batch = null,
+           sub_batch_pos = null, sub_batch_last = null, sub_active = now()
+     where sub_batch = i_batch_id;
+    return case when found then 1 else 0 end;
+end $$;
+
+create function pgque.finish_batch(x_batch_id bigint)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._check_not_null('batch_id', x_batch_id);
+    if pgque._finish_batch(x_batch_id) = 0 then
+        raise warning 'finish_batch: batch % is not open', x_batch_id;
+        return 0;
+    end if;
+    return 1;
+end $$;
+
+-- The open batch's subscription, locked (the receive lock); all NULL if the
+-- batch is unknown.
+create function pgque._open_batch(i_batch_id bigint)
+returns pgque.subscription language plpgsql as $$
+declare
+    s pgque.subscription;
+begin
+    select * into s from pgque.subscription where sub_batch = i_batch_id for update;
+    return s;
+end $$;
+
+-- The open batch's subscription, or a clear error.
+create function pgque._open_batch_or_raise(i_batch_id bigint)
+returns pgque.subscription language plpgsql as $$
+declare
+    s pgque.subscription;
+begin
+    perform pgque._check_not_null('batch_id', i_batch_id);
+    s := pgque._open_batch(i_batch_id);
+    if s.sub_id is null then
+        raise exception 'batch % is not open', i_batch_id
+            using errcode = 'undefined_object',
+                  hint = 'It was finished (acked) already, or never existed.';
+    end if;
+    return s;
+end $$;

@@ -1,0 +1,132 @@
+-- The modern consuming API: receive / ack / nack over the PgQ batch.
+
+-- receive(queue, consumer, max_return) opens the next batch (or re-returns
+-- the open one) and returns up to max_return of its events.  A window with
+-- more events is handed out in parts: ack() of a part keeps the rest open
+-- under a new batch id, so nothing past max_return is skipped.  Empty
+-- windows are finished here and the next one is tried.
+create function pgque.receive(queue_name text, consumer_name text, max_return int4 default 100)
+returns setof pgque.message language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    b        pgque.batch_info;
+    e        pgque.event_template;
+    n        int4;
+    last_id  bigint;
+    more     boolean;
+    tries    int4 := 0;
+begin
+    perform pgque._check_not_null('max_return', max_return);
+    if max_return < 1 then
+        raise exception 'max_return must be positive, got %', max_return
+            using errcode = 'invalid_parameter_value';
+    end if;
+    perform pgque._check_name('consumer', consumer_name, 64);
+    perform pgque._refuse_slot_consumer(consumer_name, 'receive');
+
+    loop
+        b := pgque._next_batch(queue_name, consumer_name, null, null, null, max_return);
+        if b.batch_id is null then
+            return;
+        end if;
+        n := 0;
+        more := false;
+        for e in select * from pgque._batch_rows(b.batch_id, max_return + 1, null) loop
+            n := n + 1;
+            if n > max_return then
+                more := true;
+                exit;
+            end if;
+            last_id := e.ev_id;
+            return next (e.ev_id, b.batch_id, e.ev_type, e.ev_data, e.ev_retry, e.ev_time,
+                         e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4)::pgque.message;
+        end loop;
+        if n > 0 then
+            update pgque.subscription
+               set sub_batch_last = case when more then last_id end
+             where sub_batch = b.batch_id
+               and sub_batch_last is distinct from (case when more then last_id end);
+            return;
+        end if;
+        perform pgque._finish_batch(b.batch_id);
+        tries := tries + 1;
+        exit when tries >= 10;
+    end loop;
+end $$;
+
+-- Plain ack/nack refuse batches of slot consumers.
+create function pgque._refuse_slot_batch(s pgque.subscription, i_func text)
+returns void language plpgsql as $$
+begin
+    perform pgque._refuse_slot_consumer(
+        (select co_name from pgque.consumer where co_id = s.sub_consumer), i_func);
+end $$;
+
+-- ack(batch_id) -> 1 done / 0 unknown or already acked.
+create function pgque.ack(batch_id bigint)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    s pgque.subscription;
+begin
+    perform pgque._check_not_null('batch_id', batch_id);
+    s := pgque._open_batch(batch_id);
+    if s.sub_id is null then
+        return 0;
+    end if;
+    perform pgque._refuse_slot_batch(s, 'ack');
+    return pgque._ack_batch(s);
+end $$;
+
+-- Ack what receive() handed out: the whole window, or the part before
+-- sub_batch_last, keeping the rest open under a fresh batch id.
+create function pgque._ack_batch(s pgque.subscription)
+returns int4 language plpgsql as $$
+begin
+    if s.sub_batch_last is not null then
+        update pgque.subscription
+           set sub_batch = pg_catalog.nextval('pgque.batch_id_seq'),
+               sub_batch_pos = sub_batch_last, sub_batch_last = null, sub_active = now()
+         where sub_id = s.sub_id;
+        return 1;
+    end if;
+    return pgque._finish_batch(s.sub_batch);
+end $$;
+
+-- The retry-or-dead-letter decision for one event of an open batch.  The
+-- event is re-read from the batch: a msg_id not in it is refused, and the
+-- caller's copy of the payload is never trusted.
+create function pgque._nack_event(s pgque.subscription, i_ev_id bigint, i_retry_after interval, i_reason text)
+returns int4 language plpgsql as $$
+declare
+    e    pgque.event_template;
+    q    pgque.queue;
+begin
+    select * into e from pgque._batch_rows(s.sub_batch, 1, i_ev_id);
+    if not found then
+        raise exception 'event % is not part of batch %', i_ev_id, s.sub_batch
+            using errcode = 'invalid_parameter_value';
+    end if;
+    select * into q from pgque.queue where queue_id = s.sub_queue;
+    if coalesce(e.ev_retry, 0) >= coalesce(q.queue_max_retries, 5) then
+        return pgque._dead_letter(s, e, i_reason);
+    end if;
+    return pgque._retry_event(s, e, now() + i_retry_after);
+end $$;
+
+-- nack(batch_id, msg, retry_after, reason) -> 1 scheduled / 0 already was.
+-- The event goes back to this consumer only after retry_after, or to the
+-- dead-letter queue once it has been retried max_retries times.
+create function pgque.nack(batch_id bigint, msg pgque.message,
+                           retry_after interval default '60 seconds', reason text default null)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    s pgque.subscription;
+begin
+    perform pgque._check_not_null('msg.msg_id', msg.msg_id);
+    perform pgque._check_interval('retry_after', retry_after, true);
+    s := pgque._open_batch_or_raise(batch_id);
+    perform pgque._refuse_slot_batch(s, 'nack');
+    return pgque._nack_event(s, msg.msg_id, retry_after, reason);
+end $$;

@@ -1,0 +1,172 @@
+-- Retry and dead-letter queue.
+
+-- Schedule a redelivery of one event to one subscription (same ev_id, same
+-- partition key, ev_retry + 1).  -> 1 / 0 if it is already scheduled.
+create function pgque._retry_event(s pgque.subscription, e pgque.event_template, i_due timestamptz)
+returns int4 language plpgsql as $$
+declare
+    n int4;
+begin
+    insert into pgque.retry_queue (ev_retry_after, ev_queue, ev_id, ev_time, ev_txid, ev_owner, ev_retry,
+                                   ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)
+    values (i_due, s.sub_queue, e.ev_id, e.ev_time, e.ev_txid, s.sub_id, coalesce(e.ev_retry, 0) + 1,
+            e.ev_type, e.ev_data, e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4)
+    on conflict (ev_owner, ev_id) do nothing;
+    get diagnostics n = row_count;
+    return n;
+end $$;
+
+-- Move one event to the dead-letter queue.  -> 1 / 0 if it is there already.
+create function pgque._dead_letter(s pgque.subscription, e pgque.event_template, i_reason text)
+returns int4 language plpgsql as $$
+declare
+    n int4;
+begin
+    insert into pgque.dead_letter (dl_queue_id, dl_consumer_id, dl_reason, ev_id, ev_time, ev_txid,
+                                   ev_owner, ev_retry, ev_type, ev_data,
+                                   ev_extra1, ev_extra2, ev_extra3, ev_extra4)
+    values (s.sub_queue, s.sub_consumer, i_reason, e.ev_id, e.ev_time, e.ev_txid,
+            e.ev_owner, e.ev_retry, e.ev_type, e.ev_data,
+            e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4)
+    on conflict (dl_queue_id, dl_consumer_id, ev_id) do nothing;
+    get diagnostics n = row_count;
+    return n;
+end $$;
+
+create function pgque.event_retry(x_batch_id bigint, x_event_id bigint, x_retry_time timestamptz)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    s  pgque.subscription;
+    e  pgque.event_template;
+begin
+    s := pgque._open_batch_or_raise(x_batch_id);
+    perform pgque._check_not_null('event_id', x_event_id);
+    perform pgque._check_not_null('retry_time', x_retry_time);
+    select * into e from pgque._batch_rows(x_batch_id, 1, x_event_id);
+    if not found then
+        raise exception 'event % is not part of batch %', x_event_id, x_batch_id
+            using errcode = 'invalid_parameter_value';
+    end if;
+    return pgque._retry_event(s, e, x_retry_time);
+end $$;
+
+create function pgque.event_retry(x_batch_id bigint, x_event_id bigint, x_retry_seconds int4)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._check_not_null('retry_seconds', x_retry_seconds);
+    if x_retry_seconds < 0 then
+        raise exception 'retry_seconds must be zero or positive, got %', x_retry_seconds
+            using errcode = 'invalid_parameter_value';
+    end if;
+    return pgque.event_retry(x_batch_id, x_event_id, now() + pg_catalog.make_interval(secs => x_retry_seconds));
+end $$;
+
+-- batch_retry(batch_id, seconds): every event of the batch to retry.
+create function pgque.batch_retry(i_batch_id bigint, i_retry_seconds int4)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    s  pgque.subscription;
+    e  pgque.event_template;
+    n  int4 := 0;
+begin
+    s := pgque._open_batch_or_raise(i_batch_id);
+    perform pgque._check_not_null('retry_seconds', i_retry_seconds);
+    if i_retry_seconds < 0 then
+        raise exception 'retry_seconds must be zero or positive, got %', i_retry_seconds
+            using errcode = 'invalid_parameter_value';
+    end if;
+    for e in select * from pgque._batch_rows(i_batch_id, null, null) loop
+        n := n + pgque._retry_event(s, e, now() + pg_catalog.make_interval(secs => i_retry_seconds));
+    end loop;
+    return n;
+end $$;
+
+-- dlq_inspect(queue_name, limit_count): newest dead letters first.
+create function pgque.dlq_inspect(queue_name text, limit_count int4 default 100)
+returns setof pgque.dead_letter language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q pgque.queue;
+begin
+    q := pgque._queue(queue_name);
+    perform pgque._check_not_null('limit_count', limit_count);
+    if limit_count < 1 then
+        raise exception 'limit_count must be positive, got %', limit_count
+            using errcode = 'invalid_parameter_value';
+    end if;
+    return query select * from pgque.dead_letter where dl_queue_id = q.queue_id
+                  order by dl_time desc, dl_id desc limit limit_count;
+end $$;
+
+-- dlq_replay(dead_letter_id) -> the event id.  The event goes back, with its
+-- id and a fresh retry budget, to the consumer that dead-lettered it only.
+create function pgque.dlq_replay(dead_letter_id bigint)
+returns bigint language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    d    pgque.dead_letter;
+    q    pgque.queue;
+    sid  int4;
+begin
+    perform pgque._check_not_null('dead_letter_id', dead_letter_id);
+    select * into d from pgque.dead_letter where dl_id = dead_letter_id for update;
+    if not found then
+        raise exception 'dead letter % does not exist', dead_letter_id
+            using errcode = 'undefined_object';
+    end if;
+    select * into q from pgque.queue where queue_id = d.dl_queue_id;
+    select sub_id into sid from pgque.subscription
+     where sub_queue = d.dl_queue_id and sub_consumer = d.dl_consumer_id;
+    if sid is null then
+        raise exception 'the consumer of dead letter % is no longer subscribed to queue "%"', dead_letter_id, q.queue_name
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
+    perform pgque._insert_event(q, d.ev_id, d.ev_time, sid, null, d.ev_type, d.ev_data,
+                                d.ev_extra1, d.ev_extra2, d.ev_extra3, d.ev_extra4);
+    delete from pgque.dead_letter where dl_id = dead_letter_id;
+    return d.ev_id;
+end $$;
+
+-- dlq_replay_all(queue_name) -> (replayed, failed, first_error).
+create function pgque.dlq_replay_all(queue_name text,
+                                     out replayed bigint, out failed bigint, out first_error text)
+language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q pgque.queue;
+begin
+    q := pgque._queue(queue_name);
+    execute pg_catalog.format(
+        'with d as (delete from pgque.dead_letter dl using pgque.subscription s'
+        '            where dl.dl_queue_id = $1 and s.sub_queue = dl.dl_queue_id'
+        '              and s.sub_consumer = dl.dl_consumer_id'
+        '        returning dl.*, s.sub_id)'
+        ' insert into %s (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
+        '                 ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+        ' select ev_id, ev_time, sub_id, null, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4'
+        '   from d order by ev_id', pgque._cur_table(q))
+    using q.queue_id;
+    get diagnostics replayed = row_count;
+    select count(*) into failed from pgque.dead_letter where dl_queue_id = q.queue_id;
+    if failed > 0 then
+        first_error := 'consumer no longer subscribed';
+    end if;
+end $$;
+
+-- dlq_purge(queue_name, older_than) -> rows deleted.
+create function pgque.dlq_purge(queue_name text, older_than interval default '30 days')
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q  pgque.queue;
+    n  int4;
+begin
+    q := pgque._queue(queue_name);
+    perform pgque._check_interval('older_than', older_than, true);
+    delete from pgque.dead_letter where dl_queue_id = q.queue_id and dl_time <= now() - older_than;
+    get diagnostics n = row_count;
+    return n;
+end $$;

@@ -1,0 +1,140 @@
+-- Maintenance: rotation (two steps in two transactions), retry and delayed
+-- re-injection, tick history cleanup.
+
+-- Rotation step 1: when the rotation period has passed, the previous switch
+-- is complete (step 2 stamped) and every cursor has moved past it, TRUNCATE
+-- the oldest child and make it current.  -> 1 switched / 0 not now.
+create function pgque.maint_rotate_tables_step1(i_queue_name text)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q       pgque.queue;
+    lowest  xid8;
+    nxt     int4;
+    tbl     text;
+begin
+    q := pgque._queue(i_queue_name);
+    select * into q from pgque.queue where queue_id = q.queue_id for update;
+    if q.queue_switch_step2 is null
+       or q.queue_switch_time + q.queue_rotation_period > now() then
+        return 0;
+    end if;
+    -- everything written before the previous switch must be consumed by all
+    select min(pg_catalog.pg_snapshot_xmin(t.tick_snapshot)) into lowest
+      from pgque.subscription s
+      join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
+     where s.sub_queue = q.queue_id;
+    if lowest is not null and lowest <= q.queue_switch_step2 then
+        return 0;
+    end if;
+
+    nxt := (q.queue_cur_table + 1) % q.queue_ntables;
+    tbl := pg_catalog.format('pgque.%I', 'event_' || q.queue_id || '_' || nxt);
+    begin
+        -- pg_dump or a long reader holds it: try again next time
+        execute 'lock table ' || tbl || ' in access exclusive mode nowait';
+    exception when lock_not_available then
+        return 0;
+    end;
+    execute 'truncate ' || tbl;
+    update pgque.queue
+       set queue_cur_table = nxt, queue_switch_time = now(),
+           queue_switch_step1 = pg_catalog.pg_current_xact_id(), queue_switch_step2 = null
+     where queue_id = q.queue_id;
+    -- ticks older than every cursor and than the previous switch
+    delete from pgque.tick
+     where tick_queue = q.queue_id
+       and pg_catalog.pg_snapshot_xmax(tick_snapshot) < q.queue_switch_step2;
+    return 1;
+end $$;
+
+-- Rotation step 2: stamp the first xid after the switch.  Must run in a later
+-- transaction than step 1; switches made by this transaction are left for
+-- the next call.  -> queues stamped.
+create function pgque.maint_rotate_tables_step2()
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    n int4;
+begin
+    update pgque.queue
+       set queue_switch_step2 = pg_catalog.pg_current_xact_id()
+     where queue_switch_step2 is null
+       and queue_switch_step1 is distinct from pg_catalog.pg_current_xact_id_if_assigned();
+    get diagnostics n = row_count;
+    return n;
+end $$;
+
+-- Move every due retry and delayed event into its queue's current table.
+-- Drains all that is due (not 10 rows per call).  -> events moved.
+create function pgque.maint_retry_events()
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q      pgque.queue;
+    n      int4 := 0;
+    moved  int4;
+begin
+    for q in select * from pgque.queue
+              where queue_id in (select ev_queue from pgque.retry_queue where ev_retry_after <= now()
+                                 union
+                                 select de_queue from pgque.delayed_event where de_deliver_at <= now())
+              order by queue_id loop
+        execute pg_catalog.format(
+            'with m as (delete from pgque.retry_queue where ev_queue = $1 and ev_retry_after <= now() returning *)'
+            ' insert into %s (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
+            '                 ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+            ' select ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
+            '        ev_extra1, ev_extra2, ev_extra3, ev_extra4 from m order by ev_id',
+            pgque._cur_table(q)) using q.queue_id;
+        get diagnostics moved = row_count;
+        n := n + moved;
+        execute pg_catalog.format(
+            'with m as (delete from pgque.delayed_event where de_queue = $1 and de_deliver_at <= now() returning *)'
+            ' insert into %s (ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
+            ' select ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4'
+            '   from m order by ev_id',
+            pgque._cur_table(q)) using q.queue_id;
+        get diagnostics moved = row_count;
+        n := n + moved;
+    end loop;
+    return n;
+end $$;
+
+-- Tick history: ticks behind every cursor and older than a rotation period
+-- serve nobody.  -> ticks deleted.
+create function pgque.maint_tick_cleanup()
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    n int4;
+begin
+    delete from pgque.tick t
+     using pgque.queue q
+     where t.tick_queue = q.queue_id
+       and t.tick_time < now() - q.queue_rotation_period
+       and t.tick_id < coalesce((select min(s.sub_last_tick) from pgque.subscription s where s.sub_queue = q.queue_id),
+                                (select max(x.tick_id) from pgque.tick x where x.tick_queue = q.queue_id));
+    get diagnostics n = row_count;
+    return n;
+end $$;
+
+-- maint(): every maintenance step, for every queue.  Rotation step 2 of a
+-- switch made by an earlier transaction runs first, then step 1 where due,
+-- so repeated maint() calls (one transaction each) keep rotating.
+-- -> number of actions taken.
+create function pgque.maint()
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    n    int4;
+    qn   text;
+begin
+    n := pgque.maint_rotate_tables_step2();
+    for qn in select queue_name from pgque.queue order by queue_id loop
+        n := n + pgque.maint_rotate_tables_step1(qn);
+    end loop;
+    n := n + pgque.maint_retry_events();
+    n := n + pgque.maint_tick_cleanup();
+    return n;
+end $$;

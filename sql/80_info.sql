@@ -1,0 +1,139 @@
+-- Observing: version, status and the PgQ info functions.
+
+create function pgque.version()
+returns text language sql immutable security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select '0.1.0'::text
+$$;
+
+create function pgque._preloaded()
+returns boolean language c strict
+as 'MODULE_PATHNAME', 'pgque_preloaded_sql';
+
+-- status() -> (component, status, detail).
+create function pgque.status(out component text, out status text, out detail text)
+returns setof record language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    component := 'postgresql'; status := 'ok'; detail := pg_catalog.version();
+    return next;
+    component := 'pgque_bgw'; status := 'ok'; detail := 'version ' || pgque.version();
+    return next;
+    component := 'library';
+    if pgque._preloaded() then
+        status := 'preloaded'; detail := 'pgque_bgw is in shared_preload_libraries';
+    else
+        status := 'not preloaded';
+        detail := 'add pgque_bgw to shared_preload_libraries for the background workers and slot leases';
+    end if;
+    return next;
+    component := 'scheduler'; status := 'manual';
+    detail := 'call pgque.ticker() and pgque.maint() periodically';
+    return next;
+    component := 'queues'; status := 'ok';
+    detail := (select count(*) from pgque.queue)::text || ' queue(s)';
+    return next;
+    component := 'consumers'; status := 'ok';
+    detail := (select count(*) from pgque.subscription)::text || ' subscription(s)';
+    return next;
+end $$;
+
+create function pgque.get_queue_info(
+    out queue_name text, out queue_ntables int4, out queue_cur_table int4,
+    out queue_rotation_period interval, out queue_switch_time timestamptz,
+    out queue_external_ticker boolean, out queue_ticker_paused boolean,
+    out queue_ticker_max_count int4, out queue_ticker_max_lag interval,
+    out queue_ticker_idle_period interval, out ticker_lag interval,
+    out ev_per_sec float8, out ev_new bigint, out last_tick_id bigint)
+returns setof record language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select q.queue_name, q.queue_ntables, q.queue_cur_table, q.queue_rotation_period,
+           q.queue_switch_time, q.queue_external_ticker, q.queue_ticker_paused,
+           q.queue_ticker_max_count, q.queue_ticker_max_lag, q.queue_ticker_idle_period,
+           now() - lt.tick_time,
+           case when ot.tick_time is not null and lt.tick_time > ot.tick_time
+                then (lt.tick_event_seq - ot.tick_event_seq)
+                     / extract(epoch from lt.tick_time - ot.tick_time)::float8 end,
+           greatest(pgque._event_seq_pos(q) - lt.tick_event_seq, 0),
+           lt.tick_id
+      from pgque.queue q
+      left join lateral (select * from pgque.tick t where t.tick_queue = q.queue_id
+                          order by t.tick_id desc limit 1) lt on true
+      left join lateral (select * from pgque.tick t where t.tick_queue = q.queue_id
+                          order by t.tick_id desc offset 20 limit 1) ot0 on true
+      left join lateral (select coalesce(ot0.tick_time, (select min(tick_time) from pgque.tick t where t.tick_queue = q.queue_id)) as tick_time,
+                                coalesce(ot0.tick_event_seq, (select min(tick_event_seq) from pgque.tick t where t.tick_queue = q.queue_id)) as tick_event_seq) ot on true
+     order by q.queue_name
+$$;
+
+create function pgque.get_queue_info(i_queue_name text,
+    out queue_name text, out queue_ntables int4, out queue_cur_table int4,
+    out queue_rotation_period interval, out queue_switch_time timestamptz,
+    out queue_external_ticker boolean, out queue_ticker_paused boolean,
+    out queue_ticker_max_count int4, out queue_ticker_max_lag interval,
+    out queue_ticker_idle_period interval, out ticker_lag interval,
+    out ev_per_sec float8, out ev_new bigint, out last_tick_id bigint)
+returns setof record language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._queue(i_queue_name);
+    return query select * from pgque.get_queue_info() i where i.queue_name = i_queue_name;
+end $$;
+
+create function pgque.get_consumer_info(
+    out queue_name text, out consumer_name text, out lag interval, out last_seen interval,
+    out last_tick bigint, out current_batch bigint, out next_tick bigint, out pending_events bigint)
+returns setof record language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select q.queue_name, c.co_name, now() - t.tick_time, now() - s.sub_active,
+           s.sub_last_tick, s.sub_batch, s.sub_next_tick,
+           greatest(pgque._event_seq_pos(q) - t.tick_event_seq, 0)
+      from pgque.subscription s
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.consumer c on c.co_id = s.sub_consumer
+      join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
+     order by q.queue_name, c.co_name
+$$;
+
+create function pgque.get_consumer_info(i_queue_name text,
+    out queue_name text, out consumer_name text, out lag interval, out last_seen interval,
+    out last_tick bigint, out current_batch bigint, out next_tick bigint, out pending_events bigint)
+returns setof record language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._queue(i_queue_name);
+    return query select * from pgque.get_consumer_info() i where i.queue_name = i_queue_name;
+end $$;
+
+create function pgque.get_consumer_info(i_queue_name text, i_consumer_name text,
+    out queue_name text, out consumer_name text, out lag interval, out last_seen interval,
+    out last_tick bigint, out current_batch bigint, out next_tick bigint, out pending_events bigint)
+returns setof record language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._subscription(i_queue_name, i_consumer_name);
+    return query select * from pgque.get_consumer_info() i
+                  where i.queue_name = i_queue_name and i.consumer_name = i_consumer_name;
+end $$;
+
+create function pgque.get_batch_info(x_batch_id bigint,
+    out queue_name text, out consumer_name text, out batch_start timestamptz, out batch_end timestamptz,
+    out prev_tick_id bigint, out tick_id bigint, out lag interval, out seq_start bigint, out seq_end bigint)
+language plpgsql stable security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._check_not_null('batch_id', x_batch_id);
+    select q.queue_name, c.co_name, t1.tick_time, t2.tick_time, t1.tick_id, t2.tick_id,
+           now() - t2.tick_time, t1.tick_event_seq, t2.tick_event_seq
+      into queue_name, consumer_name, batch_start, batch_end, prev_tick_id, tick_id, lag, seq_start, seq_end
+      from pgque.subscription s
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.consumer c on c.co_id = s.sub_consumer
+      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
+      join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
+     where s.sub_batch = x_batch_id;
+    if not found then
+        raise exception 'batch % is not open', x_batch_id
+            using errcode = 'undefined_object';
+    end if;
+end $$;

@@ -1,0 +1,54 @@
+-- Privileges: least privilege for the three roles, nothing for PUBLIC.
+-- Internal functions (names starting with "_") are granted to nobody: they
+-- run only inside the SECURITY DEFINER API, as the owner.
+
+revoke all on all functions in schema pgque from public;
+revoke all on all tables in schema pgque from public;
+revoke all on all sequences in schema pgque from public;
+grant usage on schema pgque to pgque_reader, pgque_writer, pgque_admin;
+
+-- producing
+grant execute on function
+    pgque.send(text, text), pgque.send(text, jsonb),
+    pgque.send(text, text, text), pgque.send(text, text, jsonb),
+    pgque.send(text, text, text, text), pgque.send(text, text, jsonb, text),
+    pgque.send_batch(text, text[]), pgque.send_batch(text, jsonb[]),
+    pgque.send_batch(text, text, text[]), pgque.send_batch(text, text, jsonb[]),
+    pgque.send_batch(text, text, text[], text[]), pgque.send_batch(text, text, jsonb[], text[]),
+    pgque.send_at(text, text, text, timestamptz), pgque.send_at(text, text, jsonb, timestamptz),
+    pgque.insert_event(text, text, text),
+    pgque.insert_event(text, text, text, text, text, text, text),
+    pgque.dlq_replay(bigint), pgque.dlq_replay_all(text)
+  to pgque_writer;
+
+-- consuming
+grant execute on function
+    pgque.subscribe(text, text), pgque.unsubscribe(text, text),
+    pgque.register_consumer(text, text), pgque.register_consumer_at(text, text, bigint),
+    pgque.unregister_consumer(text, text),
+    pgque.receive(text, text, int4), pgque.ack(bigint),
+    pgque.nack(bigint, pgque.message, interval, text),
+    pgque.next_batch(text, text), pgque.next_batch_info(text, text),
+    pgque.next_batch_custom(text, text, interval, int4, interval),
+    pgque.get_batch_events(bigint), pgque.finish_batch(bigint),
+    pgque.event_retry(bigint, bigint, timestamptz), pgque.event_retry(bigint, bigint, int4),
+    pgque.get_queue_info(), pgque.get_queue_info(text),
+    pgque.get_consumer_info(), pgque.get_consumer_info(text), pgque.get_consumer_info(text, text),
+    pgque.get_batch_info(bigint), pgque.dlq_inspect(text, int4), pgque.version()
+  to pgque_reader;
+
+-- running the queues
+grant execute on function
+    pgque.create_queue(text), pgque.drop_queue(text), pgque.drop_queue(text, boolean),
+    pgque.set_queue_config(text, text, text),
+    pgque.ticker(), pgque.ticker(text), pgque.ticker(text, bigint, timestamptz, bigint),
+    pgque.force_tick(text), pgque.force_next_tick(text),
+    pgque.maint(), pgque.maint_retry_events(), pgque.maint_tick_cleanup(),
+    pgque.maint_rotate_tables_step1(text), pgque.maint_rotate_tables_step2(),
+    pgque.batch_retry(bigint, int4), pgque.dlq_purge(text, interval), pgque.status()
+  to pgque_admin;
+
+-- catalog tables are readable by admin; payloads only through the API
+grant select on pgque.queue, pgque.consumer, pgque.subscription, pgque.tick,
+                 pgque.retry_queue, pgque.delayed_event, pgque.dead_letter, pgque.event_template
+  to pgque_admin;

@@ -1,0 +1,32 @@
+/*
+ * compat.h
+ *		Every PG_VERSION_NUM branch of pgque_bgw lives here, so the rest of
+ *		the code reads as if there were one PostgreSQL version.
+ *
+ * Supported: PostgreSQL 14 to 18.  Built and tested on 15 (Debian bookworm).
+ */
+#ifndef PGQUE_COMPAT_H
+#define PGQUE_COMPAT_H
+
+#include "postgres.h"
+
+#if PG_VERSION_NUM < 140000
+#error "pgque_bgw requires PostgreSQL 14 or later (xid8, pg_snapshot)"
+#endif
+
+/*
+ * PostgreSQL 15 split shared-memory sizing into shmem_request_hook; on 14 the
+ * request is made directly from _PG_init.
+ */
+#if PG_VERSION_NUM >= 150000
+#define PGQUE_HAVE_SHMEM_REQUEST_HOOK 1
+#endif
+
+/* PG18 moved the module magic to carry name and version. */
+#if PG_VERSION_NUM >= 180000
+#define PGQUE_MODULE_MAGIC() PG_MODULE_MAGIC_EXT(.name = "pgque_bgw", .version = "0.1.0")
+#else
+#define PGQUE_MODULE_MAGIC() PG_MODULE_MAGIC
+#endif
+
+#endif							/* PGQUE_COMPAT_H */

@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# make test: every test of pgque_bgw against real servers with the module
+# preloaded.  Installs what is missing, builds with -Werror, then runs
+#   pg_regress            test/sql/*.sql      vs test/expected/*.out
+#   pg_isolation_regress  test/specs/*.spec   vs test/expected/*.out
+#   prove (TAP)           test/t/*.pl         PostgreSQL::Test::Cluster
+# and ends with one line "N passed, N failed".  Exit status: 0 only if all pass.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+. test/lib.sh
+
+ensure_packages postgresql-15 postgresql-server-dev-15 libipc-run-perl \
+	postgresql-15-pgtap postgresql-15-cron make gcc || exit 1
+build_and_install || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
+
+WORK=$(make_workdir pgque_test)
+cp -r test "$WORK/"
+[ "$(id -u)" -eq 0 ] && chown -R postgres: "$WORK"
+T="$WORK/test"
+PORT_BASE=${PGQUE_TEST_PORT:-56500}
+
+passed=0
+failed=0
+failures=()
+
+# count_pg_regress LOG: add the tally of a pg_regress/isolation run
+count_pg_regress() {
+	local ok bad
+	ok=$(grep -cE '\.\.\. ok' "$1")
+	bad=$(grep -cE '\.\.\. FAILED|\.\.\. failed' "$1")
+	passed=$((passed + ok))
+	failed=$((failed + bad))
+}
+
+regress_tests=$(cd test/sql && ls *.sql | sed 's/\.sql$//' | sort)
+echo "== pg_regress"
+as_pg "$PGXS_TEST/regress/pg_regress" \
+	--bindir="$PGBIN" --inputdir="$T" --outputdir="$WORK/regress" \
+	--temp-instance="$WORK/regress/tmp" --temp-config="$T/pgque_test.conf" \
+	--port=$PORT_BASE --dbname=contrib_regression \
+	$regress_tests 2>&1 | tee "$WORK/regress.log"
+rc=${PIPESTATUS[0]}
+count_pg_regress "$WORK/regress.log"
+if [ "$rc" -ne 0 ]; then
+	failures+=("pg_regress")
+	[ -f "$WORK/regress/regression.diffs" ] && cat "$WORK/regress/regression.diffs"
+	grep -qE '\.\.\. (ok|FAILED|failed)' "$WORK/regress.log" || failed=$((failed + 1))
+fi
+
+isolation_tests=$(cd test/specs && ls *.spec | sed 's/\.spec$//' | sort)
+echo "== isolation"
+as_pg "$PGXS_TEST/isolation/pg_isolation_regress" \
+	--bindir="$PGBIN" --inputdir="$T" --outputdir="$WORK/isolation" \
+	--temp-instance="$WORK/isolation/tmp" --temp-config="$T/pgque_test.conf" \
+	--port=$((PORT_BASE + 1)) --dbname=isolation_regression \
+	$isolation_tests 2>&1 | tee "$WORK/isolation.log"
+rc=${PIPESTATUS[0]}
+count_pg_regress "$WORK/isolation.log"
+if [ "$rc" -ne 0 ]; then
+	failures+=("isolation")
+	[ -f "$WORK/isolation/regression.diffs" ] && cat "$WORK/isolation/regression.diffs"
+	grep -qE '\.\.\. (ok|FAILED|failed)' "$WORK/isolation.log" || failed=$((failed + 1))
+fi
+
+echo "== TAP"
+for t in test/t/*.pl; do
+	name=$(basename "$t")
+	as_pg mkdir -p "$WORK/tap/$name"
+	as_pg env TESTDIR="$WORK/tap/$name" PG_REGRESS="$PGXS_TEST/regress/pg_regress" \
+		PGQUE_SRC="$T" \
+		prove -I "$PGXS_TEST/perl" -I "$T/t" -v "$T/t/$name" >"$WORK/tap_$name.log" 2>&1
+	rc=$?
+	ok=$(grep -cE '^ok [0-9]+' "$WORK/tap_$name.log")
+	skip=$(grep -cE '^ok [0-9]+.*# [Ss][Kk][Ii][Pp]' "$WORK/tap_$name.log")
+	bad=$(grep -cE '^not ok [0-9]+' "$WORK/tap_$name.log")
+	passed=$((passed + ok - skip))
+	failed=$((failed + bad + skip))
+	if [ "$rc" -ne 0 ] || [ "$bad" -ne 0 ] || [ "$skip" -ne 0 ]; then
+		[ "$bad" -eq 0 ] && [ "$skip" -eq 0 ] && failed=$((failed + 1))
+		failures+=("$name")
+		echo "$name ... FAILED ($ok ok, $bad not ok, $skip skipped)"
+		cat "$WORK/tap_$name.log"
+		ls "$WORK/tap/$name/tmp_check/log/" 2>/dev/null | while read -r f; do
+			echo "---- $f (tail)"; tail -n 40 "$WORK/tap/$name/tmp_check/log/$f"
+		done
+	else
+		echo "$name ... ok ($ok assertions)"
+	fi
+done
+
+[ ${#failures[@]} -gt 0 ] && echo "failing: ${failures[*]} (work files in $WORK)"
+[ ${#failures[@]} -eq 0 ] && rm -rf "$WORK"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ] && [ ${#failures[@]} -eq 0 ]
