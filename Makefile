@@ -7,7 +7,7 @@ EXTENSION  = pgque_bgw
 EXTVERSION = 0.1.0
 
 MODULE_big = pgque_bgw
-OBJS       = src/pgque_bgw.o
+OBJS       = src/pgque_bgw.o src/insert.o
 
 DATA_built = pgque_bgw--$(EXTVERSION).sql
 SQL_PARTS  = $(sort $(wildcard sql/[0-9][0-9]_*.sql))

@@ -140,3 +140,10 @@ select pg_catalog.pg_extension_config_dump('pgque.retry_queue', '');
 select pg_catalog.pg_extension_config_dump('pgque.delayed_event', '');
 select pg_catalog.pg_extension_config_dump('pgque.dead_letter', '');
 select pg_catalog.pg_extension_config_dump('pgque.dead_letter_dl_id_seq', '');
+
+-- Producers cache queue rows per backend (src/insert.c); every change of
+-- pgque.queue sends a relcache invalidation that flushes those caches.
+create function pgque._queue_changed() returns trigger
+language c as 'MODULE_PATHNAME', 'pgque_queue_changed';
+create trigger queue_changed after insert or update or delete or truncate on pgque.queue
+    for each statement execute function pgque._queue_changed();

@@ -48,63 +48,52 @@ begin
     return q;
 end $$;
 
+-- insert_event and send are the producer hot path, in C (src/insert.c):
+-- one cached plan looks the queue up, one per queue inserts.
 create function pgque.insert_event(queue_name text, ev_type text, ev_data text,
                                    ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
-returns bigint language sql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
-    select pgque._insert_event(pgque._producer_queue(queue_name), null, null, null, null,
-                               ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)
-$$;
+returns bigint language c security definer
+set search_path = pgque, pg_catalog, pg_temp
+as 'MODULE_PATHNAME', 'pgque_insert_event';
 
 create function pgque.insert_event(queue_name text, ev_type text, ev_data text)
-returns bigint language sql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
-    select pgque._insert_event(pgque._producer_queue(queue_name), null, null, null, null,
-                               ev_type, ev_data, null, null, null, null)
-$$;
+returns bigint language c security definer
+set search_path = pgque, pg_catalog, pg_temp
+as 'MODULE_PATHNAME', 'pgque_insert_event';
 
 -- send: text payloads are stored byte for byte, jsonb ones canonicalised.
 create function pgque.send(queue_name text, payload text)
-returns bigint language sql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
-    select pgque._insert_event(pgque._producer_queue(queue_name), null, null, null, null,
-                               'default', payload, null, null, null, null)
-$$;
+returns bigint language c security definer
+set search_path = pgque, pg_catalog, pg_temp
+as 'MODULE_PATHNAME', 'pgque_send';
+
+create function pgque.send(queue_name text, type_name text, payload text)
+returns bigint language c security definer
+set search_path = pgque, pg_catalog, pg_temp
+as 'MODULE_PATHNAME', 'pgque_send';
+
+-- keyed send: the partition key rides in ev_extra1 (NULL key: slot 0)
+create function pgque.send(queue_name text, type_name text, payload text, partition_key text)
+returns bigint language c security definer
+set search_path = pgque, pg_catalog, pg_temp
+as 'MODULE_PATHNAME', 'pgque_send';
 
 create function pgque.send(queue_name text, payload jsonb)
 returns bigint language sql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
-    select pgque._insert_event(pgque._producer_queue(queue_name), null, null, null, null,
-                               'default', payload::text, null, null, null, null)
-$$;
-
-create function pgque.send(queue_name text, type_name text, payload text)
-returns bigint language sql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
-    select pgque._insert_event(pgque._producer_queue(queue_name), null, null, null, null,
-                               pgque._type(type_name), payload, null, null, null, null)
+    select pgque.send(queue_name, payload::text)
 $$;
 
 create function pgque.send(queue_name text, type_name text, payload jsonb)
 returns bigint language sql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
-    select pgque._insert_event(pgque._producer_queue(queue_name), null, null, null, null,
-                               pgque._type(type_name), payload::text, null, null, null, null)
-$$;
-
--- keyed send: the partition key rides in ev_extra1 (NULL key: slot 0)
-create function pgque.send(queue_name text, type_name text, payload text, partition_key text)
-returns bigint language sql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
-    select pgque._insert_event(pgque._producer_queue(queue_name), null, null, null, null,
-                               pgque._type(type_name), payload, partition_key, null, null, null)
+    select pgque.send(queue_name, type_name, payload::text)
 $$;
 
 create function pgque.send(queue_name text, type_name text, payload jsonb, partition_key text)
 returns bigint language sql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
-    select pgque._insert_event(pgque._producer_queue(queue_name), null, null, null, null,
-                               pgque._type(type_name), payload::text, partition_key, null, null, null)
+    select pgque.send(queue_name, type_name, payload::text, partition_key)
 $$;
 
 -- The set-based append behind every send_batch form.  Ids are drawn first,

@@ -7,4 +7,8 @@
 
 extern bool pgque_is_preloaded(void);
 
+/* insert.c */
+struct varlena;
+extern void pgque_check_queue_name(struct varlena *name);
+
 #endif							/* PGQUE_BGW_H */

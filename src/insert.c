@@ -1,0 +1,390 @@
+/*
+ * insert.c
+ *		The producer hot path: send() and insert_event() in C.
+ *
+ * Each call finds the queue by name and appends one row to the queue's
+ * current child table.  The queue's id, current table and insert flag are
+ * cached per backend, keyed by name; a statement trigger on pgque.queue
+ * sends a relcache invalidation for that table on every change (rotation,
+ * config, drop), which flushes the cache here, transactionally, the way
+ * PostgreSQL's own caches learn of catalog changes.  The lookup and the
+ * insert are SPI plans prepared once and kept: the insert one per queue,
+ * rebuilt when rotation moves the queue to another child table.
+ * Relations are named with their schema, so the plans do not depend on
+ * search_path; the plan cache revalidates them if a table is dropped and
+ * recreated (DROP/CREATE EXTENSION reuses queue ids).
+ *
+ * The checks and error messages are those of the SQL helpers in
+ * sql/10_util.sql and sql/30_produce.sql, with the same SQLSTATEs.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "utils/builtins.h"
+#include "catalog/namespace.h"
+#include "storage/sinval.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+
+#include "compat.h"
+#include "pgque_bgw.h"
+
+#define PGQUE_QUEUE_NAME_MAX 57
+#define PGQUE_EXTRA_COLS 4
+
+typedef struct InsertPlan
+{
+	int32		queue_id;		/* hash key */
+	int32		cur_table;		/* child table the plan inserts into */
+	SPIPlanPtr	plan;
+} InsertPlan;
+
+/* what a producer needs to know of a queue, cached by name */
+typedef struct QueueEntry
+{
+	char		name[PGQUE_QUEUE_NAME_MAX + 1]; /* hash key */
+	int32		queue_id;
+	int32		cur_table;
+	bool		disabled;
+} QueueEntry;
+
+static SPIPlanPtr queue_lookup_plan = NULL;
+static HTAB *insert_plans = NULL;
+static HTAB *queue_cache = NULL;
+static Oid	queue_table_oid = InvalidOid;
+static bool queue_cache_callback_set = false;
+
+PG_FUNCTION_INFO_V1(pgque_queue_changed);
+PG_FUNCTION_INFO_V1(pgque_cur_table);
+
+PG_FUNCTION_INFO_V1(pgque_send);
+PG_FUNCTION_INFO_V1(pgque_insert_event);
+
+/* Validate a queue name as pgque._check_name('queue', ...) does. */
+void
+pgque_check_queue_name(text *name)
+{
+	int			len;
+
+	if (name == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("queue name must not be null")));
+	len = VARSIZE_ANY_EXHDR(name);
+	if (len == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("queue name must not be empty")));
+	if (len > PGQUE_QUEUE_NAME_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_NAME_TOO_LONG),
+				 errmsg("queue name is too long (%d bytes)", len),
+				 errdetail("The limit is %d bytes.", PGQUE_QUEUE_NAME_MAX)));
+}
+
+static SPIPlanPtr
+prepare_kept(const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
+
+	if (plan == NULL)
+		elog(ERROR, "pgque_bgw: SPI_prepare failed for \"%s\": %s",
+			 sql, SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "pgque_bgw: SPI_keepplan failed");
+	return plan;
+}
+
+/* The insert plan for a queue's current child table, from the cache. */
+static SPIPlanPtr
+insert_plan_for(int32 queue_id, int32 cur_table)
+{
+	InsertPlan *entry;
+	bool		found;
+
+	if (insert_plans == NULL)
+	{
+		HASHCTL		ctl;
+
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(int32);
+		ctl.entrysize = sizeof(InsertPlan);
+		insert_plans = hash_create("pgque_bgw insert plans", 16, &ctl,
+								   HASH_ELEM | HASH_BLOBS);
+	}
+
+	entry = hash_search(insert_plans, &queue_id, HASH_ENTER, &found);
+	if (found && entry->plan != NULL && entry->cur_table == cur_table)
+		return entry->plan;
+
+	if (found && entry->plan != NULL)
+		SPI_freeplan(entry->plan);
+	entry->plan = NULL;
+
+	{
+		char		sql[512];
+		Oid			argtypes[2 + PGQUE_EXTRA_COLS] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+
+		snprintf(sql, sizeof(sql),
+				 "insert into pgque.event_%d_%d"
+				 " (ev_id, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)"
+				 " values (pg_catalog.nextval('pgque.event_%d_id_seq'::pg_catalog.regclass),"
+				 " $1, $2, $3, $4, $5, $6) returning ev_id",
+				 queue_id, cur_table, queue_id);
+		entry->plan = prepare_kept(sql, 2 + PGQUE_EXTRA_COLS, argtypes);
+		entry->cur_table = cur_table;
+	}
+	return entry->plan;
+}
+
+/* Relcache callback: a change of pgque.queue (or of everything) flushes. */
+static void
+queue_cache_inval(Datum arg, Oid relid)
+{
+	if (queue_cache != NULL && (relid == InvalidOid || relid == queue_table_oid))
+	{
+		hash_destroy(queue_cache);
+		queue_cache = NULL;
+	}
+}
+
+/*
+ * The queue's id, current table and insert flag: from the cache, or from
+ * pgque.queue (inside SPI) and then cached.  Unknown queues raise.
+ */
+static void
+lookup_queue(text *queue_name, int32 *queue_id, int32 *cur_table, bool *disabled)
+{
+	char		key[PGQUE_QUEUE_NAME_MAX + 1];
+	int			len = VARSIZE_ANY_EXHDR(queue_name);
+	QueueEntry *entry;
+	bool		found;
+	Datum		qarg[1];
+	bool		null;
+	int			ret;
+
+	/* pick up committed changes of other backends before trusting the cache */
+	AcceptInvalidationMessages();
+
+	memset(key, 0, sizeof(key));
+	memcpy(key, VARDATA_ANY(queue_name), len);
+
+	if (queue_cache != NULL)
+	{
+		entry = hash_search(queue_cache, key, HASH_FIND, NULL);
+		if (entry != NULL)
+		{
+			*queue_id = entry->queue_id;
+			*cur_table = entry->cur_table;
+			*disabled = entry->disabled;
+			return;
+		}
+	}
+
+	if (queue_lookup_plan == NULL)
+	{
+		Oid			argtypes[1] = {TEXTOID};
+
+		queue_lookup_plan = prepare_kept(
+			"select queue_id, queue_cur_table, queue_disable_insert"
+			"  from pgque.queue where queue_name operator(pg_catalog.=) $1",
+			1, argtypes);
+	}
+
+	/*
+	 * Read the row with the latest snapshot, not the transaction's: a
+	 * REPEATABLE READ producer must still append to the table that is
+	 * current now, never to one that rotation may already be reclaiming.
+	 */
+	qarg[0] = PointerGetDatum(queue_name);
+	ret = SPI_execute_snapshot(queue_lookup_plan, qarg, NULL, GetLatestSnapshot(),
+							   InvalidSnapshot, true, false, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "pgque_bgw: queue lookup failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("queue \"%s\" does not exist", text_to_cstring(queue_name))));
+
+	*queue_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
+	*cur_table = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &null));
+	*disabled = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &null));
+
+	/*
+	 * Cache it: any later change sends an invalidation (the trigger), and
+	 * our own uncommitted changes are flushed at command end or abort.
+	 */
+	if (!queue_cache_callback_set)
+	{
+		CacheRegisterRelcacheCallback(queue_cache_inval, (Datum) 0);
+		queue_cache_callback_set = true;
+	}
+	queue_table_oid = get_relname_relid("queue", get_namespace_oid("pgque", false));
+	if (queue_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = PGQUE_QUEUE_NAME_MAX + 1;
+		ctl.entrysize = sizeof(QueueEntry);
+		queue_cache = hash_create("pgque_bgw queue cache", 16, &ctl, HASH_ELEM | HASH_BLOBS);
+	}
+	entry = hash_search(queue_cache, key, HASH_ENTER, &found);
+	entry->queue_id = *queue_id;
+	entry->cur_table = *cur_table;
+	entry->disabled = *disabled;
+}
+
+/*
+ * pgque._queue_changed(): statement trigger on pgque.queue.  Sends a
+ * relcache invalidation for the table, delivered to every backend at commit
+ * (and to this one at command end), which flushes the producers' caches.
+ */
+Datum
+pgque_queue_changed(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		elog(ERROR, "pgque_queue_changed: not called as a trigger");
+	CacheInvalidateRelcache(trigdata->tg_relation);
+	return PointerGetDatum(NULL);
+}
+
+/*
+ * Append one event; args[0] = ev_type, args[1] = ev_data, args[2..5] =
+ * ev_extra1..4 (NULL entries are SQL NULLs).  Returns the new ev_id.
+ */
+static int64
+insert_event_internal(text *queue_name, Datum *args, bool *isnull)
+{
+	int32		queue_id;
+	int32		cur_table;
+	bool		disabled;
+	bool		null;
+	int			ret;
+	int64		ev_id;
+	char		nulls[2 + PGQUE_EXTRA_COLS];
+	int			i;
+
+	pgque_check_queue_name(queue_name);
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pgque_bgw: SPI_connect failed");
+
+	lookup_queue(queue_name, &queue_id, &cur_table, &disabled);
+
+	/* replicas (session_replication_role = replica) may always insert */
+	if (disabled && SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("insert into queue \"%s\" is disabled", text_to_cstring(queue_name)),
+				 errhint("pgque.set_queue_config(queue, 'disable_insert', 'false') re-enables it.")));
+
+	for (i = 0; i < 2 + PGQUE_EXTRA_COLS; i++)
+		nulls[i] = isnull[i] ? 'n' : ' ';
+
+	ret = SPI_execute_plan(insert_plan_for(queue_id, cur_table), args, nulls, false, 1);
+	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
+		elog(ERROR, "pgque_bgw: event insert failed: %s", SPI_result_code_string(ret));
+	ev_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
+
+	SPI_finish();
+	return ev_id;
+}
+
+/*
+ * send(queue_name, payload)                         type 'default'
+ * send(queue_name, type_name, payload)
+ * send(queue_name, type_name, payload, partition_key)
+ * Text payloads only; the jsonb forms cast to text in SQL and call these.
+ */
+Datum
+pgque_send(PG_FUNCTION_ARGS)
+{
+	Datum		args[2 + PGQUE_EXTRA_COLS];
+	bool		isnull[2 + PGQUE_EXTRA_COLS];
+	int			nargs = PG_NARGS();
+	int			i;
+
+	for (i = 0; i < 2 + PGQUE_EXTRA_COLS; i++)
+	{
+		args[i] = (Datum) 0;
+		isnull[i] = true;
+	}
+
+	if (nargs == 2)
+	{
+		args[0] = CStringGetTextDatum("default");
+		isnull[0] = false;
+		args[1] = PG_GETARG_DATUM(1);
+		isnull[1] = PG_ARGISNULL(1);
+	}
+	else
+	{
+		if (PG_ARGISNULL(1))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("type_name must not be null")));
+		for (i = 1; i < nargs; i++)
+		{
+			args[i - 1] = PG_GETARG_DATUM(i);
+			isnull[i - 1] = PG_ARGISNULL(i);
+		}
+	}
+
+	PG_RETURN_INT64(insert_event_internal(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
+										  args, isnull));
+}
+
+/*
+ * insert_event(queue_name, ev_type, ev_data [, ev_extra1..4]): the PgQ
+ * primitive; a NULL ev_type is allowed here.
+ */
+Datum
+pgque_insert_event(PG_FUNCTION_ARGS)
+{
+	Datum		args[2 + PGQUE_EXTRA_COLS];
+	bool		isnull[2 + PGQUE_EXTRA_COLS];
+	int			nargs = PG_NARGS();
+	int			i;
+
+	for (i = 0; i < 2 + PGQUE_EXTRA_COLS; i++)
+	{
+		bool		present = i + 1 < nargs;
+
+		isnull[i] = !present || PG_ARGISNULL(i + 1);
+		args[i] = isnull[i] ? (Datum) 0 : PG_GETARG_DATUM(i + 1);
+	}
+
+	PG_RETURN_INT64(insert_event_internal(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
+										  args, isnull));
+}
+
+/*
+ * pgque._cur_table(queue_name) -> the queue's current child table number,
+ * as of now (latest snapshot), from the same cache as send().  The SQL
+ * paths that append (send_batch, retry and delayed re-injection, DLQ
+ * replay) use it, so every writer agrees on the current table.
+ */
+Datum
+pgque_cur_table(PG_FUNCTION_ARGS)
+{
+	int32		queue_id;
+	int32		cur_table;
+	bool		disabled;
+
+	pgque_check_queue_name(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0));
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pgque_bgw: SPI_connect failed");
+	lookup_queue(PG_GETARG_TEXT_PP(0), &queue_id, &cur_table, &disabled);
+	SPI_finish();
+	PG_RETURN_INT32(cur_table);
+}
