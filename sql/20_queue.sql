@@ -37,6 +37,10 @@ begin
         execute pg_catalog.format('grant select on pgque.%I to pgque_admin', pfx || '_' || i);
     end loop;
     execute pg_catalog.format('grant select on pgque.%I to pgque_admin', pfx);
+    -- the sequences go with the queue's parent table (drop_queue, and
+    -- DROP EXTENSION ... CASCADE)
+    execute pg_catalog.format('alter sequence pgque.%I owned by pgque.%I.ev_id', pfx || '_id_seq', pfx);
+    execute pg_catalog.format('alter sequence pgque.%I owned by pgque.%I.ev_id', pfx || '_tick_seq', pfx);
 
     -- The first tick: consumers subscribe at the latest tick.  setval, not
     -- nextval: under wal_level = minimal a sequence created in this
@@ -79,9 +83,7 @@ begin
     for i in 0 .. q.queue_ntables - 1 loop
         execute pg_catalog.format('drop table pgque.%I', 'event_' || q.queue_id || '_' || i);
     end loop;
-    execute pg_catalog.format('drop table pgque.%I', 'event_' || q.queue_id);
-    execute pg_catalog.format('drop sequence pgque.%I', 'event_' || q.queue_id || '_id_seq');
-    execute pg_catalog.format('drop sequence pgque.%I', 'event_' || q.queue_id || '_tick_seq');
+    execute pg_catalog.format('drop table pgque.%I', 'event_' || q.queue_id);   -- and its sequences
     delete from pgque.queue where queue_id = q.queue_id;
     return 1;
 end $$;
