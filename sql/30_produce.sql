@@ -96,41 +96,7 @@ set search_path = pgque, pg_catalog, pg_temp as $$
     select pgque.send(queue_name, type_name, payload::text, partition_key)
 $$;
 
--- The set-based append behind every send_batch form.  Ids are drawn first,
--- in input order, so the returned array follows the input.
-create function pgque._send_batch(i_queue_name text, i_type_name text, i_payloads text[], i_keys text[])
-returns bigint[] language plpgsql as $$
-declare
-    q    pgque.queue;
-    ids  bigint[];
-    n    int4;
-begin
-    q := pgque._producer_queue(i_queue_name);
-    perform pgque._type(i_type_name);
-    perform pgque._check_not_null('payloads', i_payloads);
-    if pg_catalog.array_ndims(i_payloads) > 1 then
-        raise exception 'payloads must be a one-dimensional array'
-            using errcode = 'array_subscript_error';
-    end if;
-    n := coalesce(pg_catalog.cardinality(i_payloads), 0);
-    if i_keys is not null and coalesce(pg_catalog.cardinality(i_keys), 0) <> n then
-        raise exception 'partition_keys has % elements but payloads has %',
-              coalesce(pg_catalog.cardinality(i_keys), 0), n
-            using errcode = 'array_subscript_error';
-    end if;
-    if n = 0 then
-        return '{}'::bigint[];
-    end if;
-    select pg_catalog.array_agg(pg_catalog.nextval(q.queue_event_seq::regclass) order by i)
-      into ids from pg_catalog.generate_series(1, n) i;
-    execute pg_catalog.format(
-        'insert into %s (ev_id, ev_type, ev_data, ev_extra1)'
-        ' select $1[i], $2, $3[i], $4[i] from pg_catalog.generate_series(1, $5) i',
-        pgque._cur_table(q))
-    using ids, i_type_name, i_payloads, i_keys, n;
-    return ids;
-end $$;
-
+-- send_batch: one INSERT ... SELECT per call, in C; ids in input order.
 create function pgque._jsonb_texts(i_payloads jsonb[])
 returns text[] language sql immutable as $$
     select case when i_payloads is null then null
@@ -138,45 +104,39 @@ returns text[] language sql immutable as $$
                                  from pg_catalog.unnest(i_payloads) with ordinality u(p, o)), '{}') end
 $$;
 
+create function pgque.send_batch(queue_name text, type_name text, payloads text[])
+returns bigint[] language c security definer
+set search_path = pgque, pg_catalog, pg_temp
+as 'MODULE_PATHNAME', 'pgque_send_batch';
+
+create function pgque.send_batch(queue_name text, type_name text, payloads text[], partition_keys text[])
+returns bigint[] language c security definer
+set search_path = pgque, pg_catalog, pg_temp
+as 'MODULE_PATHNAME', 'pgque_send_batch';
+
 create function pgque.send_batch(queue_name text, payloads text[])
 returns bigint[] language sql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
-    select pgque._send_batch(queue_name, 'default', payloads, null)
+    select pgque.send_batch(queue_name, 'default', payloads)
 $$;
 
 create function pgque.send_batch(queue_name text, payloads jsonb[])
 returns bigint[] language sql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
-    select pgque._send_batch(queue_name, 'default', pgque._jsonb_texts(payloads), null)
-$$;
-
-create function pgque.send_batch(queue_name text, type_name text, payloads text[])
-returns bigint[] language sql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
-    select pgque._send_batch(queue_name, type_name, payloads, null)
+    select pgque.send_batch(queue_name, 'default', pgque._jsonb_texts(payloads))
 $$;
 
 create function pgque.send_batch(queue_name text, type_name text, payloads jsonb[])
 returns bigint[] language sql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
-    select pgque._send_batch(queue_name, type_name, pgque._jsonb_texts(payloads), null)
+    select pgque.send_batch(queue_name, type_name, pgque._jsonb_texts(payloads))
 $$;
 
-create function pgque.send_batch(queue_name text, type_name text, payloads text[], partition_keys text[])
-returns bigint[] language plpgsql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
-begin
-    perform pgque._check_not_null('partition_keys', partition_keys);
-    return pgque._send_batch(queue_name, type_name, payloads, partition_keys);
-end $$;
-
 create function pgque.send_batch(queue_name text, type_name text, payloads jsonb[], partition_keys text[])
-returns bigint[] language plpgsql security definer
+returns bigint[] language sql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
-begin
-    perform pgque._check_not_null('partition_keys', partition_keys);
-    return pgque._send_batch(queue_name, type_name, pgque._jsonb_texts(payloads), partition_keys);
-end $$;
+    select pgque.send_batch(queue_name, type_name, pgque._jsonb_texts(payloads), partition_keys)
+$$;
 
 -- send_at: deliver no earlier than deliver_at.  The event id is allocated
 -- now and returned; a time not in the future appends at once.

@@ -20,6 +20,8 @@
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
+#include "utils/array.h"
+#include "utils/lsyscache.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
 #include "fmgr.h"
@@ -42,8 +44,9 @@
 typedef struct InsertPlan
 {
 	int32		queue_id;		/* hash key */
-	int32		cur_table;		/* child table the plan inserts into */
-	SPIPlanPtr	plan;
+	int32		cur_table;		/* child table the plans insert into */
+	SPIPlanPtr	plan;			/* one event */
+	SPIPlanPtr	batch_plan;		/* an array of events */
 } InsertPlan;
 
 /* what a producer needs to know of a queue, cached by name */
@@ -65,6 +68,7 @@ PG_FUNCTION_INFO_V1(pgque_queue_changed);
 PG_FUNCTION_INFO_V1(pgque_cur_table);
 
 PG_FUNCTION_INFO_V1(pgque_send);
+PG_FUNCTION_INFO_V1(pgque_send_batch);
 PG_FUNCTION_INFO_V1(pgque_insert_event);
 
 /* Validate a queue name as pgque._check_name('queue', ...) does. */
@@ -102,12 +106,16 @@ prepare_kept(const char *sql, int nargs, Oid *argtypes)
 	return plan;
 }
 
-/* The insert plan for a queue's current child table, from the cache. */
+/*
+ * The insert plans for a queue's current child table, from the cache: the
+ * single-row one, or (batch) the one that appends a whole array.
+ */
 static SPIPlanPtr
-insert_plan_for(int32 queue_id, int32 cur_table)
+insert_plan_for(int32 queue_id, int32 cur_table, bool batch)
 {
 	InsertPlan *entry;
 	bool		found;
+	char		sql[768];
 
 	if (insert_plans == NULL)
 	{
@@ -121,15 +129,19 @@ insert_plan_for(int32 queue_id, int32 cur_table)
 	}
 
 	entry = hash_search(insert_plans, &queue_id, HASH_ENTER, &found);
-	if (found && entry->plan != NULL && entry->cur_table == cur_table)
-		return entry->plan;
-
-	if (found && entry->plan != NULL)
-		SPI_freeplan(entry->plan);
-	entry->plan = NULL;
-
+	if (!found || entry->cur_table != cur_table)
 	{
-		char		sql[512];
+		if (found && entry->plan != NULL)
+			SPI_freeplan(entry->plan);
+		if (found && entry->batch_plan != NULL)
+			SPI_freeplan(entry->batch_plan);
+		entry->plan = NULL;
+		entry->batch_plan = NULL;
+		entry->cur_table = cur_table;
+	}
+
+	if (!batch && entry->plan == NULL)
+	{
 		Oid			argtypes[2 + PGQUE_EXTRA_COLS] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
 
 		snprintf(sql, sizeof(sql),
@@ -139,9 +151,24 @@ insert_plan_for(int32 queue_id, int32 cur_table)
 				 " $1, $2, $3, $4, $5, $6) returning ev_id",
 				 queue_id, cur_table, queue_id);
 		entry->plan = prepare_kept(sql, 2 + PGQUE_EXTRA_COLS, argtypes);
-		entry->cur_table = cur_table;
 	}
-	return entry->plan;
+	if (batch && entry->batch_plan == NULL)
+	{
+		Oid			argtypes[3] = {TEXTOID, TEXTARRAYOID, TEXTARRAYOID};
+
+		/*
+		 * nextval is volatile, so it is evaluated above the sort: ids are
+		 * drawn in input order.
+		 */
+		snprintf(sql, sizeof(sql),
+				 "insert into pgque.event_%d_%d (ev_id, ev_type, ev_data, ev_extra1)"
+				 " select pg_catalog.nextval('pgque.event_%d_id_seq'::pg_catalog.regclass), $1, u.p, u.k"
+				 "   from rows from (pg_catalog.unnest($2), pg_catalog.unnest($3)) with ordinality as u(p, k, o)"
+				 "  order by u.o returning ev_id",
+				 queue_id, cur_table, queue_id);
+		entry->batch_plan = prepare_kept(sql, 3, argtypes);
+	}
+	return batch ? entry->batch_plan : entry->plan;
 }
 
 /* Relcache callback: a change of pgque.queue (or of everything) flushes. */
@@ -291,7 +318,7 @@ insert_event_internal(text *queue_name, Datum *args, bool *isnull)
 	for (i = 0; i < 2 + PGQUE_EXTRA_COLS; i++)
 		nulls[i] = isnull[i] ? 'n' : ' ';
 
-	ret = SPI_execute_plan(insert_plan_for(queue_id, cur_table), args, nulls, false, 1);
+	ret = SPI_execute_plan(insert_plan_for(queue_id, cur_table, false), args, nulls, false, 1);
 	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
 		elog(ERROR, "pgque_bgw: event insert failed: %s", SPI_result_code_string(ret));
 	ev_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
@@ -387,4 +414,118 @@ pgque_cur_table(PG_FUNCTION_ARGS)
 	lookup_queue(PG_GETARG_TEXT_PP(0), &queue_id, &cur_table, &disabled);
 	SPI_finish();
 	PG_RETURN_INT32(cur_table);
+}
+
+static int
+cmp_int64(const void *a, const void *b)
+{
+	int64		x = *(const int64 *) a;
+	int64		y = *(const int64 *) b;
+
+	return (x > y) - (x < y);
+}
+
+static void
+check_text_array(ArrayType *arr, const char *what)
+{
+	if (ARR_NDIM(arr) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("%s must be a one-dimensional array", what)));
+}
+
+/*
+ * send_batch(queue_name, type_name, payloads text[] [, partition_keys text[]])
+ * -> bigint[]: one INSERT ... SELECT for the whole array; the ids come back
+ * in input order.  An empty array appends nothing and returns {} (after the
+ * queue has been checked).
+ */
+Datum
+pgque_send_batch(PG_FUNCTION_ARGS)
+{
+	text	   *queue_name = PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0);
+	ArrayType  *payloads;
+	ArrayType  *keys = NULL;
+	int			n;
+	int32		queue_id;
+	int32		cur_table;
+	bool		disabled;
+	Datum		args[3];
+	char		nulls[3] = {' ', ' ', ' '};
+	int			ret;
+	int64	   *ids;
+	Datum	   *id_datums;
+	uint64		i;
+	bool		null;
+	ArrayType  *result;
+	MemoryContext caller_cxt = CurrentMemoryContext;
+
+	pgque_check_queue_name(queue_name);
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("type_name must not be null")));
+	if (PG_ARGISNULL(2))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("payloads must not be null")));
+	payloads = PG_GETARG_ARRAYTYPE_P(2);
+	check_text_array(payloads, "payloads");
+	n = ArrayGetNItems(ARR_NDIM(payloads), ARR_DIMS(payloads));
+	if (PG_NARGS() > 3)
+	{
+		int			nkeys;
+
+		if (PG_ARGISNULL(3))
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("partition_keys must not be null")));
+		keys = PG_GETARG_ARRAYTYPE_P(3);
+		check_text_array(keys, "partition_keys");
+		nkeys = ArrayGetNItems(ARR_NDIM(keys), ARR_DIMS(keys));
+		if (nkeys != n)
+			ereport(ERROR,
+					(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+					 errmsg("partition_keys has %d elements but payloads has %d", nkeys, n)));
+	}
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pgque_bgw: SPI_connect failed");
+	lookup_queue(queue_name, &queue_id, &cur_table, &disabled);
+	if (disabled && SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("insert into queue \"%s\" is disabled", text_to_cstring(queue_name)),
+				 errhint("pgque.set_queue_config(queue, 'disable_insert', 'false') re-enables it.")));
+	if (n == 0)
+	{
+		SPI_finish();
+		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
+	}
+
+	args[0] = PG_GETARG_DATUM(1);
+	args[1] = PointerGetDatum(payloads);
+	if (keys != NULL)
+		args[2] = PointerGetDatum(keys);
+	else
+	{
+		args[2] = (Datum) 0;
+		nulls[2] = 'n';
+	}
+	ret = SPI_execute_plan(insert_plan_for(queue_id, cur_table, true), args, nulls, false, 0);
+	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != (uint64) n)
+		elog(ERROR, "pgque_bgw: batch insert failed: %s", SPI_result_code_string(ret));
+
+	ids = MemoryContextAlloc(caller_cxt, sizeof(int64) * n);
+	for (i = 0; i < SPI_processed; i++)
+		ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &null));
+	SPI_finish();
+
+	/* ids were drawn in input order, so ascending order is input order */
+	qsort(ids, n, sizeof(int64), cmp_int64);
+	id_datums = palloc(sizeof(Datum) * n);
+	for (i = 0; i < (uint64) n; i++)
+		id_datums[i] = Int64GetDatum(ids[i]);
+	result = construct_array(id_datums, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
+	PG_RETURN_ARRAYTYPE_P(result);
 }
