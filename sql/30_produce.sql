@@ -1,24 +1,14 @@
 -- Producing: insert_event (PgQ primitive), send, send_batch, send_at.
 
--- The one place that appends an event row.  ev_id NULL takes the next id of
--- the queue's sequence; ev_time NULL is now().
-create function pgque._insert_event(q pgque.queue, i_ev_id bigint, i_ev_time timestamptz,
+-- The one place that appends an event row with every column chosen (C, the
+-- same cached plan as send()).  NULL ev_id / ev_time: next id / now().
+-- check_disabled: producers respect disable_insert, maintenance does not.
+create function pgque._insert_event(queue_name text, i_ev_id bigint, i_ev_time timestamptz,
                                     i_ev_owner int4, i_ev_retry int4, i_ev_type text, i_ev_data text,
-                                    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text)
-returns bigint language plpgsql as $$
-declare
-    id bigint;
-begin
-    execute pg_catalog.format(
-        'insert into %s (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
-        ' ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-        ' values (coalesce($1, pg_catalog.nextval(%L)), coalesce($2, now()), $3, $4, $5, $6, $7, $8, $9, $10)'
-        ' returning ev_id', pgque._cur_table(q), q.queue_event_seq)
-    into id
-    using i_ev_id, i_ev_time, i_ev_owner, i_ev_retry, i_ev_type, i_ev_data,
-          i_ev_extra1, i_ev_extra2, i_ev_extra3, i_ev_extra4;
-    return id;
-end $$;
+                                    i_ev_extra1 text, i_ev_extra2 text, i_ev_extra3 text, i_ev_extra4 text,
+                                    i_check_disabled boolean)
+returns bigint language c volatile
+as 'MODULE_PATHNAME', 'pgque_insert_event_full';
 
 -- The event type of the send family: NULL is refused (insert_event, the raw
 -- PgQ primitive, still accepts it).
@@ -151,7 +141,8 @@ begin
     perform pgque._type(type_name);
     perform pgque._check_not_null('deliver_at', deliver_at);
     if deliver_at <= now() then
-        return pgque._insert_event(q, null, null, null, null, type_name, payload, null, null, null, null);
+        return pgque._insert_event(queue_name, null, null, null, null, type_name, payload,
+                                   null, null, null, null, true);
     end if;
     id := pg_catalog.nextval(q.queue_event_seq::regclass);
     insert into pgque.delayed_event (de_queue, de_deliver_at, ev_id, ev_time, ev_txid, ev_type, ev_data)

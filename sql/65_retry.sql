@@ -124,8 +124,8 @@ begin
         raise exception 'the consumer of dead letter % is no longer subscribed to queue "%"', dead_letter_id, q.queue_name
             using errcode = 'object_not_in_prerequisite_state';
     end if;
-    perform pgque._insert_event(q, d.ev_id, d.ev_time, sid, null, d.ev_type, d.ev_data,
-                                d.ev_extra1, d.ev_extra2, d.ev_extra3, d.ev_extra4);
+    perform pgque._insert_event(q.queue_name, d.ev_id, d.ev_time, sid, null, d.ev_type, d.ev_data,
+                                d.ev_extra1, d.ev_extra2, d.ev_extra3, d.ev_extra4, false);
     delete from pgque.dead_letter where dl_id = dead_letter_id;
     return d.ev_id;
 end $$;

@@ -41,6 +41,20 @@
 #define PGQUE_QUEUE_NAME_MAX 57
 #define PGQUE_EXTRA_COLS 4
 
+/*
+ * Parameters of the single-row insert plan: $1 ev_type, $2 ev_data,
+ * $3..$6 ev_extra1..4, $7 ev_id (NULL: next of the queue's sequence),
+ * $8 ev_time (NULL: now()), $9 ev_owner, $10 ev_retry.
+ */
+#define INS_TYPE 0
+#define INS_DATA 1
+#define INS_EXTRA1 2
+#define INS_EV_ID 6
+#define INS_EV_TIME 7
+#define INS_OWNER 8
+#define INS_RETRY 9
+#define INS_NPARAMS 10
+
 typedef struct InsertPlan
 {
 	int32		queue_id;		/* hash key */
@@ -70,6 +84,7 @@ PG_FUNCTION_INFO_V1(pgque_cur_table);
 PG_FUNCTION_INFO_V1(pgque_send);
 PG_FUNCTION_INFO_V1(pgque_send_batch);
 PG_FUNCTION_INFO_V1(pgque_insert_event);
+PG_FUNCTION_INFO_V1(pgque_insert_event_full);
 
 /* Validate a queue name as pgque._check_name('queue', ...) does. */
 void
@@ -142,15 +157,17 @@ insert_plan_for(int32 queue_id, int32 cur_table, bool batch)
 
 	if (!batch && entry->plan == NULL)
 	{
-		Oid			argtypes[2 + PGQUE_EXTRA_COLS] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+		Oid			argtypes[INS_NPARAMS] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
+		INT8OID, TIMESTAMPTZOID, INT4OID, INT4OID};
 
 		snprintf(sql, sizeof(sql),
 				 "insert into pgque.event_%d_%d"
-				 " (ev_id, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)"
-				 " values (pg_catalog.nextval('pgque.event_%d_id_seq'::pg_catalog.regclass),"
-				 " $1, $2, $3, $4, $5, $6) returning ev_id",
+				 " (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,"
+				 "  ev_extra1, ev_extra2, ev_extra3, ev_extra4)"
+				 " values (coalesce($7, pg_catalog.nextval('pgque.event_%d_id_seq'::pg_catalog.regclass)),"
+				 " coalesce($8, pg_catalog.now()), $9, $10, $1, $2, $3, $4, $5, $6) returning ev_id",
 				 queue_id, cur_table, queue_id);
-		entry->plan = prepare_kept(sql, 2 + PGQUE_EXTRA_COLS, argtypes);
+		entry->plan = prepare_kept(sql, INS_NPARAMS, argtypes);
 	}
 	if (batch && entry->batch_plan == NULL)
 	{
@@ -286,11 +303,13 @@ pgque_queue_changed(PG_FUNCTION_ARGS)
 }
 
 /*
- * Append one event; args[0] = ev_type, args[1] = ev_data, args[2..5] =
- * ev_extra1..4 (NULL entries are SQL NULLs).  Returns the new ev_id.
+ * Append one event; args/isnull are indexed by the INS_* positions (NULL
+ * entries are SQL NULLs).  check_disabled: refuse a queue whose inserts are
+ * disabled (producers do; re-injection by maintenance does not).  Returns
+ * the ev_id.
  */
 static int64
-insert_event_internal(text *queue_name, Datum *args, bool *isnull)
+insert_event_internal(text *queue_name, Datum *args, bool *isnull, bool check_disabled)
 {
 	int32		queue_id;
 	int32		cur_table;
@@ -298,7 +317,7 @@ insert_event_internal(text *queue_name, Datum *args, bool *isnull)
 	bool		null;
 	int			ret;
 	int64		ev_id;
-	char		nulls[2 + PGQUE_EXTRA_COLS];
+	char		nulls[INS_NPARAMS];
 	int			i;
 
 	pgque_check_queue_name(queue_name);
@@ -309,13 +328,13 @@ insert_event_internal(text *queue_name, Datum *args, bool *isnull)
 	lookup_queue(queue_name, &queue_id, &cur_table, &disabled);
 
 	/* replicas (session_replication_role = replica) may always insert */
-	if (disabled && SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
+	if (check_disabled && disabled && SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("insert into queue \"%s\" is disabled", text_to_cstring(queue_name)),
 				 errhint("pgque.set_queue_config(queue, 'disable_insert', 'false') re-enables it.")));
 
-	for (i = 0; i < 2 + PGQUE_EXTRA_COLS; i++)
+	for (i = 0; i < INS_NPARAMS; i++)
 		nulls[i] = isnull[i] ? 'n' : ' ';
 
 	ret = SPI_execute_plan(insert_plan_for(queue_id, cur_table, false), args, nulls, false, 1);
@@ -327,6 +346,18 @@ insert_event_internal(text *queue_name, Datum *args, bool *isnull)
 	return ev_id;
 }
 
+static void
+clear_args(Datum *args, bool *isnull)
+{
+	int			i;
+
+	for (i = 0; i < INS_NPARAMS; i++)
+	{
+		args[i] = (Datum) 0;
+		isnull[i] = true;
+	}
+}
+
 /*
  * send(queue_name, payload)                         type 'default'
  * send(queue_name, type_name, payload)
@@ -336,23 +367,18 @@ insert_event_internal(text *queue_name, Datum *args, bool *isnull)
 Datum
 pgque_send(PG_FUNCTION_ARGS)
 {
-	Datum		args[2 + PGQUE_EXTRA_COLS];
-	bool		isnull[2 + PGQUE_EXTRA_COLS];
+	Datum		args[INS_NPARAMS];
+	bool		isnull[INS_NPARAMS];
 	int			nargs = PG_NARGS();
 	int			i;
 
-	for (i = 0; i < 2 + PGQUE_EXTRA_COLS; i++)
-	{
-		args[i] = (Datum) 0;
-		isnull[i] = true;
-	}
-
+	clear_args(args, isnull);
 	if (nargs == 2)
 	{
-		args[0] = CStringGetTextDatum("default");
-		isnull[0] = false;
-		args[1] = PG_GETARG_DATUM(1);
-		isnull[1] = PG_ARGISNULL(1);
+		args[INS_TYPE] = CStringGetTextDatum("default");
+		isnull[INS_TYPE] = false;
+		args[INS_DATA] = PG_GETARG_DATUM(1);
+		isnull[INS_DATA] = PG_ARGISNULL(1);
 	}
 	else
 	{
@@ -360,6 +386,7 @@ pgque_send(PG_FUNCTION_ARGS)
 			ereport(ERROR,
 					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 					 errmsg("type_name must not be null")));
+		/* type, payload [, partition key -> ev_extra1] */
 		for (i = 1; i < nargs; i++)
 		{
 			args[i - 1] = PG_GETARG_DATUM(i);
@@ -368,7 +395,7 @@ pgque_send(PG_FUNCTION_ARGS)
 	}
 
 	PG_RETURN_INT64(insert_event_internal(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
-										  args, isnull));
+										  args, isnull, true));
 }
 
 /*
@@ -378,21 +405,46 @@ pgque_send(PG_FUNCTION_ARGS)
 Datum
 pgque_insert_event(PG_FUNCTION_ARGS)
 {
-	Datum		args[2 + PGQUE_EXTRA_COLS];
-	bool		isnull[2 + PGQUE_EXTRA_COLS];
+	Datum		args[INS_NPARAMS];
+	bool		isnull[INS_NPARAMS];
 	int			nargs = PG_NARGS();
 	int			i;
 
-	for (i = 0; i < 2 + PGQUE_EXTRA_COLS; i++)
+	clear_args(args, isnull);
+	for (i = 1; i < nargs; i++)
 	{
-		bool		present = i + 1 < nargs;
-
-		isnull[i] = !present || PG_ARGISNULL(i + 1);
-		args[i] = isnull[i] ? (Datum) 0 : PG_GETARG_DATUM(i + 1);
+		isnull[i - 1] = PG_ARGISNULL(i);
+		args[i - 1] = isnull[i - 1] ? (Datum) 0 : PG_GETARG_DATUM(i);
 	}
 
 	PG_RETURN_INT64(insert_event_internal(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
-										  args, isnull));
+										  args, isnull, true));
+}
+
+/*
+ * pgque._insert_event(queue_name, ev_id, ev_time, ev_owner, ev_retry,
+ *                     ev_type, ev_data, ev_extra1..4, check_disabled)
+ * -> ev_id: the internal full form, for send_at, send_idem and DLQ replay
+ * (NULL ev_id / ev_time: next id / now()).
+ */
+Datum
+pgque_insert_event_full(PG_FUNCTION_ARGS)
+{
+	Datum		args[INS_NPARAMS];
+	bool		isnull[INS_NPARAMS];
+	static const int pos[] = {INS_EV_ID, INS_EV_TIME, INS_OWNER, INS_RETRY, INS_TYPE, INS_DATA,
+	INS_EXTRA1, INS_EXTRA1 + 1, INS_EXTRA1 + 2, INS_EXTRA1 + 3};
+	int			i;
+
+	clear_args(args, isnull);
+	for (i = 0; i < INS_NPARAMS; i++)
+	{
+		isnull[pos[i]] = PG_ARGISNULL(i + 1);
+		args[pos[i]] = isnull[pos[i]] ? (Datum) 0 : PG_GETARG_DATUM(i + 1);
+	}
+
+	PG_RETURN_INT64(insert_event_internal(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
+										  args, isnull, PG_ARGISNULL(11) || PG_GETARG_BOOL(11)));
 }
 
 /*
