@@ -79,6 +79,7 @@ begin
         perform pgque._unregister(q, c);
     end loop;
     delete from pgque.retry_queue where ev_queue = q.queue_id;
+    delete from pgque.idem where queue_id = q.queue_id;
     delete from pgque.tick where tick_queue = q.queue_id;
     for i in 0 .. q.queue_ntables - 1 loop
         execute pg_catalog.format('drop table pgque.%I', 'event_' || q.queue_id || '_' || i);

@@ -119,7 +119,8 @@ begin
     return n;
 end $$;
 
--- maint(): every maintenance step, for every queue.  Rotation step 2 of a
+-- maint(): every maintenance step, for every queue (rotation, retries and
+-- delayed events, tick history, expired idempotency keys).  Rotation step 2 of a
 -- switch made by an earlier transaction runs first, then step 1 where due,
 -- so repeated maint() calls (one transaction each) keep rotating.
 -- -> number of actions taken.
@@ -136,5 +137,6 @@ begin
     end loop;
     n := n + pgque.maint_retry_events();
     n := n + pgque.maint_tick_cleanup();
+    n := n + pgque.maint_idem();
     return n;
 end $$;

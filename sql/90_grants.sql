@@ -17,6 +17,8 @@ grant execute on function
     pgque.send_batch(text, text, text[], text[]), pgque.send_batch(text, text, jsonb[], text[]),
     pgque.send_at(text, text, text, timestamptz), pgque.send_at(text, text, jsonb, timestamptz),
     pgque.insert_event(text, text, text),
+    pgque.send_idem(text, text, text, text, interval, text),
+    pgque.send_idem(text, text, jsonb, text, interval, text),
     pgque.insert_event(text, text, text, text, text, text, text),
     pgque.dlq_replay(bigint), pgque.dlq_replay_all(text)
   to pgque_writer;
@@ -44,6 +46,7 @@ grant execute on function
     pgque.ticker(), pgque.ticker(text), pgque.ticker(text, bigint, timestamptz, bigint),
     pgque.force_tick(text), pgque.force_next_tick(text),
     pgque.maint(), pgque.maint_retry_events(), pgque.maint_tick_cleanup(),
+    pgque.maint_idem(), pgque.maint_idem(text),
     pgque.maint_rotate_tables_step1(text), pgque.maint_rotate_tables_step2(),
     pgque.batch_retry(bigint, int4), pgque.dlq_purge(text, interval), pgque.status()
   to pgque_admin;

@@ -63,6 +63,10 @@ insert into cases values
  ('get_consumer_info(text)', 'null',       $$select * from pgque.get_consumer_info(null)$$),
  ('get_consumer_info(text,text)', 'unknown consumer', $$select * from pgque.get_consumer_info('bi', 'nobody')$$),
  ('get_batch_info(bigint)', 'unknown',     $$select * from pgque.get_batch_info(424242)$$),
+ ('send_idem(text,text,text,text,interval,text)', 'null key', $$select * from pgque.send_idem('bi', 't', 'p', null)$$),
+ ('send_idem(text,text,jsonb,text,interval,text)', 'zero ttl', $$select * from pgque.send_idem('bi', 't', '{}'::jsonb, 'k', '0 s')$$),
+ ('maint_idem()', 'no arguments',          $$select 'maint_idem() takes no input'$$),
+ ('maint_idem(text)', 'unknown',           $$select pgque.maint_idem('nope')$$),
  ('status()', 'no arguments',              $$select 'status() takes no input'$$),
  ('version()', 'no arguments',             $$select 'version() takes no input'$$);
 

@@ -1,0 +1,115 @@
+-- Producer idempotency (SPEC §4): send_idem appends once per (queue,
+-- idem_key) per TTL window.  A claim row and the event are written in the
+-- same transaction, so a rolled-back send leaves the key free; concurrent
+-- duplicates meet on the primary key and exactly one appends.  No advisory
+-- lock, no subtransaction.  Expired claims are reaped by maintenance.
+
+create table pgque.idem (
+    queue_id    int4 not null,
+    idem_key    text not null,
+    event_id    bigint not null,
+    expires_at  timestamptz not null,
+    primary key (queue_id, idem_key)
+);
+create index idem_expires_idx on pgque.idem (expires_at);
+select pg_catalog.pg_extension_config_dump('pgque.idem', '');
+
+create function pgque.send_idem(queue_name text, type_name text, payload text, idem_key text,
+                                ttl interval default '1 hour', partition_key text default null)
+returns table (event_id bigint, deduped boolean)
+language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+#variable_conflict use_variable
+declare
+    q        pgque.queue;
+    new_id   bigint;
+    got      bigint;
+    live     boolean;
+    attempt  int4;
+begin
+    q := pgque._producer_queue(queue_name);
+    perform pgque._type(type_name);
+    perform pgque._check_not_null('idem_key', idem_key);
+    if idem_key = '' then
+        raise exception 'idem_key must not be empty'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    perform pgque._check_interval('ttl', ttl);
+
+    for attempt in 1 .. 2 loop
+        -- a live claim: a duplicate, answered without writing anything
+        select i.event_id, i.expires_at > now() into got, live
+          from pgque.idem i where i.queue_id = q.queue_id and i.idem_key = idem_key;
+        if got is not null and live then
+            return query select got, true;
+            return;
+        end if;
+
+        -- claim the key (or re-claim an expired one) for a new event id
+        new_id := pg_catalog.nextval(q.queue_event_seq::regclass);
+        got := null;
+        insert into pgque.idem as i (queue_id, idem_key, event_id, expires_at)
+        values (q.queue_id, idem_key, new_id, now() + ttl)
+        on conflict on constraint idem_pkey do update
+           set event_id = excluded.event_id, expires_at = excluded.expires_at
+         where i.expires_at <= now()
+        returning i.event_id into got;
+        if got is not null then
+            perform pgque._insert_event(queue_name, new_id, null, null, null, type_name, payload,
+                                        partition_key, idem_key, null, null, true);
+            return query select new_id, false;
+            return;
+        end if;
+        -- someone else holds a live claim (we waited for it to commit):
+        -- loop once more to read it
+    end loop;
+    raise exception 'could not claim or read idempotency key "%" of queue "%"', idem_key, queue_name
+        using errcode = 'serialization_failure',
+              hint = 'The claim expired while this call ran (a TTL shorter than the transaction); retry.';
+end $$;
+
+create function pgque.send_idem(queue_name text, type_name text, payload jsonb, idem_key text,
+                                ttl interval default '1 hour', partition_key text default null)
+returns table (event_id bigint, deduped boolean)
+language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select * from pgque.send_idem(queue_name, type_name, payload::text, idem_key, ttl, partition_key)
+$$;
+
+-- Reap expired claims in bounded batches until none is left.  -> rows removed.
+create function pgque.maint_idem()
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    n      int4 := 0;
+    batch  int4;
+begin
+    loop
+        delete from pgque.idem
+         where ctid = any (array(select ctid from pgque.idem where expires_at <= now() limit 10000));
+        get diagnostics batch = row_count;
+        n := n + batch;
+        exit when batch < 10000;
+    end loop;
+    return n;
+end $$;
+
+create function pgque.maint_idem(i_queue_name text)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q      pgque.queue;
+    n      int4 := 0;
+    batch  int4;
+begin
+    q := pgque._queue(i_queue_name);
+    loop
+        delete from pgque.idem
+         where ctid = any (array(select ctid from pgque.idem
+                                  where queue_id = q.queue_id and expires_at <= now() limit 10000));
+        get diagnostics batch = row_count;
+        n := n + batch;
+        exit when batch < 10000;
+    end loop;
+    return n;
+end $$;
