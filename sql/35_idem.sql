@@ -76,6 +76,19 @@ set search_path = pgque, pg_catalog, pg_temp as $$
     select * from pgque.send_idem(queue_name, type_name, payload::text, idem_key, ttl, partition_key)
 $$;
 
+-- One bounded batch of expired claims (the maintenance worker runs each in
+-- its own transaction until a batch comes back short).  -> rows removed.
+create function pgque._maint_idem_batch(i_limit int4)
+returns int4 language plpgsql as $$
+declare
+    n int4;
+begin
+    delete from pgque.idem
+     where ctid = any (array(select ctid from pgque.idem where expires_at <= now() limit i_limit));
+    get diagnostics n = row_count;
+    return n;
+end $$;
+
 -- Reap expired claims in bounded batches until none is left.  -> rows removed.
 create function pgque.maint_idem()
 returns int4 language plpgsql security definer
@@ -85,9 +98,7 @@ declare
     batch  int4;
 begin
     loop
-        delete from pgque.idem
-         where ctid = any (array(select ctid from pgque.idem where expires_at <= now() limit 10000));
-        get diagnostics batch = row_count;
+        batch := pgque._maint_idem_batch(10000);
         n := n + batch;
         exit when batch < 10000;
     end loop;

@@ -70,22 +70,34 @@ begin
     return b;
 end $$;
 
--- Tick a queue if it is due: at once when it has new events (the sequence
--- moved, or committed events are not yet covered), otherwise once per
--- ticker_idle_period.  The caller holds the queue row lock.
-create function pgque._tick_if_due(q pgque.queue)
-returns bigint language plpgsql as $$
+-- Is a tick due: new events (the sequence moved, or committed events are
+-- not yet covered), or the idle period passed?  Reads only.
+create function pgque._tick_due(q pgque.queue)
+returns boolean language plpgsql as $$
 declare
     last pgque.tick;
 begin
     select * into last from pgque.tick where tick_queue = q.queue_id order by tick_id desc limit 1;
-    if not found
-       or pgque._event_seq_pos(q) > last.tick_event_seq
-       or last.tick_time + q.queue_ticker_idle_period <= now()
-       or pgque._has_unticked_events(q, last) then
-        return pgque._tick(q);
+    return not found
+        or pgque._event_seq_pos(q) > last.tick_event_seq
+        or last.tick_time + q.queue_ticker_idle_period <= now()
+        or pgque._has_unticked_events(q, last);
+end $$;
+
+-- Tick a queue if it is due.  The check runs first without a lock, so a
+-- queue with nothing to do costs the ticker no write; then again under the
+-- queue row lock, which serialises tickers of one queue.
+create function pgque._tick_if_due(q pgque.queue)
+returns bigint language plpgsql as $$
+begin
+    if not pgque._tick_due(q) then
+        return null;
     end if;
-    return null;
+    select * into q from pgque.queue where queue_id = q.queue_id for update;
+    if q.queue_ticker_paused or q.queue_external_ticker or not pgque._tick_due(q) then
+        return null;
+    end if;
+    return pgque._tick(q);
 end $$;
 
 -- ticker(queue_name) -> the new tick id, or NULL when no tick was due.
@@ -96,7 +108,6 @@ declare
     q pgque.queue;
 begin
     q := pgque._queue(i_queue_name);
-    select * into q from pgque.queue where queue_id = q.queue_id for update;
     if q.queue_ticker_paused then
         raise exception 'queue "%" is paused', i_queue_name
             using errcode = 'object_not_in_prerequisite_state',
@@ -110,8 +121,8 @@ begin
 end $$;
 
 -- ticker() -> how many queues ticked.  Paused and externally ticked queues
--- are skipped; queue rows are locked in id order so concurrent callers queue
--- up instead of deadlocking.
+-- are skipped; queues are visited in id order, and a due one is locked only
+-- while it is ticked.
 create function pgque.ticker()
 returns bigint language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
@@ -121,7 +132,7 @@ declare
 begin
     for q in select * from pgque.queue
               where not queue_ticker_paused and not queue_external_ticker
-              order by queue_id for update loop
+              order by queue_id loop
         if pgque._tick_if_due(q) is not null then
             n := n + 1;
         end if;

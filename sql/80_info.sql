@@ -10,10 +10,33 @@ create function pgque._preloaded()
 returns boolean language c strict
 as 'MODULE_PATHNAME', 'pgque_preloaded_sql';
 
--- status() -> (component, status, detail).
+-- What the shared-memory state table says about this database's workers.
+create function pgque._worker_status(out component text, out status text, out detail text)
+returns setof record language c strict
+as 'MODULE_PATHNAME', 'pgque_worker_status';
+
+-- The pg_cron jobs that start() made for this database, if pg_cron is here.
+create function pgque._cron_jobs(out jobid bigint, out jobname text, out schedule text)
+returns setof record language plpgsql as $$
+begin
+    if not exists (select 1 from pg_catalog.pg_extension where extname = 'pg_cron') then
+        return;
+    end if;
+    return query execute
+        'select jobid, jobname, schedule from cron.job'
+        ' where jobname in ($1, $2) and database = pg_catalog.current_database() order by jobid'
+    using 'pgque_ticker_' || pg_catalog.current_database(), 'pgque_maint_' || pg_catalog.current_database();
+end $$;
+
+-- status() -> (component, status, detail): versions, whether the library
+-- is preloaded, each worker (state, pid, last tick, last maintenance, last
+-- error), the scheduler in effect, counts.
 create function pgque.status(out component text, out status text, out detail text)
 returns setof record language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    workers_on boolean;
+    jobs text;
 begin
     component := 'postgresql'; status := 'ok'; detail := pg_catalog.version();
     return next;
@@ -27,8 +50,19 @@ begin
         detail := 'add pgque_bgw to shared_preload_libraries for the background workers and slot leases';
     end if;
     return next;
-    component := 'scheduler'; status := 'manual';
-    detail := 'call pgque.ticker() and pgque.maint() periodically';
+    return query select * from pgque._worker_status();
+
+    workers_on := pgque._preloaded() and pg_catalog.current_setting('pgque_bgw.enabled', true) = 'on';
+    select pg_catalog.string_agg(j.jobname || ' (job ' || j.jobid || ', ' || j.schedule || ')', ', ')
+      into jobs from pgque._cron_jobs() j;
+    component := 'scheduler';
+    if workers_on then
+        status := 'workers'; detail := 'the pgque_bgw background workers tick and maintain this database';
+    elsif jobs is not null then
+        status := 'pg_cron'; detail := jobs;
+    else
+        status := 'manual'; detail := 'call pgque.ticker() and pgque.maint() periodically, or pgque.start() with pg_cron';
+    end if;
     return next;
     component := 'queues'; status := 'ok';
     detail := (select count(*) from pgque.queue)::text || ' queue(s)';

@@ -3,6 +3,7 @@
 -- run only inside the SECURITY DEFINER API, as the owner.
 
 revoke all on all functions in schema pgque from public;
+revoke all on all procedures in schema pgque from public;
 revoke all on all tables in schema pgque from public;
 revoke all on all sequences in schema pgque from public;
 grant usage on schema pgque to pgque_reader, pgque_writer, pgque_admin;
@@ -48,8 +49,10 @@ grant execute on function
     pgque.maint(), pgque.maint_retry_events(), pgque.maint_tick_cleanup(),
     pgque.maint_idem(), pgque.maint_idem(text),
     pgque.maint_rotate_tables_step1(text), pgque.maint_rotate_tables_step2(),
-    pgque.batch_retry(bigint, int4), pgque.dlq_purge(text, interval), pgque.status()
+    pgque.batch_retry(bigint, int4), pgque.dlq_purge(text, interval), pgque.status(),
+    pgque.start(), pgque.stop()
   to pgque_admin;
+grant execute on procedure pgque.ticker_loop(interval, interval) to pgque_admin;
 
 -- catalog tables are readable by admin; payloads only through the API
 grant select on pgque.queue, pgque.consumer, pgque.subscription, pgque.tick,

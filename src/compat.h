@@ -22,6 +22,11 @@
 #define PGQUE_HAVE_SHMEM_REQUEST_HOOK 1
 #endif
 
+/* PostgreSQL 15 renamed EmitWarningsOnPlaceholders. */
+#if PG_VERSION_NUM < 150000
+#define MarkGUCPrefixReserved(prefix) EmitWarningsOnPlaceholders(prefix)
+#endif
+
 /* PG18 moved the module magic to carry name and version. */
 #if PG_VERSION_NUM >= 180000
 #define PGQUE_MODULE_MAGIC() PG_MODULE_MAGIC_EXT(.name = "pgque_bgw", .version = "0.1.0")

@@ -343,6 +343,7 @@ insert_event_internal(text *queue_name, Datum *args, bool *isnull, bool check_di
 	ev_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
 
 	SPI_finish();
+	pgque_note_event_inserted();	/* wake the ticker when this commits */
 	return ev_id;
 }
 
@@ -572,6 +573,7 @@ pgque_send_batch(PG_FUNCTION_ARGS)
 	for (i = 0; i < SPI_processed; i++)
 		ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &null));
 	SPI_finish();
+	pgque_note_event_inserted();
 
 	/* ids were drawn in input order, so ascending order is input order */
 	qsort(ids, n, sizeof(int64), cmp_int64);

@@ -1,16 +1,17 @@
 /*
  * pgque_bgw.c
- *		Module entry point: _PG_init and the facts every other file asks the
- *		module about (was it preloaded?).
+ *		Module entry point: _PG_init registers the settings, the shared
+ *		memory, the utility hook, the commit callback and the launcher.
  *
- * Background workers, GUCs and shared memory are registered here as they
- * land; the SQL engine works without any of them, which is what the
- * pg_cron/manual fallback relies on.
+ * Everything but the commit callback needs shared_preload_libraries; the
+ * SQL engine works without it (manual or pg_cron ticking), and status()
+ * says which mode is in effect.
  */
 #include "postgres.h"
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/ipc.h"
 #include "utils/builtins.h"
 
 #include "compat.h"
@@ -21,7 +22,30 @@ PGQUE_MODULE_MAGIC();
 /* true when loaded through shared_preload_libraries */
 static bool pgque_preloaded = false;
 
+#ifdef PGQUE_HAVE_SHMEM_REQUEST_HOOK
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+#endif
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
 void		_PG_init(void);
+
+#ifdef PGQUE_HAVE_SHMEM_REQUEST_HOOK
+static void
+pgque_shmem_request(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	pgque_state_request();
+}
+#endif
+
+static void
+pgque_shmem_startup(void)
+{
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+	pgque_state_startup();
+}
 
 void
 _PG_init(void)
@@ -33,7 +57,24 @@ _PG_init(void)
 	if (IsBinaryUpgrade)
 		return;
 
-	pgque_preloaded = process_shared_preload_libraries_in_progress;
+	pgque_define_gucs();
+	pgque_register_xact_callback();
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	pgque_preloaded = true;
+
+#ifdef PGQUE_HAVE_SHMEM_REQUEST_HOOK
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = pgque_shmem_request;
+#else
+	pgque_state_request();
+#endif
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = pgque_shmem_startup;
+
+	pgque_install_utility_hook();
+	pgque_register_launcher();
 }
 
 bool

@@ -1,13 +1,139 @@
 /*
  * pgque_bgw.h
  *		Declarations shared between the module's C files.
+ *
+ * Layering (arrows point down; no file includes one above it):
+ *   pgque_bgw.c (_PG_init)
+ *     -> launcher.c, ticker.c, maint.c, watchdog.c, utility.c
+ *       -> worker.c (what every worker shares), wake.c, state.c (shared memory)
+ *         -> guc.c, insert.c
+ *           -> compat.h
  */
 #ifndef PGQUE_BGW_H
 #define PGQUE_BGW_H
 
+#include "postgres.h"
+
+#include "datatype/timestamp.h"
+#include "port/atomics.h"
+#include "storage/lwlock.h"
+
+/* ---- pgque_bgw.c ---- */
 extern bool pgque_is_preloaded(void);
 
-/* insert.c */
+/* ---- guc.c: the settings (see docs/gucs.md) ---- */
+extern bool pgque_enabled;
+extern char *pgque_databases;
+extern int	pgque_launcher_naptime; /* s */
+extern int	pgque_tick_interval;	/* ms */
+extern int	pgque_maint_interval;	/* s */
+extern int	pgque_watchdog_interval;	/* s */
+extern int	pgque_max_workers;
+extern void pgque_define_gucs(void);
+extern bool pgque_database_allowed(const char *dbname);
+
+/* ---- state.c: the shared-memory state table ---- */
+
+typedef enum PgqueWorkerKind
+{
+	PGQUE_TICKER = 0,
+	PGQUE_MAINT,
+	PGQUE_WATCHDOG,
+	PGQUE_NKINDS
+} PgqueWorkerKind;
+
+/*
+ * Per-database state, one entry per database the launcher knows.
+ *   UNKNOWN      -> the launcher starts the ticker, which probes for the
+ *                   extension
+ *   RUNNING      -> the extension is there: all three workers are kept
+ *   NO_EXTENSION -> nothing runs; CREATE EXTENSION (at commit) or a new
+ *                   scan puts it back to UNKNOWN
+ *   PAUSED       -> DROP/CREATE ... TEMPLATE/RENAME DATABASE is running:
+ *                   workers are stopped and not restarted until it ends
+ */
+typedef enum PgqueDbState
+{
+	PGQUE_DB_UNUSED = 0,
+	PGQUE_DB_UNKNOWN,
+	PGQUE_DB_RUNNING,
+	PGQUE_DB_NO_EXTENSION,
+	PGQUE_DB_PAUSED
+} PgqueDbState;
+
+#define PGQUE_ERRMSG_LEN 256
+
+typedef struct PgqueWorkerSlot
+{
+	pid_t		pid;			/* 0 when not running */
+	int			pgprocno;		/* -1 when not running; for SetLatch */
+	TimestampTz started_at;
+	TimestampTz last_run;		/* end of the last completed pass */
+	TimestampTz restart_at;		/* back-off: do not start before */
+	int			failures;		/* consecutive short-lived runs */
+	TimestampTz last_error_at;
+	char		last_error[PGQUE_ERRMSG_LEN];
+	char		detail[PGQUE_ERRMSG_LEN];	/* what the worker reports of itself */
+} PgqueWorkerSlot;
+
+typedef struct PgqueDb
+{
+	Oid			dboid;
+	PgqueDbState state;
+	char		dbname[NAMEDATALEN];
+	pg_atomic_uint32 wake;		/* producers set it at commit, the ticker clears */
+	TimestampTz last_tick;		/* last tick written by the ticker */
+	TimestampTz last_maint;		/* last completed maintenance pass */
+	PgqueWorkerSlot workers[PGQUE_NKINDS];
+} PgqueDb;
+
+typedef struct PgqueShared
+{
+	LWLock	   *lock;			/* protects everything but the wake flags */
+	pid_t		launcher_pid;
+	int			launcher_pgprocno;
+	bool		launcher_wake_scan; /* rescan databases now */
+	int			max_dbs;
+	PgqueDb		dbs[FLEXIBLE_ARRAY_MEMBER];
+} PgqueShared;
+
+extern PgqueShared *pgque_shared;
+extern void pgque_state_request(void);
+extern void pgque_state_startup(void);
+extern PgqueDb *pgque_find_db(Oid dboid);	/* caller holds the lock */
+extern const char *pgque_kind_name(PgqueWorkerKind kind);
+extern const char *pgque_db_state_name(PgqueDbState state);
+extern void pgque_wake_launcher(void);
+
+/* ---- wake.c: commit-time wake-ups ---- */
+extern void pgque_note_event_inserted(void);
+extern void pgque_wake_ticker(Oid dboid);
+extern void pgque_register_xact_callback(void);
+
+/* ---- worker.c: what every worker shares ---- */
+typedef void (*pgque_unit_fn) (void *arg);
+extern PgqueDb *pgque_worker_db;
+extern PgqueWorkerKind pgque_worker_kind;
+extern void pgque_worker_attach(PgqueWorkerKind kind);
+extern bool pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg);
+extern bool pgque_extension_present(void);
+extern void pgque_worker_exit_if_gone(void);
+extern void pgque_worker_report(const char *fmt,...) pg_attribute_printf(1, 2);
+extern long pgque_wait(long timeout_ms);
+extern int64 pgque_spi_int8(const char *sql, int nargs, Oid *argtypes, Datum *args, bool *isnull);
+
+/* ---- launcher.c, ticker.c, maint.c, watchdog.c ---- */
+extern void pgque_register_launcher(void);
+extern PGDLLEXPORT void pgque_launcher_main(Datum arg);
+extern PGDLLEXPORT void pgque_worker_main(Datum arg);
+extern void pgque_ticker_loop(void);
+extern void pgque_maint_loop(void);
+extern void pgque_watchdog_loop(void);
+
+/* ---- utility.c: keep DROP DATABASE and friends unblocked ---- */
+extern void pgque_install_utility_hook(void);
+
+/* ---- insert.c ---- */
 struct varlena;
 extern void pgque_check_queue_name(struct varlena *name);
 

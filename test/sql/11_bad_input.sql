@@ -67,6 +67,10 @@ insert into cases values
  ('send_idem(text,text,jsonb,text,interval,text)', 'zero ttl', $$select * from pgque.send_idem('bi', 't', '{}'::jsonb, 'k', '0 s')$$),
  ('maint_idem()', 'no arguments',          $$select 'maint_idem() takes no input'$$),
  ('maint_idem(text)', 'unknown',           $$select pgque.maint_idem('nope')$$),
+ ('start()', 'no pg_cron',                $$select pgque.start()$$),
+ ('stop()', 'no arguments',                $$select 'stop() takes no input'$$),
+ ('ticker_loop(interval,interval)', 'zero period', $$call pgque.ticker_loop('1 s', '0 s')$$),
+ ('ticker_loop(interval,interval)', 'period > duration', $$call pgque.ticker_loop('1 s', '2 s')$$),
  ('status()', 'no arguments',              $$select 'status() takes no input'$$),
  ('version()', 'no arguments',             $$select 'version() takes no input'$$);
 

@@ -1,0 +1,66 @@
+-- Running without the background workers: ticker_loop() for sub-second
+-- ticking from a scheduler, and start()/stop() to schedule it with pg_cron.
+
+-- ticker_loop(duration, period): tick every period for duration, committing
+-- after each pass (a procedure: CALL it, e.g. from a pg_cron job every
+-- minute).  It runs as the caller; every name in it is qualified.
+create procedure pgque.ticker_loop(i_duration interval default '59 seconds',
+                                   i_period interval default '100 milliseconds')
+language plpgsql as $$
+declare
+    stop_at timestamptz;
+begin
+    perform pgque._check_interval('duration', i_duration);
+    perform pgque._check_interval('period', i_period);
+    if i_period > i_duration then
+        raise exception 'period (%) must not exceed duration (%)', i_period, i_duration
+            using errcode = 'invalid_parameter_value';
+    end if;
+    stop_at := pg_catalog.clock_timestamp() + i_duration;
+    loop
+        perform pgque.ticker();
+        commit;
+        exit when pg_catalog.clock_timestamp() + i_period > stop_at;
+        perform pg_catalog.pg_sleep(extract(epoch from i_period));
+    end loop;
+end $$;
+
+-- start(): with the workers off, schedule ticker_loop() and maint() every
+-- minute with pg_cron (installed in this database).  With the workers on
+-- there is nothing to schedule.  Without pg_cron: a clear error.
+create function pgque.start()
+returns void language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    db text := pg_catalog.current_database();
+begin
+    if pgque._preloaded() and pg_catalog.current_setting('pgque_bgw.enabled', true) = 'on' then
+        raise notice 'the pgque_bgw background workers tick and maintain this database; nothing to schedule'
+            using hint = 'Set pgque_bgw.enabled = off to use pg_cron instead.';
+        return;
+    end if;
+    if not exists (select 1 from pg_catalog.pg_extension where extname = 'pg_cron') then
+        raise exception 'pg_cron is not installed in database "%"', db
+            using errcode = 'object_not_in_prerequisite_state',
+                  detail = 'pgque runs in manual mode: nothing ticks or maintains the queues by itself.',
+                  hint = 'Call pgque.ticker() (or CALL pgque.ticker_loop()) and pgque.maint() periodically, '
+                         'install pg_cron here, or run the background workers (shared_preload_libraries = pgque_bgw).';
+    end if;
+    perform pgque.stop();
+    execute 'select cron.schedule_in_database($1, $2, $3, $4)'
+      using 'pgque_ticker_' || db, '* * * * *', 'call pgque.ticker_loop()', db;
+    execute 'select cron.schedule_in_database($1, $2, $3, $4)'
+      using 'pgque_maint_' || db, '* * * * *', 'select pgque.maint()', db;
+end $$;
+
+-- stop(): remove the jobs start() made; harmless without pg_cron.
+create function pgque.stop()
+returns void language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    j record;
+begin
+    for j in select * from pgque._cron_jobs() loop
+        execute 'select cron.unschedule($1)' using j.jobid;
+    end loop;
+end $$;

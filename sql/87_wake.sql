@@ -1,0 +1,5 @@
+-- Start this database's workers as soon as CREATE EXTENSION commits.
+create function pgque._wake_launcher_at_commit()
+returns void language c
+as 'MODULE_PATHNAME', 'pgque_wake_launcher_at_commit';
+select pgque._wake_launcher_at_commit();

@@ -1,0 +1,123 @@
+/*
+ * guc.c
+ *		The pgque_bgw.* settings, grouped in one place.
+ *
+ * Sizes of shared memory and the worker budget need a restart
+ * (PGC_POSTMASTER); cadences take effect on reload (PGC_SIGHUP).  Per-queue
+ * knobs live in the queue row (pgque.set_queue_config), not here.
+ * docs/gucs.md describes each one; keep the two in step.
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/varlena.h"
+
+#include "compat.h"
+#include "pgque_bgw.h"
+
+bool		pgque_enabled = true;
+char	   *pgque_databases = NULL;
+int			pgque_launcher_naptime = 10;
+int			pgque_tick_interval = 10;
+int			pgque_maint_interval = 10;
+int			pgque_watchdog_interval = 10;
+int			pgque_max_workers = 24;
+
+static bool
+check_databases(char **newval, void **extra, GucSource source)
+{
+	char	   *copy;
+	List	   *names;
+	bool		ok;
+
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;
+	copy = pstrdup(*newval);
+	ok = SplitIdentifierString(copy, ',', &names);
+	list_free(names);
+	pfree(copy);
+	if (!ok)
+		GUC_check_errdetail("List syntax is invalid: a comma-separated list of database names is expected.");
+	return ok;
+}
+
+void
+pgque_define_gucs(void)
+{
+	DefineCustomBoolVariable("pgque_bgw.enabled",
+							 "Runs the pgque_bgw background workers (launcher, ticker, maintenance, watchdog).",
+							 "Off: the launcher stops every worker; call pgque.ticker() and pgque.maint() "
+							 "yourself or use pgque.start() to schedule them with pg_cron.",
+							 &pgque_enabled, true, PGC_SIGHUP, 0, NULL, NULL, NULL);
+
+	DefineCustomStringVariable("pgque_bgw.databases",
+							   "Databases whose queues the workers serve (comma-separated; empty: every database with the extension).",
+							   NULL,
+							   &pgque_databases, "", PGC_SIGHUP, GUC_LIST_INPUT,
+							   check_databases, NULL, NULL);
+
+	DefineCustomIntVariable("pgque_bgw.launcher_naptime",
+							"How often the launcher looks for databases and dead workers.",
+							"CREATE EXTENSION wakes it at once; this bounds how long a new database "
+							"created from a template waits.",
+							&pgque_launcher_naptime, 10, 1, 3600, PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgque_bgw.tick_interval",
+							"Minimum spacing between two passes of the ticker.",
+							"A committed event is ticked within this interval of its commit (producers wake "
+							"the ticker). Smaller: lower latency, more tick rows.",
+							&pgque_tick_interval, 10, 1, 60000, PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgque_bgw.maint_interval",
+							"How often the maintenance worker rotates, re-injects retries and cleans up.",
+							NULL,
+							&pgque_maint_interval, 10, 1, 3600, PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgque_bgw.watchdog_interval",
+							"How often the watchdog evaluates the queues.",
+							NULL,
+							&pgque_watchdog_interval, 10, 1, 3600, PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	/* sizes shared memory: only when preloaded (it cannot exist later) */
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("pgque_bgw.max_workers",
+								"How many per-database workers the launcher may run in all (three per database).",
+								"Each also takes one of max_worker_processes; the launcher warns when either runs out.",
+								&pgque_max_workers, 24, 3, 3000, PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("pgque_bgw");
+}
+
+/* Is this database served, by pgque_bgw.databases? */
+bool
+pgque_database_allowed(const char *dbname)
+{
+	char	   *copy;
+	List	   *names;
+	ListCell   *lc;
+	bool		found = false;
+
+	if (pgque_databases == NULL || pgque_databases[0] == '\0')
+		return true;
+	copy = pstrdup(pgque_databases);
+	if (!SplitIdentifierString(copy, ',', &names))
+		return false;
+	foreach(lc, names)
+	{
+		if (strcmp((char *) lfirst(lc), dbname) == 0)
+		{
+			found = true;
+			break;
+		}
+	}
+	list_free(names);
+	pfree(copy);
+	return found;
+}

@@ -1,0 +1,410 @@
+/*
+ * launcher.c
+ *		The launcher: one static background worker, connected to shared
+ *		catalogs only.  It keeps the state table in step with pg_database
+ *		(every pgque_bgw.launcher_naptime, or at once when CREATE EXTENSION
+ *		or a paused database asks) and keeps, per database with the
+ *		extension, a ticker, a maintenance worker and a watchdog running.
+ *
+ * Per database (see the state enum in pgque_bgw.h): an UNKNOWN database gets
+ * its ticker first, which probes for the extension and moves the database
+ * to RUNNING (the launcher then starts the other two) or NO_EXTENSION (it
+ * exits and nothing is restarted until CREATE EXTENSION commits there).
+ * A worker that dies is restarted after a back-off that doubles with each
+ * short-lived run (0.5 s ... 60 s).  Workers are dynamic and
+ * BGW_NEVER_RESTART: the launcher, not the postmaster, decides.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/relation.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_database.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "tcop/tcopprot.h"
+#include "utils/memutils.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "compat.h"
+#include "pgque_bgw.h"
+
+#define BACKOFF_MIN_MS 500
+#define BACKOFF_MAX_MS 60000
+#define SHORT_RUN_MS 10000
+
+/* launcher-local: the handle of each worker it started, by db index, kind */
+static BackgroundWorkerHandle **handles = NULL;
+static bool budget_warned = false;
+static bool slots_warned = false;
+static bool table_warned = false;
+
+void
+pgque_register_launcher(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	/* never on a hot standby: workers write, and start after promotion */
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 5;
+	strlcpy(worker.bgw_library_name, "pgque_bgw", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "pgque_launcher_main", BGW_MAXLEN);
+	strlcpy(worker.bgw_name, "pgque_bgw launcher", BGW_MAXLEN);
+	strlcpy(worker.bgw_type, "pgque_bgw launcher", BGW_MAXLEN);
+	RegisterBackgroundWorker(&worker);
+}
+
+static void
+launcher_detach(int code, Datum arg)
+{
+	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
+	if (pgque_shared->launcher_pid == MyProcPid)
+	{
+		pgque_shared->launcher_pid = 0;
+		pgque_shared->launcher_pgprocno = -1;
+	}
+	LWLockRelease(pgque_shared->lock);
+}
+
+typedef struct DbSeen
+{
+	Oid			oid;
+	char		name[NAMEDATALEN];
+} DbSeen;
+
+/* The databases the workers may serve: connectable, not templates, allowed. */
+static List *
+list_databases(void)
+{
+	List	   *result = NIL;
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	MemoryContext caller = CurrentMemoryContext;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_database d = (Form_pg_database) GETSTRUCT(tup);
+		DbSeen	   *seen;
+		MemoryContext old;
+
+		if (!d->datallowconn || d->datistemplate || d->datconnlimit < -1)
+			continue;			/* -2: a database left invalid by a failed DROP */
+		if (!pgque_database_allowed(NameStr(d->datname)))
+			continue;
+		old = MemoryContextSwitchTo(caller);
+		seen = palloc0(sizeof(DbSeen));
+		seen->oid = d->oid;
+		strlcpy(seen->name, NameStr(d->datname), NAMEDATALEN);
+		result = lappend(result, seen);
+		MemoryContextSwitchTo(old);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return result;
+}
+
+/* Bring the state table in step with pg_database. */
+static void
+sync_databases(void)
+{
+	List	   *seen = list_databases();
+	ListCell   *lc;
+	int			i;
+
+	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
+	pgque_shared->launcher_wake_scan = false;
+
+	/* gone or no longer allowed: stop its workers, forget it when they left */
+	for (i = 0; i < pgque_shared->max_dbs; i++)
+	{
+		PgqueDb    *db = &pgque_shared->dbs[i];
+		bool		present = false;
+		int			k;
+		bool		any = false;
+
+		if (db->state == PGQUE_DB_UNUSED)
+			continue;
+		foreach(lc, seen)
+		{
+			if (((DbSeen *) lfirst(lc))->oid == db->dboid)
+				present = true;
+		}
+		if (present)
+			continue;
+		for (k = 0; k < PGQUE_NKINDS; k++)
+		{
+			if (db->workers[k].pid > 0)
+			{
+				kill(db->workers[k].pid, SIGTERM);
+				any = true;
+			}
+			if (handles[i * PGQUE_NKINDS + k] != NULL)
+				any = true;
+		}
+		if (any)
+			db->state = PGQUE_DB_PAUSED;
+		else
+		{
+			memset(db->workers, 0, sizeof(db->workers));
+			for (k = 0; k < PGQUE_NKINDS; k++)
+				db->workers[k].pgprocno = -1;
+			db->state = PGQUE_DB_UNUSED;
+			db->dboid = InvalidOid;
+		}
+	}
+
+	/* new ones: probe them */
+	foreach(lc, seen)
+	{
+		DbSeen	   *s = (DbSeen *) lfirst(lc);
+		PgqueDb    *db = pgque_find_db(s->oid);
+
+		if (db != NULL)
+		{
+			strlcpy(db->dbname, s->name, NAMEDATALEN);
+			continue;
+		}
+		for (i = 0; i < pgque_shared->max_dbs; i++)
+		{
+			if (pgque_shared->dbs[i].state == PGQUE_DB_UNUSED)
+			{
+				db = &pgque_shared->dbs[i];
+				break;
+			}
+		}
+		if (db == NULL)
+		{
+			if (!table_warned)
+				ereport(WARNING,
+						(errmsg("pgque_bgw: more databases than the state table holds (%d); database \"%s\" is not served",
+								pgque_shared->max_dbs, s->name),
+						 errhint("Raise pgque_bgw.max_workers (three per database) and restart, or list the databases to serve in pgque_bgw.databases.")));
+			table_warned = true;
+			continue;
+		}
+		memset(db, 0, offsetof(PgqueDb, wake));
+		db->dboid = s->oid;
+		strlcpy(db->dbname, s->name, NAMEDATALEN);
+		db->state = PGQUE_DB_UNKNOWN;
+		pg_atomic_write_u32(&db->wake, 0);
+		db->last_tick = 0;
+		db->last_maint = 0;
+		memset(db->workers, 0, sizeof(db->workers));
+		for (i = 0; i < PGQUE_NKINDS; i++)
+			db->workers[i].pgprocno = -1;
+	}
+	LWLockRelease(pgque_shared->lock);
+	list_free_deep(seen);
+}
+
+static bool
+start_worker(int dbidx, PgqueDb *db, PgqueWorkerKind kind)
+{
+	BackgroundWorker worker;
+	BackgroundWorkerHandle *handle;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = BGW_NEVER_RESTART;
+	strlcpy(worker.bgw_library_name, "pgque_bgw", BGW_MAXLEN);
+	strlcpy(worker.bgw_function_name, "pgque_worker_main", BGW_MAXLEN);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "pgque_bgw %s for database %s",
+			 pgque_kind_name(kind), db->dbname);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "pgque_bgw %s", pgque_kind_name(kind));
+	worker.bgw_main_arg = Int32GetDatum((int32) kind);
+	memcpy(worker.bgw_extra, &db->dboid, sizeof(Oid));
+	worker.bgw_notify_pid = MyProcPid;
+
+	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+	{
+		if (!slots_warned)
+			ereport(WARNING,
+					(errmsg("pgque_bgw: could not start the %s for database \"%s\": no free background worker slot",
+							pgque_kind_name(kind), db->dbname),
+					 errhint("Raise max_worker_processes (restart needed): pgque_bgw needs 1 + 3 per database, "
+							 "besides what parallel query and other extensions use.")));
+		slots_warned = true;
+		return false;
+	}
+	slots_warned = false;
+	handles[dbidx * PGQUE_NKINDS + kind] = handle;
+	db->workers[kind].started_at = GetCurrentTimestamp();
+	return true;
+}
+
+/* Start, reap and restart the workers the state table asks for. */
+static long
+manage_workers(void)
+{
+	TimestampTz now = GetCurrentTimestamp();
+	long		next_ms = pgque_launcher_naptime * 1000L;
+	int			running = 0;
+	int			i,
+				k;
+
+	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
+
+	/* reap: handles of workers that stopped */
+	for (i = 0; i < pgque_shared->max_dbs; i++)
+	{
+		PgqueDb    *db = &pgque_shared->dbs[i];
+
+		for (k = 0; k < PGQUE_NKINDS; k++)
+		{
+			BackgroundWorkerHandle **h = &handles[i * PGQUE_NKINDS + k];
+			PgqueWorkerSlot *slot = &db->workers[k];
+			pid_t		pid;
+
+			if (*h != NULL && GetBackgroundWorkerPid(*h, &pid) == BGWH_STOPPED)
+			{
+				long		ran_ms = TimestampDifferenceMilliseconds(slot->started_at, now);
+
+				pfree(*h);
+				*h = NULL;
+				slot->failures = ran_ms < SHORT_RUN_MS ? Min(slot->failures + 1, 20) : 0;
+				slot->restart_at = TimestampTzPlusMilliseconds(now,
+															   Min((long) BACKOFF_MIN_MS << Min(slot->failures, 10),
+																   BACKOFF_MAX_MS));
+				if (slot->pid != 0 && kill(slot->pid, 0) != 0)
+				{
+					/* died without running its exit callback */
+					slot->pid = 0;
+					slot->pgprocno = -1;
+				}
+			}
+			if (*h != NULL || slot->pid > 0)
+				running++;
+		}
+	}
+
+	/* start what is missing */
+	for (i = 0; i < pgque_shared->max_dbs && pgque_enabled; i++)
+	{
+		PgqueDb    *db = &pgque_shared->dbs[i];
+		int			nkinds;
+
+		if (db->state == PGQUE_DB_UNKNOWN)
+			nkinds = 1;			/* the ticker probes first */
+		else if (db->state == PGQUE_DB_RUNNING)
+			nkinds = PGQUE_NKINDS;
+		else
+			continue;
+
+		for (k = 0; k < nkinds; k++)
+		{
+			PgqueWorkerSlot *slot = &db->workers[k];
+
+			if (handles[i * PGQUE_NKINDS + k] != NULL || slot->pid > 0)
+				continue;
+			if (slot->restart_at > now)
+			{
+				next_ms = Min(next_ms, TimestampDifferenceMilliseconds(now, slot->restart_at) + 1);
+				continue;
+			}
+			if (running >= pgque_max_workers)
+			{
+				if (!budget_warned)
+					ereport(WARNING,
+							(errmsg("pgque_bgw: worker budget of %d reached; the %s for database \"%s\" is not started",
+									pgque_max_workers, pgque_kind_name(k), db->dbname),
+							 errhint("Raise pgque_bgw.max_workers (three per database, restart needed) or limit pgque_bgw.databases.")));
+				budget_warned = true;
+				continue;
+			}
+			if (start_worker(i, db, (PgqueWorkerKind) k))
+				running++;
+			else
+				next_ms = Min(next_ms, 1000);
+		}
+	}
+	if (running < pgque_max_workers)
+		budget_warned = false;
+
+	/* switched off: ask every worker to leave */
+	if (!pgque_enabled)
+	{
+		for (i = 0; i < pgque_shared->max_dbs; i++)
+			for (k = 0; k < PGQUE_NKINDS; k++)
+				if (pgque_shared->dbs[i].workers[k].pid > 0)
+					kill(pgque_shared->dbs[i].workers[k].pid, SIGTERM);
+	}
+	LWLockRelease(pgque_shared->lock);
+	return next_ms;
+}
+
+void
+pgque_launcher_main(Datum arg)
+{
+	TimestampTz last_scan = 0;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+
+	/* shared catalogs only: the launcher never holds a database open */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+
+	handles = MemoryContextAllocZero(TopMemoryContext,
+									 sizeof(BackgroundWorkerHandle *) * pgque_shared->max_dbs * PGQUE_NKINDS);
+
+	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
+	pgque_shared->launcher_pid = MyProcPid;
+	pgque_shared->launcher_pgprocno = MyProc->pgprocno;
+	LWLockRelease(pgque_shared->lock);
+	before_shmem_exit(launcher_detach, (Datum) 0);
+
+	ereport(LOG, (errmsg("pgque_bgw launcher started")));
+
+	for (;;)
+	{
+		TimestampTz now = GetCurrentTimestamp();
+		bool		rescan;
+		long		timeout;
+
+		LWLockAcquire(pgque_shared->lock, LW_SHARED);
+		rescan = pgque_shared->launcher_wake_scan;
+		LWLockRelease(pgque_shared->lock);
+
+		if (rescan || TimestampDifferenceExceeds(last_scan, now, pgque_launcher_naptime * 1000))
+		{
+			sync_databases();
+			last_scan = now;
+		}
+		timeout = manage_workers();
+		timeout = Min(timeout, TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+															   TimestampTzPlusMilliseconds(last_scan, pgque_launcher_naptime * 1000L)) + 1);
+
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Max(timeout, 1), PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+			last_scan = 0;		/* pgque_bgw.databases may have changed */
+		}
+	}
+}

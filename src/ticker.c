@@ -1,0 +1,157 @@
+/*
+ * ticker.c
+ *		The ticker worker: sleeps until a producer's commit wakes it (or the
+ *		shortest ticker_max_lag of the database's queues passes), then asks
+ *		every queue whether a tick is due, one transaction per queue.
+ *
+ * Like autoprewarm, it sleeps until a deadline computed from its last pass,
+ * not for a fixed nap: passes are at least pgque_bgw.tick_interval apart,
+ * and a commit that arrives meanwhile is served at that deadline.  Whether a
+ * queue ticks is decided by pgque.ticker(queue) (sql/40_ticker.sql): at once
+ * when it has new committed events, otherwise once per ticker_idle_period,
+ * so an idle queue costs one tick per idle period.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "pgque_bgw.h"
+
+typedef struct TickerPass
+{
+	MemoryContext cxt;			/* lives for the pass */
+	List	   *queues;			/* queue names (char *) */
+	long		poll_ms;		/* shortest ticker_max_lag */
+	char	   *queue;			/* the queue of the current unit */
+	bool		ticked;
+} TickerPass;
+
+static void
+list_queues(void *arg)
+{
+	TickerPass *pass = arg;
+	int			ret;
+	uint64		i;
+	MemoryContext old;
+
+	ret = SPI_execute("select queue_name,"
+					  "       (extract(epoch from queue_ticker_max_lag) * 1000)::int8"
+					  "  from pgque.queue"
+					  " where not queue_ticker_paused and not queue_external_ticker"
+					  " order by queue_id", true, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "listing queues failed: %s", SPI_result_code_string(ret));
+
+	old = MemoryContextSwitchTo(pass->cxt);
+	for (i = 0; i < SPI_processed; i++)
+	{
+		bool		null;
+		char	   *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+		int64		lag = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &null));
+
+		pass->queues = lappend(pass->queues, pstrdup(name));
+		if (!null && lag < pass->poll_ms)
+			pass->poll_ms = lag;
+	}
+	MemoryContextSwitchTo(old);
+}
+
+static void
+tick_queue(void *arg)
+{
+	TickerPass *pass = arg;
+	Oid			argtypes[1] = {TEXTOID};
+	Datum		args[1];
+	int			ret;
+
+	args[0] = CStringGetTextDatum(pass->queue);
+	ret = SPI_execute_with_args("select pgque.ticker($1)", 1, argtypes, args, NULL, false, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "ticker failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 1)
+	{
+		bool		null;
+
+		(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null);
+		pass->ticked = !null;
+	}
+}
+
+void
+pgque_ticker_loop(void)
+{
+	TickerPass	pass;
+	TimestampTz last_pass = 0;
+	TimestampTz last_check = 0;
+	long		poll_ms = 1000;
+	int			nticks = 0;
+
+	pass.cxt = AllocSetContextCreate(TopMemoryContext, "pgque_bgw ticker pass",
+									 ALLOCSET_DEFAULT_SIZES);
+	for (;;)
+	{
+		ListCell   *lc;
+		TimestampTz now = GetCurrentTimestamp();
+		char		what[NAMEDATALEN + 32];
+
+		/* is the extension still there? (at most once a second) */
+		if (TimestampDifferenceExceeds(last_check, now, 1000))
+		{
+			pgque_worker_exit_if_gone();
+			last_check = now;
+		}
+
+		/* commits from here on wake the next pass */
+		pg_atomic_write_u32(&pgque_worker_db->wake, 0);
+
+		MemoryContextReset(pass.cxt);
+		pass.queues = NIL;
+		pass.poll_ms = 60000;
+		if (pgque_run_unit("listing queues", list_queues, &pass))
+			poll_ms = Max(pass.poll_ms, pgque_tick_interval);
+
+		nticks = 0;
+		foreach(lc, pass.queues)
+		{
+			pass.queue = (char *) lfirst(lc);
+			pass.ticked = false;
+			snprintf(what, sizeof(what), "ticking queue \"%s\"", pass.queue);
+			if (pgque_run_unit(what, tick_queue, &pass) && pass.ticked)
+				nticks++;
+		}
+		last_pass = GetCurrentTimestamp();
+		if (nticks > 0)
+		{
+			LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
+			pgque_worker_db->last_tick = last_pass;
+			LWLockRelease(pgque_shared->lock);
+		}
+		pgque_worker_report("tick_interval=%dms poll=%ldms queues=%d last pass ticked %d",
+							pgque_tick_interval, poll_ms, list_length(pass.queues), nticks);
+
+		/* sleep until the next pass is due: woken and spaced, or polled */
+		for (;;)
+		{
+			TimestampTz deadline;
+			long		timeout;
+
+			now = GetCurrentTimestamp();
+			if (pg_atomic_read_u32(&pgque_worker_db->wake) != 0)
+				deadline = TimestampTzPlusMilliseconds(last_pass, pgque_tick_interval);
+			else
+				deadline = TimestampTzPlusMilliseconds(last_pass, poll_ms);
+			timeout = TimestampDifferenceMilliseconds(now, deadline);
+			if (timeout <= 0)
+				break;
+			pgque_wait(timeout);
+			if (!pgque_enabled)
+				pgque_worker_exit_if_gone();
+		}
+	}
+}

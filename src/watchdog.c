@@ -1,0 +1,79 @@
+/*
+ * watchdog.c
+ *		The watchdog worker: every pgque_bgw.watchdog_interval it reads the
+ *		catalogs (cursors, ticks) and publishes what it sees in the state
+ *		table, for status().  The alert rules (slot_unpolled, slot_stale,
+ *		consumer_lagging, rotation_pinned, ticker_stalled) plug in here.
+ *
+ * It only reads, so it keeps working when the ticker is stopped or crashing.
+ */
+#include "postgres.h"
+
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "pgque_bgw.h"
+
+typedef struct WatchPass
+{
+	int64		queues;
+	int64		consumers;
+	int64		max_lag_s;		/* oldest cursor, seconds behind its queue's latest tick */
+	int64		max_ticker_lag_s;	/* oldest latest tick, seconds */
+} WatchPass;
+
+static void
+observe(void *arg)
+{
+	WatchPass  *w = arg;
+	int			ret;
+	bool		null;
+
+	ret = SPI_execute("select (select count(*) from pgque.queue),"
+					  "       (select count(*) from pgque.subscription),"
+					  "       coalesce((select max(extract(epoch from now() - t.tick_time))::int8"
+					  "                   from pgque.subscription s"
+					  "                   join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick), 0),"
+					  "       coalesce((select max(extract(epoch from now() - lt))::int8 from"
+					  "                  (select max(tick_time) lt from pgque.tick group by tick_queue) x), 0)",
+					  true, 1);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "reading queue state failed");
+	w->queues = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
+	w->consumers = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &null));
+	w->max_lag_s = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &null));
+	w->max_ticker_lag_s = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &null));
+}
+
+void
+pgque_watchdog_loop(void)
+{
+	for (;;)
+	{
+		WatchPass	w;
+		TimestampTz started = GetCurrentTimestamp();
+
+		pgque_worker_exit_if_gone();
+		memset(&w, 0, sizeof(w));
+		if (pgque_run_unit("observing queues", observe, &w))
+			pgque_worker_report("watchdog_interval=%ds queues=%lld subscriptions=%lld "
+								"oldest cursor %llds behind, oldest last tick %llds ago",
+								pgque_watchdog_interval, (long long) w.queues, (long long) w.consumers,
+								(long long) w.max_lag_s, (long long) w.max_ticker_lag_s);
+
+		for (;;)
+		{
+			long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+																  TimestampTzPlusMilliseconds(started, pgque_watchdog_interval * 1000L));
+
+			if (timeout <= 0)
+				break;
+			pgque_wait(timeout);
+			if (!pgque_enabled)
+				pgque_worker_exit_if_gone();
+		}
+	}
+}
