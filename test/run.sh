@@ -85,6 +85,8 @@ for t in test/t/*.pl; do
 		done
 	else
 		echo "$name ... ok ($ok assertions)"
+		# figures the tests print (diag lines marked "figure:")
+		grep -E '^# figure:' "$WORK/tap_$name.log" | sed 's/^# /    /'
 	fi
 done
 
