@@ -23,7 +23,7 @@ begin
         return;
     end if;
     return query execute
-        'select jobid, jobname, schedule from cron.job'
+        'select jobid::int8, jobname::text, schedule::text from cron.job'
         ' where jobname in ($1, $2) and database = pg_catalog.current_database() order by jobid'
     using 'pgque_ticker_' || pg_catalog.current_database(), 'pgque_maint_' || pg_catalog.current_database();
 end $$;

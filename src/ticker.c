@@ -5,8 +5,9 @@
  *		every queue whether a tick is due, one transaction per queue.
  *
  * Like autoprewarm, it sleeps until a deadline computed from its last pass,
- * not for a fixed nap: passes are at least pgque_bgw.tick_interval apart,
- * and a commit that arrives meanwhile is served at that deadline.  Whether a
+ * not for a fixed nap: passes start at least pgque_bgw.tick_interval apart,
+ * a commit after that is served at once, and one that arrives sooner waits
+ * for that deadline.  Whether a
  * queue ticks is decided by pgque.ticker(queue) (sql/40_ticker.sql): at once
  * when it has new committed events, otherwise once per ticker_idle_period,
  * so an idle queue costs one tick per idle period.
@@ -87,7 +88,7 @@ void
 pgque_ticker_loop(void)
 {
 	TickerPass	pass;
-	TimestampTz last_pass = 0;
+	TimestampTz last_pass = 0;	/* start of the last pass */
 	TimestampTz last_check = 0;
 	long		poll_ms = 1000;
 	int			nticks = 0;
@@ -109,6 +110,7 @@ pgque_ticker_loop(void)
 
 		/* commits from here on wake the next pass */
 		pg_atomic_write_u32(&pgque_worker_db->wake, 0);
+		last_pass = GetCurrentTimestamp();
 
 		MemoryContextReset(pass.cxt);
 		pass.queues = NIL;
@@ -125,17 +127,20 @@ pgque_ticker_loop(void)
 			if (pgque_run_unit(what, tick_queue, &pass) && pass.ticked)
 				nticks++;
 		}
-		last_pass = GetCurrentTimestamp();
 		if (nticks > 0)
 		{
 			LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
-			pgque_worker_db->last_tick = last_pass;
+			pgque_worker_db->last_tick = GetCurrentTimestamp();
 			LWLockRelease(pgque_shared->lock);
 		}
 		pgque_worker_report("tick_interval=%dms poll=%ldms queues=%d last pass ticked %d",
 							pgque_tick_interval, poll_ms, list_length(pass.queues), nticks);
 
-		/* sleep until the next pass is due: woken and spaced, or polled */
+		/*
+		 * Sleep until the next pass is due: woken, and tick_interval after
+		 * the start of the last pass (a rate limit that costs an isolated
+		 * commit nothing), or polled.
+		 */
 		for (;;)
 		{
 			TimestampTz deadline;

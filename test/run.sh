@@ -32,6 +32,10 @@ count_pg_regress() {
 	failed=$((failed + bad))
 }
 
+# PGQUE_TAP_ONLY=pattern (development only): run just the matching TAP files
+if [ -n "${PGQUE_TAP_ONLY:-}" ]; then
+	echo "== PGQUE_TAP_ONLY=$PGQUE_TAP_ONLY: pg_regress and isolation skipped (not a full run)"
+else
 regress_tests=$(cd test/sql && ls *.sql | sed 's/\.sql$//' | sort)
 echo "== pg_regress"
 as_pg "$PGXS_TEST/regress/pg_regress" \
@@ -62,8 +66,10 @@ if [ "$rc" -ne 0 ]; then
 	grep -qE '\.\.\. (ok|FAILED|failed)' "$WORK/isolation.log" || failed=$((failed + 1))
 fi
 
+fi
+
 echo "== TAP"
-for t in test/t/*.pl; do
+for t in test/t/*${PGQUE_TAP_ONLY:-}*.pl; do
 	name=$(basename "$t")
 	as_pg mkdir -p "$WORK/tap/$name"
 	as_pg env TESTDIR="$WORK/tap/$name" PG_REGRESS="$PGXS_TEST/regress/pg_regress" \

@@ -102,6 +102,8 @@ $node->safe_psql('db1', q{
         got bigint;
     begin
         for i in 1 .. 50 loop
+            -- 100 events a second: one every 10 ms
+            perform pg_sleep(greatest(0, 0.010 - extract(epoch from clock_timestamp() - coalesce(t0, clock_timestamp() - interval '1 second'))));
             perform pgque.send('e2e', 'event ' || i);
             commit;
             t0 := clock_timestamp();
@@ -126,7 +128,7 @@ my $lat = $node->safe_psql('db1', q{
     select round(percentile_cont(0.5) within group (order by ms)::numeric, 2) || ' ms median, '
         || round(percentile_cont(0.99) within group (order by ms)::numeric, 2) || ' ms p99, '
         || round(max(ms)::numeric, 2) || ' ms max' from lat});
-diag("figure: send -> receive latency at defaults (commit to visible, polling every 0.5 ms): $lat");
+diag("figure: send -> receive latency at defaults, 100 ev/s (commit to visible, polling every 0.5 ms): $lat");
 
 # rotation by itself; a slow consumer holds it back and loses nothing
 $node->safe_psql('db1', q{
@@ -163,6 +165,18 @@ cmp_ok($switches, '<=', 1, "a consumer that does not consume holds rotation back
 my $slow_got = $node->safe_psql('db1', q{
     select count(*) from pgque.receive('rot', 'slow', 1000) where payload like 's%'});
 is($slow_got, '20', 'the slow consumer still gets all 20 events sent since it subscribed');
+
+# the maintenance worker reaps expired idempotency keys
+$node->safe_psql('db1', q{
+    select pgque.create_queue('idemq');
+    select count(*) from generate_series(1, 25) i,
+           lateral pgque.send_idem('idemq', 'm', 'p', 'key:' || i, '1 second');
+});
+is($node->safe_psql('db1', q{select count(*) from pgque.idem}), '25', '25 idempotency claims');
+ok($node->poll_query_until('db1', q{select count(*) = 0 from pgque.idem}),
+   'the maintenance worker reaps them after their TTL, with no maint() call');
+like($node->safe_psql('db1', q{select detail from pgque.status() where component = 'maintenance'}),
+     qr/idem_reaped=/, 'status() shows the maintenance pass');
 
 # an idle queue for a minute: one or two ticks (idle period 1 min)
 my $wait = 62 - (time() - $idle_start);
