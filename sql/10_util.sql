@@ -55,7 +55,8 @@ declare
     s pgque.subscription;
 begin
     q := pgque._queue(i_queue_name);
-    perform pgque._check_name('consumer', i_consumer_name, 64);
+    -- 64 bytes for user names, more for slot names (<consumer>#<k>/<n>)
+    perform pgque._check_name('consumer', i_consumer_name, 96);
     select sub.* into s
       from pgque.subscription sub
       join pgque.consumer c on c.co_id = sub.sub_consumer

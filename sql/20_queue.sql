@@ -80,6 +80,7 @@ begin
     end loop;
     delete from pgque.retry_queue where ev_queue = q.queue_id;
     delete from pgque.idem where queue_id = q.queue_id;
+    perform pgque._slot_forget(q.queue_id, null);
     delete from pgque.tick where tick_queue = q.queue_id;
     for i in 0 .. q.queue_ntables - 1 loop
         execute pg_catalog.format('drop table pgque.%I', 'event_' || q.queue_id || '_' || i);

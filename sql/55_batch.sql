@@ -18,6 +18,13 @@ create type pgque.batch_info as (
 -- get the same batch.  i_span_events (receive) lets one batch cover several
 -- pending tick windows up to about that many events, so fast ticks do not
 -- force tiny batches on a busy consumer.
+-- The partition slot of a key for n slots (SPEC §3): a NULL key is slot 0.
+create function pgque._slot_of(i_key text, i_n int4)
+returns int4 language sql immutable parallel safe as $$
+    select case when i_key is null then 0
+                else ((pg_catalog.hashtextextended(i_key, 0) % i_n + i_n) % i_n)::int4 end
+$$;
+
 create function pgque._next_batch(i_queue_name text, i_consumer_name text,
                                   i_min_lag interval, i_min_count int4, i_min_interval interval,
                                   i_span_events int4)
@@ -73,9 +80,10 @@ end $$;
 
 -- The events of an open batch in ev_id order, past what receive() already
 -- had acked inside it (sub_batch_pos).  i_limit caps the rows; i_ev_id picks
--- one event.  Retried and replayed events (ev_owner set) are seen only by
--- their owning subscription.
-create function pgque._batch_rows(i_batch_id bigint, i_limit int4, i_ev_id bigint)
+-- one event; i_n/i_slot keep only one partition slot's share.  Retried and
+-- replayed events (ev_owner set) are seen only by their owning subscription.
+create function pgque._batch_rows(i_batch_id bigint, i_limit int4, i_ev_id bigint,
+                                  i_n int4 default null, i_slot int4 default null)
 returns setof pgque.event_template language plpgsql as $$
 declare
     sid    int4;
@@ -104,10 +112,11 @@ begin
         '   and (ev.ev_owner is null or ev.ev_owner = $5)'
         '   and ($6::bigint is null or ev.ev_id > $6)'
         '   and ($7::bigint is null or ev.ev_id = $7)'
+        '   and ($9::int4 is null or pgque._slot_of(ev.ev_extra1, $9) = $10)'
         ' order by ev.ev_id limit $8', 'event_' || qid)
     using pg_catalog.pg_snapshot_xmax(snap1), pg_catalog.pg_snapshot_xmax(snap2),
           array(select pg_catalog.pg_snapshot_xip(snap1)), snap2, sid,
-          pos, i_ev_id, i_limit;
+          pos, i_ev_id, i_limit, i_n, i_slot;
 end $$;
 
 create function pgque.next_batch_custom(i_queue_name text, i_consumer_name text,

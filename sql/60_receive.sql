@@ -5,9 +5,9 @@
 -- more events is handed out in parts: ack() of a part keeps the rest open
 -- under a new batch id, so nothing past max_return is skipped.  Empty
 -- windows are finished here and the next one is tried.
-create function pgque.receive(queue_name text, consumer_name text, max_return int4 default 100)
-returns setof pgque.message language plpgsql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
+create function pgque._receive(i_queue_name text, i_sub_name text, i_max_return int4,
+                               i_n int4, i_slot int4)
+returns setof pgque.message language plpgsql as $$
 declare
     b        pgque.batch_info;
     e        pgque.event_template;
@@ -16,24 +16,18 @@ declare
     more     boolean;
     tries    int4 := 0;
 begin
-    perform pgque._check_not_null('max_return', max_return);
-    if max_return < 1 then
-        raise exception 'max_return must be positive, got %', max_return
-            using errcode = 'invalid_parameter_value';
-    end if;
-    perform pgque._check_name('consumer', consumer_name, 64);
-    perform pgque._refuse_slot_consumer(consumer_name, 'receive');
-
     loop
-        b := pgque._next_batch(queue_name, consumer_name, null, null, null, max_return);
+        -- a slot sees about 1/n of a window: span windows for n times more
+        b := pgque._next_batch(i_queue_name, i_sub_name, null, null, null,
+                               (least(i_max_return::int8 * coalesce(i_n, 1), 1000000000))::int4);
         if b.batch_id is null then
             return;
         end if;
         n := 0;
         more := false;
-        for e in select * from pgque._batch_rows(b.batch_id, max_return + 1, null) loop
+        for e in select * from pgque._batch_rows(b.batch_id, i_max_return + 1, null, i_n, i_slot) loop
             n := n + 1;
-            if n > max_return then
+            if n > i_max_return then
                 more := true;
                 exit;
             end if;
@@ -52,6 +46,26 @@ begin
         tries := tries + 1;
         exit when tries >= 10;
     end loop;
+end $$;
+
+create function pgque._check_max_return(i_max_return int4)
+returns void language plpgsql as $$
+begin
+    perform pgque._check_not_null('max_return', i_max_return);
+    if i_max_return < 1 then
+        raise exception 'max_return must be positive, got %', i_max_return
+            using errcode = 'invalid_parameter_value';
+    end if;
+end $$;
+
+create function pgque.receive(queue_name text, consumer_name text, max_return int4 default 100)
+returns setof pgque.message language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._check_max_return(max_return);
+    perform pgque._check_name('consumer', consumer_name, 64);
+    perform pgque._refuse_slot_consumer(consumer_name, 'receive');
+    return query select * from pgque._receive(queue_name, consumer_name, max_return, null, null);
 end $$;
 
 -- Plain ack/nack refuse batches of slot consumers.
@@ -96,13 +110,14 @@ end $$;
 -- The retry-or-dead-letter decision for one event of an open batch.  The
 -- event is re-read from the batch: a msg_id not in it is refused, and the
 -- caller's copy of the payload is never trusted.
-create function pgque._nack_event(s pgque.subscription, i_ev_id bigint, i_retry_after interval, i_reason text)
+create function pgque._nack_event(s pgque.subscription, i_ev_id bigint, i_retry_after interval, i_reason text,
+                                  i_n int4 default null, i_slot int4 default null)
 returns int4 language plpgsql as $$
 declare
     e    pgque.event_template;
     q    pgque.queue;
 begin
-    select * into e from pgque._batch_rows(s.sub_batch, 1, i_ev_id);
+    select * into e from pgque._batch_rows(s.sub_batch, 1, i_ev_id, i_n, i_slot);
     if not found then
         raise exception 'event % is not part of batch %', i_ev_id, s.sub_batch
             using errcode = 'invalid_parameter_value';

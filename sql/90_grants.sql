@@ -37,8 +37,15 @@ grant execute on function
     pgque.event_retry(bigint, bigint, timestamptz), pgque.event_retry(bigint, bigint, int4),
     pgque.get_queue_info(), pgque.get_queue_info(text),
     pgque.get_consumer_info(), pgque.get_consumer_info(text), pgque.get_consumer_info(text, text),
-    pgque.get_batch_info(bigint), pgque.dlq_inspect(text, int4), pgque.version()
+    pgque.get_batch_info(bigint), pgque.dlq_inspect(text, int4), pgque.version(),
+    pgque.subscribe_slot(text, text, int4, int4), pgque.unsubscribe_slot(text, text, int4),
+    pgque.claim_slot(text, text, int4, text, interval), pgque.release_slot(text, text, int4, text),
+    pgque.receive_partitioned(text, text, int4, int4, text, int4),
+    pgque.ack_partitioned(text, text, int4, int4, text),
+    pgque.nack_partitioned(text, text, int4, int4, text, pgque.message, interval, text),
+    pgque.get_partition_slot_info()
   to pgque_reader;
+grant select on pgque.partition_slot_status to pgque_reader, pgque_admin;
 
 -- running the queues
 grant execute on function

@@ -16,6 +16,7 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "slots.h"
 
 bool		pgque_enabled = true;
 char	   *pgque_databases = NULL;
@@ -24,6 +25,7 @@ int			pgque_tick_interval = 10;
 int			pgque_maint_interval = 10;
 int			pgque_watchdog_interval = 10;
 int			pgque_max_workers = 24;
+int			pgque_max_slots = 4096;
 
 static bool
 check_databases(char **newval, void **extra, GucSource source)
@@ -90,6 +92,12 @@ pgque_define_gucs(void)
 								"How many per-database workers the launcher may run in all (three per database).",
 								"Each also takes one of max_worker_processes; the launcher warns when either runs out.",
 								&pgque_max_workers, 24, 3, 3000, PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("pgque_bgw.max_slots",
+								"Capacity of the shared-memory slot lease table (partition slots of all databases).",
+								"One entry per (database, queue, consumer, slot) ever claimed; about 300 bytes each.",
+								&pgque_max_slots, 4096, 16, 1000000, PGC_POSTMASTER, 0,
 								NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("pgque_bgw");

@@ -39,6 +39,7 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "slots.h"
 
 #define BACKOFF_MIN_MS 500
 #define BACKOFF_MAX_MS 60000
@@ -166,6 +167,8 @@ sync_databases(void)
 			db->state = PGQUE_DB_PAUSED;
 		else
 		{
+			if (pgque_slots_available())
+				pgque_slot_forget(db->dboid, -1, NULL);
 			memset(db->workers, 0, sizeof(db->workers));
 			for (k = 0; k < PGQUE_NKINDS; k++)
 				db->workers[k].pgprocno = -1;

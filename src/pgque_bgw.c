@@ -16,6 +16,7 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "slots.h"
 
 PGQUE_MODULE_MAGIC();
 
@@ -36,6 +37,7 @@ pgque_shmem_request(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	pgque_state_request();
+	pgque_slots_request();
 }
 #endif
 
@@ -45,6 +47,7 @@ pgque_shmem_startup(void)
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
 	pgque_state_startup();
+	pgque_slots_startup();
 }
 
 void
@@ -69,6 +72,7 @@ _PG_init(void)
 	shmem_request_hook = pgque_shmem_request;
 #else
 	pgque_state_request();
+	pgque_slots_request();
 #endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = pgque_shmem_startup;

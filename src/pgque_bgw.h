@@ -107,6 +107,7 @@ extern void pgque_wake_launcher(void);
 
 /* ---- wake.c: commit-time wake-ups ---- */
 extern void pgque_note_event_inserted(void);
+extern void pgque_forget_leases_at_commit(void);
 extern void pgque_wake_ticker(Oid dboid);
 extern void pgque_register_xact_callback(void);
 

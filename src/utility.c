@@ -103,6 +103,28 @@ database_needing_exclusive_use(Node *parsetree)
 	}
 }
 
+/* Does this statement drop extension pgque_bgw? */
+static bool
+drops_our_extension(Node *parsetree)
+{
+	DropStmt   *stmt;
+	ListCell   *lc;
+
+	if (!IsA(parsetree, DropStmt))
+		return false;
+	stmt = (DropStmt *) parsetree;
+	if (stmt->removeType != OBJECT_EXTENSION)
+		return false;
+	foreach(lc, stmt->objects)
+	{
+		Node	   *obj = (Node *) lfirst(lc);
+
+		if (IsA(obj, String) && strcmp(strVal(obj), "pgque_bgw") == 0)
+			return true;
+	}
+	return false;
+}
+
 static void
 pgque_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 					  ProcessUtilityContext context, ParamListInfo params,
@@ -114,6 +136,8 @@ pgque_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 		paused = database_needing_exclusive_use(pstmt->utilityStmt);
 	if (OidIsValid(paused))
 		pause_database(paused);
+	if (drops_our_extension(pstmt->utilityStmt))
+		pgque_forget_leases_at_commit();
 
 	PG_TRY();
 	{

@@ -20,12 +20,21 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "slots.h"
 
 static bool xact_inserted = false;
 static bool xact_created_extension = false;
+static bool xact_dropped_extension = false;
 static int	cached_db_index = -1;
 
 PG_FUNCTION_INFO_V1(pgque_wake_launcher_at_commit);
+
+/* DROP EXTENSION pgque_bgw: forget this database's leases when it commits */
+void
+pgque_forget_leases_at_commit(void)
+{
+	xact_dropped_extension = true;
+}
 
 void
 pgque_note_event_inserted(void)
@@ -90,13 +99,17 @@ xact_callback(XactEvent event, void *arg)
 				LWLockRelease(pgque_shared->lock);
 				pgque_wake_launcher();
 			}
+			if (xact_dropped_extension && pgque_slots_available())
+				pgque_slot_forget(MyDatabaseId, -1, NULL);
 			xact_inserted = false;
 			xact_created_extension = false;
+			xact_dropped_extension = false;
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			xact_inserted = false;
 			xact_created_extension = false;
+			xact_dropped_extension = false;
 			break;
 		default:
 			break;

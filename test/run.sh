@@ -14,7 +14,7 @@ ensure_packages postgresql-15 postgresql-server-dev-15 libipc-run-perl \
 build_and_install || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
 
 WORK=$(make_workdir pgque_test)
-cp -r test "$WORK/"
+cp -r test examples "$WORK/"
 [ "$(id -u)" -eq 0 ] && chown -R postgres: "$WORK"
 T="$WORK/test"
 PORT_BASE=${PGQUE_TEST_PORT:-56500}

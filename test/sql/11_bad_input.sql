@@ -71,6 +71,14 @@ insert into cases values
  ('stop()', 'no arguments',                $$select 'stop() takes no input'$$),
  ('ticker_loop(interval,interval)', 'zero period', $$call pgque.ticker_loop('1 s', '0 s')$$),
  ('ticker_loop(interval,interval)', 'period > duration', $$call pgque.ticker_loop('1 s', '2 s')$$),
+ ('subscribe_slot(text,text,integer,integer)', 'slot >= n', $$select pgque.subscribe_slot('bi', 'p', 3, 3)$$),
+ ('unsubscribe_slot(text,text,integer)', 'not partitioned', $$select pgque.unsubscribe_slot('bi', 'p', 0)$$),
+ ('claim_slot(text,text,integer,text,interval)', 'unknown queue', $$select pgque.claim_slot('nope', 'p', 0, 'w')$$),
+ ('release_slot(text,text,integer,text)', 'null worker', $$select pgque.release_slot('bi', 'p', 0, null)$$),
+ ('receive_partitioned(text,text,integer,integer,text,integer)', 'zero max', $$select * from pgque.receive_partitioned('bi', 'p', 0, 1, 'w', 0)$$),
+ ('ack_partitioned(text,text,integer,integer,text)', 'not partitioned', $$select pgque.ack_partitioned('bi', 'p', 0, 1, 'w')$$),
+ ('nack_partitioned(text,text,integer,integer,text,pgque.message,interval,text)', 'null msg', $$select pgque.nack_partitioned('bi', 'p', 0, 1, 'w', null)$$),
+ ('get_partition_slot_info()', 'no arguments', $$select 'get_partition_slot_info() takes no input'$$),
  ('status()', 'no arguments',              $$select 'status() takes no input'$$),
  ('version()', 'no arguments',             $$select 'version() takes no input'$$);
 

@@ -1,0 +1,73 @@
+-- examples/partition_worker.sql: a partition-slot worker, in plain SQL.
+--
+-- It implements the worker loop of SPEC §3: cycle over every slot, claim
+-- it, drain it (receive_partitioned -> process -> ack_partitioned, one
+-- transaction per batch), release it between batches so another worker may
+-- take it, and go on to the next slot, so every slot is polled.  Run as many
+-- as you like, each with its own worker id:
+--
+--   psql -f examples/partition_worker.sql            (defines the procedure)
+--   psql -c "call partition_worker('files', 'indexer', 8, 'worker-' || pg_backend_pid())"
+--
+-- The handler here records what it processed in example_processed; put your
+-- own in handle_event().  The lease epoch returned by claim_slot is passed
+-- to the handler: stamp it on side effects to fence a worker that lost its
+-- lease (a zombie's ack raises SQLSTATE PQ002; PQ001 means the lease is gone,
+-- e.g. after a server restart: just claim again).
+
+create table if not exists example_processed (
+    seq       bigserial primary key,
+    worker    text not null,
+    epoch     bigint not null,
+    slot      int4 not null,
+    ev_id     bigint not null,
+    key       text,
+    payload   text
+);
+
+create or replace function handle_event(i_worker text, i_epoch bigint, i_slot int4, m pgque.message)
+returns void language sql as $$
+    insert into example_processed (worker, epoch, slot, ev_id, key, payload)
+    values (i_worker, i_epoch, i_slot, m.msg_id, m.extra1, m.payload)
+$$;
+
+create or replace procedure partition_worker(i_queue text, i_consumer text, i_n int4, i_worker text,
+                                             i_idle_exit interval default '5 seconds',
+                                             i_ttl interval default '30 seconds')
+language plpgsql as $$
+declare
+    k          int4;
+    epoch      bigint;
+    m          pgque.message;
+    rows       int4;
+    busy       boolean;
+    idle_since timestamptz := clock_timestamp();
+begin
+    loop
+        busy := false;
+        for k in 0 .. i_n - 1 loop
+            epoch := pgque.claim_slot(i_queue, i_consumer, k, i_worker, i_ttl);
+            commit;
+            continue when epoch is null;            -- someone else has it
+            loop                                    -- drain this slot
+                rows := 0;
+                for m in select * from pgque.receive_partitioned(i_queue, i_consumer, k, i_n, i_worker, 100) loop
+                    perform handle_event(i_worker, epoch, k, m);
+                    rows := rows + 1;
+                end loop;
+                exit when rows = 0;
+                perform pgque.ack_partitioned(i_queue, i_consumer, k, i_n, i_worker);
+                commit;                             -- handler effects and ack together
+                busy := true;
+            end loop;
+            perform pgque.release_slot(i_queue, i_consumer, k, i_worker);
+            commit;
+        end loop;
+        if busy then
+            idle_since := clock_timestamp();
+        else
+            exit when clock_timestamp() - idle_since > i_idle_exit;
+            perform pg_sleep(0.05);
+        end if;
+    end loop;
+end $$;

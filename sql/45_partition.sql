@@ -1,0 +1,288 @@
+-- Partition keys (SPEC §3): events of one key are consumed in order by one
+-- worker at a time, different keys in parallel, over N fixed slots.  Each
+-- slot k of consumer C is its own subscription "C#k/N"; N is persisted per
+-- (queue, consumer).  Slot ownership (leases with epoch fencing) lives in
+-- shared memory (src/slots.c): claims and renewals write no row and no WAL.
+
+create table pgque.partition_consumer (
+    queue_id  int4 not null references pgque.queue (queue_id) on delete cascade,
+    co_name   text not null,
+    n         int4 not null check (n >= 1),
+    primary key (queue_id, co_name)
+);
+select pg_catalog.pg_extension_config_dump('pgque.partition_consumer', '');
+
+-- Epochs only grow, across takeovers, restarts and failovers: a sequence is
+-- WAL-logged ahead of use and replicated.
+create sequence pgque.slot_epoch_seq;
+select pg_catalog.pg_extension_config_dump('pgque.slot_epoch_seq', '');
+
+create function pgque._slot_claim(i_queue_id int4, i_consumer text, i_slot int4, i_worker text, i_ttl_ms int8)
+returns bigint language c strict as 'MODULE_PATHNAME', 'pgque_slot_claim_sql';
+create function pgque._slot_release(i_queue_id int4, i_consumer text, i_slot int4, i_worker text)
+returns boolean language c strict as 'MODULE_PATHNAME', 'pgque_slot_release_sql';
+create function pgque._slot_check(i_queue_id int4, i_consumer text, i_slot int4, i_worker text,
+                                  i_is_ack boolean, i_queue_name text)
+returns bigint language c strict as 'MODULE_PATHNAME', 'pgque_slot_check_sql';
+create function pgque._slot_forget(i_queue_id int4, i_consumer text)
+returns int4 language c as 'MODULE_PATHNAME', 'pgque_slot_forget_sql';
+create function pgque._slot_leases(
+    out queue_id int4, out consumer text, out slot int4, out owner text, out lease_until timestamptz,
+    out ttl_ms int8, out epoch int8, out claimed_at timestamptz, out last_receive timestamptz,
+    out last_ack timestamptz, out claims int8, out receives int8, out acks int8)
+returns setof record language c as 'MODULE_PATHNAME', 'pgque_slot_leases_sql';
+
+create function pgque._slot_lease_count_all()
+returns int4 language c as 'MODULE_PATHNAME', 'pgque_slot_count_all_sql';
+
+create function pgque._slot_name(i_consumer text, i_slot int4, i_n int4)
+returns text language sql immutable as $$
+    select i_consumer || '#' || i_slot || '/' || i_n
+$$;
+
+-- A worker id: not NULL, not empty, at most 64 bytes.
+create function pgque._check_worker(i_worker text)
+returns void language plpgsql as $$
+begin
+    perform pgque._check_name('worker', i_worker, 64);
+end $$;
+
+-- The persisted N of a partitioned consumer, after checking the caller's N
+-- (if given) and the slot number against it.  Wrong N is refused before any
+-- lease check, so it is never silently misrouted.
+create function pgque._partitioned(q pgque.queue, i_consumer text, i_n int4, i_slot int4)
+returns int4 language plpgsql as $$
+declare
+    pn int4;
+begin
+    perform pgque._user_consumer_name(i_consumer);
+    perform pgque._check_not_null('slot', i_slot);
+    select pc.n into pn from pgque.partition_consumer pc
+     where pc.queue_id = q.queue_id and pc.co_name = i_consumer;
+    if not found then
+        raise exception 'consumer "%" has no partition slots on queue "%"', i_consumer, q.queue_name
+            using errcode = 'undefined_object',
+                  hint = 'Subscribe its slots with pgque.subscribe_slot().';
+    end if;
+    if i_n is not null and i_n <> pn then
+        raise exception 'consumer "%" of queue "%" is pinned to n = %, not %', i_consumer, q.queue_name, pn, i_n
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if i_slot < 0 or i_slot >= pn then
+        raise exception 'slot % is out of range 0..% for consumer "%"', i_slot, pn - 1, i_consumer
+            using errcode = 'invalid_parameter_value';
+    end if;
+    return pn;
+end $$;
+
+-- subscribe_slot(queue, consumer, slot, n): subscribe slot k of n.  The
+-- first call pins n for (queue, consumer); another n is refused; repeating
+-- a call is harmless.
+create function pgque.subscribe_slot(queue_name text, consumer_name text, slot int4, n int4)
+returns void language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q   pgque.queue;
+    pn  int4;
+begin
+    q := pgque._queue(queue_name);
+    perform pgque._user_consumer_name(consumer_name);
+    perform pgque._check_not_null('n', n);
+    perform pgque._check_not_null('slot', slot);
+    if n < 1 or n > 1024 then
+        raise exception 'n must be between 1 and 1024, got %', n
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if slot < 0 or slot >= n then
+        raise exception 'slot % is out of range 0..%', slot, n - 1
+            using errcode = 'invalid_parameter_value';
+    end if;
+    insert into pgque.partition_consumer as pc (queue_id, co_name, n)
+    values (q.queue_id, consumer_name, n)
+    on conflict (queue_id, co_name) do update set n = pc.n
+    returning pc.n into pn;
+    if pn <> n then
+        raise exception 'consumer "%" of queue "%" is pinned to n = %, not %', consumer_name, queue_name, pn, n
+            using errcode = 'invalid_parameter_value',
+                  hint = 'Unsubscribe every slot first to choose another n.';
+    end if;
+    perform pgque._register(q, pgque._slot_name(consumer_name, slot, n), null);
+end $$;
+
+-- unsubscribe_slot(queue, consumer, slot): the last slot frees n.
+create function pgque.unsubscribe_slot(queue_name text, consumer_name text, slot int4)
+returns void language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q   pgque.queue;
+    pn  int4;
+begin
+    q := pgque._queue(queue_name);
+    pn := pgque._partitioned(q, consumer_name, null, slot);
+    if pgque._unregister(q, pgque._slot_name(consumer_name, slot, pn)) = 0 then
+        raise exception 'slot % of consumer "%" is not subscribed to queue "%"', slot, consumer_name, queue_name
+            using errcode = 'undefined_object';
+    end if;
+    if not exists (select 1 from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+                    where s.sub_queue = q.queue_id
+                      and c.co_name like pg_catalog.replace(pg_catalog.replace(consumer_name, '\', '\\'), '%', '\%') || '#%/' || pn) then
+        delete from pgque.partition_consumer where queue_id = q.queue_id and co_name = consumer_name;
+        perform pgque._slot_forget(q.queue_id, consumer_name);
+    end if;
+end $$;
+
+-- claim_slot: take a free or expired slot (new, larger epoch), renew one's
+-- own (same epoch), or get NULL when another worker holds a live lease.
+create function pgque.claim_slot(queue_name text, consumer_name text, slot int4, worker text,
+                                 ttl interval default '30 seconds')
+returns bigint language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q pgque.queue;
+begin
+    q := pgque._queue(queue_name);
+    perform pgque._partitioned(q, consumer_name, null, slot);
+    perform pgque._check_worker(worker);
+    perform pgque._check_not_null('ttl', ttl);
+    if ttl < interval '1 second' then
+        raise exception 'ttl must be at least 1 second, got %', ttl
+            using errcode = 'invalid_parameter_value';
+    end if;
+    return pgque._slot_claim(q.queue_id, consumer_name, slot, worker,
+                             (extract(epoch from ttl) * 1000)::int8);
+end $$;
+
+-- release_slot: owner only (false otherwise); the epoch is kept.  Release
+-- between batches: the open batch goes to the next owner.
+create function pgque.release_slot(queue_name text, consumer_name text, slot int4, worker text)
+returns boolean language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q pgque.queue;
+begin
+    q := pgque._queue(queue_name);
+    perform pgque._partitioned(q, consumer_name, null, slot);
+    perform pgque._check_worker(worker);
+    return pgque._slot_release(q.queue_id, consumer_name, slot, worker);
+end $$;
+
+-- The lease check shared by the partitioned receive/ack/nack: validate, check
+-- n and slot, check and renew the lease.  -> the slot's subscription name.
+create function pgque._slot_guard(q pgque.queue, i_consumer text, i_slot int4, i_n int4,
+                                  i_worker text, i_is_ack boolean)
+returns text language plpgsql as $$
+begin
+    perform pgque._check_not_null('n', i_n);
+    perform pgque._partitioned(q, i_consumer, i_n, i_slot);
+    perform pgque._check_worker(i_worker);
+    perform pgque._slot_check(q.queue_id, i_consumer, i_slot, i_worker, i_is_ack, q.queue_name);
+    return pgque._slot_name(i_consumer, i_slot, i_n);
+end $$;
+
+-- receive_partitioned: only this slot's events, in ev_id order.
+create function pgque.receive_partitioned(queue_name text, consumer_name text, slot int4, n int4,
+                                          worker text, max_return int4 default 100)
+returns setof pgque.message language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q   pgque.queue;
+    sn  text;
+begin
+    q := pgque._queue(queue_name);
+    perform pgque._check_max_return(max_return);
+    sn := pgque._slot_guard(q, consumer_name, slot, n, worker, false);
+    return query select * from pgque._receive(queue_name, sn, max_return, n, slot);
+end $$;
+
+-- ack_partitioned -> 1 acked / 0 no open batch.  A fenced worker raises.
+create function pgque.ack_partitioned(queue_name text, consumer_name text, slot int4, n int4, worker text)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q   pgque.queue;
+    s   pgque.subscription;
+begin
+    q := pgque._queue(queue_name);
+    s := pgque._subscription(queue_name, pgque._slot_guard(q, consumer_name, slot, n, worker, true));
+    select * into s from pgque.subscription where sub_id = s.sub_id for update;
+    if s.sub_batch is null then
+        return 0;
+    end if;
+    return pgque._ack_batch(s);
+end $$;
+
+-- nack_partitioned: retry (on the same slot: same key) or dead letter.
+create function pgque.nack_partitioned(queue_name text, consumer_name text, slot int4, n int4, worker text,
+                                       msg pgque.message, retry_after interval default '60 seconds',
+                                       reason text default null)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q   pgque.queue;
+    s   pgque.subscription;
+begin
+    q := pgque._queue(queue_name);
+    perform pgque._check_not_null('msg.msg_id', msg.msg_id);
+    perform pgque._check_interval('retry_after', retry_after, true);
+    s := pgque._subscription(queue_name, pgque._slot_guard(q, consumer_name, slot, n, worker, true));
+    select * into s from pgque.subscription where sub_id = s.sub_id for update;
+    if s.sub_batch is null then
+        raise exception 'slot % of consumer "%" has no open batch', slot, consumer_name
+            using errcode = 'object_not_in_prerequisite_state';
+    end if;
+    return pgque._nack_event(s, msg.msg_id, retry_after, reason, n, slot);
+end $$;
+
+-- This slot's share of the events after its cursor (up to the latest tick).
+create function pgque._slot_pending(i_sub_id int4, i_n int4, i_slot int4)
+returns bigint language plpgsql stable as $$
+declare
+    qid    int4;
+    snap1  pg_catalog.pg_snapshot;
+    snap2  pg_catalog.pg_snapshot;
+    n      bigint;
+begin
+    select s.sub_queue, t1.tick_snapshot into qid, snap1
+      from pgque.subscription s
+      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
+     where s.sub_id = i_sub_id;
+    if qid is null then
+        return null;
+    end if;
+    select t.tick_snapshot into snap2 from pgque.tick t where t.tick_queue = qid order by t.tick_id desc limit 1;
+    execute pg_catalog.format(
+        'select count(*) from pgque.%I ev'
+        ' where ((ev.ev_txid >= $1 and ev.ev_txid < $2) or ev.ev_txid = any($3))'
+        '   and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, $4)'
+        '   and (ev.ev_owner is null or ev.ev_owner = $5)'
+        '   and pgque._slot_of(ev.ev_extra1, $6) = $7', 'event_' || qid)
+    into n
+    using pg_catalog.pg_snapshot_xmax(snap1), pg_catalog.pg_snapshot_xmax(snap2),
+          array(select pg_catalog.pg_snapshot_xip(snap1)), snap2, i_sub_id, i_n, i_slot;
+    return n;
+end $$;
+
+-- One row per slot of every partitioned consumer, leased or not.
+create function pgque.get_partition_slot_info(
+    out queue_name text, out consumer text, out slot int4, out n int4,
+    out lease_owner text, out lease_until timestamptz, out epoch bigint,
+    out last_tick bigint, out pending_events bigint,
+    out last_receive_at timestamptz, out last_ack_at timestamptz, out alert text)
+returns setof record language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select q.queue_name, pc.co_name, k, pc.n,
+           case when l.lease_until > pg_catalog.clock_timestamp() then l.owner end,
+           l.lease_until, coalesce(l.epoch, 0), s.sub_last_tick,
+           pgque._slot_pending(s.sub_id, pc.n, k),
+           l.last_receive, l.last_ack, null::text
+      from pgque.partition_consumer pc
+      join pgque.queue q on q.queue_id = pc.queue_id
+     cross join lateral pg_catalog.generate_series(0, pc.n - 1) k
+      left join pgque.consumer c on c.co_name = pgque._slot_name(pc.co_name, k, pc.n)
+      left join pgque.subscription s on s.sub_queue = q.queue_id and s.sub_consumer = c.co_id
+      left join pgque._slot_leases() l on l.queue_id = q.queue_id and l.consumer = pc.co_name and l.slot = k
+     order by q.queue_name, pc.co_name, k
+$$;
+
+create view pgque.partition_slot_status as
+    select * from pgque.get_partition_slot_info();
