@@ -274,7 +274,10 @@ set search_path = pgque, pg_catalog, pg_temp as $$
            case when l.lease_until > pg_catalog.clock_timestamp() then l.owner end,
            l.lease_until, coalesce(l.epoch, 0), s.sub_last_tick,
            pgque._slot_pending(s.sub_id, pc.n, k),
-           l.last_receive, l.last_ack, null::text
+           l.last_receive, l.last_ack,
+           (select pg_catalog.string_agg(a.kind, ',' order by a.kind) from pgque.alert a
+             where a.cleared_at is null and a.queue_name = q.queue_name
+               and a.consumer = pc.co_name and a.slot = k)
       from pgque.partition_consumer pc
       join pgque.queue q on q.queue_id = pc.queue_id
      cross join lateral pg_catalog.generate_series(0, pc.n - 1) k

@@ -64,6 +64,12 @@ begin
         status := 'manual'; detail := 'call pgque.ticker() and pgque.maint() periodically, or pgque.start() with pg_cron';
     end if;
     return next;
+    component := 'alerts';
+    select case when count(*) = 0 then 'ok' else 'open' end,
+           coalesce(pg_catalog.string_agg(a.kind || ' (' || pgque._alert_where(a) || ')', '; ' order by a.alert_id),
+                    'no open alert')
+      into status, detail from pgque.alert a where a.cleared_at is null;
+    return next;
     component := 'queues'; status := 'ok';
     detail := (select count(*) from pgque.queue)::text || ' queue(s)';
     return next;

@@ -57,8 +57,10 @@ grant execute on function
     pgque.maint_idem(), pgque.maint_idem(text),
     pgque.maint_rotate_tables_step1(text), pgque.maint_rotate_tables_step2(),
     pgque.batch_retry(bigint, int4), pgque.dlq_purge(text, interval), pgque.status(),
-    pgque.start(), pgque.stop()
+    pgque.start(), pgque.stop(), pgque.maint_alerts(interval)
   to pgque_admin;
+grant select on pgque.alerts to pgque_reader, pgque_admin;
+grant select on pgque.alert to pgque_admin;
 grant execute on procedure pgque.ticker_loop(interval, interval) to pgque_admin;
 
 -- catalog tables are readable by admin; payloads only through the API

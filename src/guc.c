@@ -26,6 +26,11 @@ int			pgque_maint_interval = 10;
 int			pgque_watchdog_interval = 10;
 int			pgque_max_workers = 24;
 int			pgque_max_slots = 4096;
+int			pgque_slot_unpolled_after = 60;
+int			pgque_slot_stale_after = 30;
+int			pgque_lag_alert_after = 300;
+int			pgque_ticker_stalled_after = 60;
+int			pgque_alert_retention = 7 * 24 * 3600;
 
 static bool
 check_databases(char **newval, void **extra, GucSource source)
@@ -84,6 +89,27 @@ pgque_define_gucs(void)
 							"How often the watchdog evaluates the queues.",
 							NULL,
 							&pgque_watchdog_interval, 10, 1, 3600, PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pgque_bgw.slot_unpolled_after",
+							"Alert slot_unpolled when a partition slot has pending events and nobody polled it for this long.",
+							NULL, &pgque_slot_unpolled_after, 60, 1, 86400 * 7, PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("pgque_bgw.slot_stale_after",
+							"Alert slot_stale when a slot lease expired this long ago and nobody took it over.",
+							NULL, &pgque_slot_stale_after, 30, 1, 86400 * 7, PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("pgque_bgw.lag_alert_after",
+							"Alert consumer_lagging when a consumer's (or slot's) oldest unconsumed event is older than this.",
+							NULL, &pgque_lag_alert_after, 300, 1, 86400 * 30, PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("pgque_bgw.ticker_stalled_after",
+							"Alert ticker_stalled when a queue has new events and no tick for this long.",
+							NULL, &pgque_ticker_stalled_after, 60, 1, 86400 * 7, PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("pgque_bgw.alert_retention",
+							"How long cleared alerts stay in pgque.alert.",
+							NULL, &pgque_alert_retention, 7 * 24 * 3600, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 
 	/* sizes shared memory: only when preloaded (it cannot exist later) */

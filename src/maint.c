@@ -124,7 +124,13 @@ pgque_maint_loop(void)
 			CHECK_FOR_INTERRUPTS();
 		} while (n >= 10000);
 
-		/* alert retention comes with the watchdog alerts */
+		{
+			char		sql[128];
+
+			snprintf(sql, sizeof(sql), "select pgque.maint_alerts(make_interval(secs => %d))::int8",
+					 pgque_alert_retention);
+			run_simple(&pass, "alert retention", sql);
+		}
 
 		LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
 		pgque_worker_db->last_maint = GetCurrentTimestamp();

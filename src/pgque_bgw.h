@@ -29,6 +29,11 @@ extern int	pgque_tick_interval;	/* ms */
 extern int	pgque_maint_interval;	/* s */
 extern int	pgque_watchdog_interval;	/* s */
 extern int	pgque_max_workers;
+extern int	pgque_slot_unpolled_after;	/* s */
+extern int	pgque_slot_stale_after;	/* s */
+extern int	pgque_lag_alert_after;	/* s */
+extern int	pgque_ticker_stalled_after;	/* s */
+extern int	pgque_alert_retention;	/* s */
 extern void pgque_define_gucs(void);
 extern bool pgque_database_allowed(const char *dbname);
 

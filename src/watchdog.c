@@ -1,14 +1,17 @@
 /*
  * watchdog.c
  *		The watchdog worker: every pgque_bgw.watchdog_interval it reads the
- *		catalogs (cursors, ticks) and publishes what it sees in the state
- *		table, for status().  The alert rules (slot_unpolled, slot_stale,
- *		consumer_lagging, rotation_pinned, ticker_stalled) plug in here.
+ *		catalogs (cursors, ticks) and the slot lease table, publishes what it
+ *		sees for status(), and opens and clears alerts (slot_unpolled,
+ *		slot_stale, consumer_lagging, rotation_pinned, ticker_stalled) with
+ *		pgque._watchdog_pass() (sql/75_alerts.sql), thresholds from the
+ *		pgque_bgw.*_after settings.
  *
  * It only reads, so it keeps working when the ticker is stopped or crashing.
  */
 #include "postgres.h"
 
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -19,6 +22,8 @@
 
 typedef struct WatchPass
 {
+	int64		opened;
+	int64		cleared;
 	int64		queues;
 	int64		consumers;
 	int64		max_lag_s;		/* oldest cursor, seconds behind its queue's latest tick */
@@ -48,6 +53,32 @@ observe(void *arg)
 	w->max_ticker_lag_s = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &null));
 }
 
+static void
+evaluate_alerts(void *arg)
+{
+	WatchPass  *w = arg;
+	Oid			argtypes[5] = {FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID};
+	Datum		args[5];
+	int			ret;
+	bool		null;
+
+	args[0] = Float8GetDatum((double) pgque_slot_unpolled_after);
+	args[1] = Float8GetDatum((double) pgque_slot_stale_after);
+	args[2] = Float8GetDatum((double) pgque_lag_alert_after);
+	args[3] = Float8GetDatum((double) pgque_ticker_stalled_after);
+	/* rotation gets two maintenance passes and a watchdog pass of slack */
+	args[4] = Float8GetDatum(2.0 * pgque_maint_interval + pgque_watchdog_interval);
+	ret = SPI_execute_with_args("select opened, cleared from pgque._watchdog_pass("
+								"make_interval(secs => $1), make_interval(secs => $2), "
+								"make_interval(secs => $3), make_interval(secs => $4), "
+								"make_interval(secs => $5))",
+								5, argtypes, args, NULL, false, 1);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "evaluating alerts failed");
+	w->opened = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
+	w->cleared = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &null));
+}
+
 void
 pgque_watchdog_loop(void)
 {
@@ -58,11 +89,14 @@ pgque_watchdog_loop(void)
 
 		pgque_worker_exit_if_gone();
 		memset(&w, 0, sizeof(w));
+		pgque_run_unit("evaluating alerts", evaluate_alerts, &w);
 		if (pgque_run_unit("observing queues", observe, &w))
 			pgque_worker_report("watchdog_interval=%ds queues=%lld subscriptions=%lld "
-								"oldest cursor %llds behind, oldest last tick %llds ago",
+								"oldest cursor %llds behind, oldest last tick %llds ago; "
+								"alerts opened %lld, cleared %lld in the last pass",
 								pgque_watchdog_interval, (long long) w.queues, (long long) w.consumers,
-								(long long) w.max_lag_s, (long long) w.max_ticker_lag_s);
+								(long long) w.max_lag_s, (long long) w.max_ticker_lag_s,
+								(long long) w.opened, (long long) w.cleared);
 
 		for (;;)
 		{

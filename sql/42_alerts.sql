@@ -1,0 +1,198 @@
+-- Watchdog alerts (SPEC §6): the watchdog worker evaluates the rules every
+-- pgque_bgw.watchdog_interval with _watchdog_pass().  An alert opens once
+-- (WARNING in the server log, NOTIFY pgque_alert with a JSON payload, a row
+-- in pgque.alert) and clears once (LOG, NOTIFY, cleared_at); nothing is
+-- written while nothing changes.  Nothing depends on pg_locks or backend
+-- pids, so alerts work through poolers.
+
+create table pgque.alert (
+    alert_id    bigserial primary key,
+    kind        text not null,
+    subject     text not null,          -- kind-specific identity: queue/consumer/slot
+    queue_name  text,
+    consumer    text,
+    slot        int4,
+    opened_at   timestamptz not null default now(),
+    cleared_at  timestamptz,
+    details     jsonb not null default '{}'
+);
+create unique index alert_open_uq on pgque.alert (kind, subject) where cleared_at is null;
+create index alert_cleared_idx on pgque.alert (cleared_at) where cleared_at is not null;
+select pg_catalog.pg_extension_config_dump('pgque.alert', '');
+select pg_catalog.pg_extension_config_dump('pgque.alert_alert_id_seq', '');
+
+create view pgque.alerts as
+    select alert_id, kind, queue_name, consumer, slot, opened_at, details
+      from pgque.alert where cleared_at is null;
+
+create type pgque.alert_condition as (
+    kind text, subject text, queue_name text, consumer text, slot int4, details jsonb);
+
+-- The conditions true now, one row per (kind, subject).
+create function pgque._alert_conditions(i_slot_unpolled_after interval, i_slot_stale_after interval,
+                                        i_lag_alert_after interval, i_ticker_stalled_after interval,
+                                        i_rotation_grace interval)
+returns setof pgque.alert_condition language plpgsql as $$
+declare
+    now_ts timestamptz := pg_catalog.clock_timestamp();
+begin
+    -- partition slots: pending work nobody polls; leases left to expire
+    return query
+    with slots as (
+        select q.queue_name as qn, pc.co_name as cn, k as sl, pc.n,
+               s.sub_id, s.sub_active,
+               l.owner, l.lease_until, l.last_receive, l.epoch
+          from pgque.partition_consumer pc
+          join pgque.queue q on q.queue_id = pc.queue_id
+         cross join lateral pg_catalog.generate_series(0, pc.n - 1) k
+          join pgque.consumer c on c.co_name = pgque._slot_name(pc.co_name, k, pc.n)
+          join pgque.subscription s on s.sub_queue = q.queue_id and s.sub_consumer = c.co_id
+          left join pgque._slot_leases() l on l.queue_id = q.queue_id and l.consumer = pc.co_name and l.slot = k
+    ), polled as (
+        select *, greatest(last_receive, sub_active) as last_poll,
+               pgque._slot_pending(sub_id, n, sl) as pending
+          from slots
+    )
+    select 'slot_unpolled'::text, p.qn || '/' || p.cn || '/' || p.sl, p.qn, p.cn, p.sl,
+           pg_catalog.jsonb_build_object(
+               'pending_events', p.pending,
+               'last_poll', p.last_poll,
+               'seconds_since_poll', round(extract(epoch from now_ts - p.last_poll)::numeric, 1),
+               'lease_owner', case when p.lease_until > now_ts then p.owner end)
+      from polled p
+     where p.pending > 0 and p.last_poll < now_ts - i_slot_unpolled_after
+    union all
+    select 'slot_stale', s.qn || '/' || s.cn || '/' || s.sl, s.qn, s.cn, s.sl,
+           pg_catalog.jsonb_build_object(
+               'lease_owner', s.owner, 'epoch', s.epoch, 'lease_until', s.lease_until,
+               'seconds_expired', round(extract(epoch from now_ts - s.lease_until)::numeric, 1))
+      from slots s
+     where s.owner is not null and s.lease_until < now_ts - i_slot_stale_after;
+
+    -- consumers (and slots) whose oldest unconsumed event is too old
+    return query
+    select 'consumer_lagging'::text, q.queue_name || '/' || c.co_name, q.queue_name, c.co_name, null::int4,
+           pg_catalog.jsonb_build_object(
+               'oldest_pending_tick', nt.tick_time,
+               'lag_seconds', round(extract(epoch from now_ts - nt.tick_time)::numeric, 1),
+               'pending_events', lt.tick_event_seq - ct.tick_event_seq)
+      from pgque.subscription s
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.consumer c on c.co_id = s.sub_consumer
+      join pgque.tick ct on ct.tick_queue = s.sub_queue and ct.tick_id = s.sub_last_tick
+      join lateral (select * from pgque.tick t where t.tick_queue = s.sub_queue and t.tick_id > s.sub_last_tick
+                       and t.tick_event_seq > ct.tick_event_seq order by t.tick_id limit 1) nt on true
+      join lateral (select * from pgque.tick t where t.tick_queue = s.sub_queue
+                     order by t.tick_id desc limit 1) lt on true
+     where nt.tick_time < now_ts - i_lag_alert_after
+       and (pg_catalog.strpos(c.co_name, '#') = 0
+            or pgque._slot_pending(s.sub_id, (select pc.n from pgque.partition_consumer pc
+                                                where pc.queue_id = q.queue_id
+                                                  and pc.co_name = pg_catalog.split_part(c.co_name, '#', 1)),
+                                   pg_catalog.split_part(pg_catalog.split_part(c.co_name, '#', 2), '/', 1)::int4) > 0);
+
+    -- rotation overdue because a subscription's cursor holds the oldest table
+    return query
+    select 'rotation_pinned'::text, q.queue_name || '/' || c.co_name, q.queue_name, c.co_name, null::int4,
+           pg_catalog.jsonb_build_object(
+               'rotation_due_since', q.queue_switch_time + q.queue_rotation_period,
+               'overdue_seconds', round(extract(epoch from now_ts - (q.queue_switch_time + q.queue_rotation_period))::numeric, 1),
+               'cursor_tick_time', t.tick_time,
+               'current_table', q.queue_cur_table)
+      from pgque.queue q
+      join pgque.subscription s on s.sub_queue = q.queue_id
+      join pgque.consumer c on c.co_id = s.sub_consumer
+      join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
+     where q.queue_switch_step2 is not null
+       and q.queue_switch_time + q.queue_rotation_period + i_rotation_grace < now_ts
+       and pg_catalog.pg_snapshot_xmin(t.tick_snapshot) <= q.queue_switch_step2;
+
+    -- queues with new events and no tick for too long
+    return query
+    select 'ticker_stalled'::text, q.queue_name, q.queue_name, null::text, null::int4,
+           pg_catalog.jsonb_build_object(
+               'last_tick', lt.tick_time,
+               'seconds_since_tick', round(extract(epoch from now_ts - lt.tick_time)::numeric, 1),
+               'new_events', pgque._event_seq_pos(q) - lt.tick_event_seq,
+               'ticker_paused', q.queue_ticker_paused)
+      from pgque.queue q
+      join lateral (select * from pgque.tick t where t.tick_queue = q.queue_id
+                     order by t.tick_id desc limit 1) lt on true
+     where not q.queue_external_ticker
+       and lt.tick_time < now_ts - i_ticker_stalled_after
+       and (pgque._event_seq_pos(q) > lt.tick_event_seq or pgque._has_unticked_events(q, lt));
+end $$;
+
+create function pgque._alert_where(a pgque.alert)
+returns text language sql immutable as $$
+    select pg_catalog.format('queue "%s"', a.queue_name)
+           || case when a.consumer is not null then pg_catalog.format(', consumer "%s"', a.consumer) else '' end
+           || coalesce(', slot ' || a.slot, '')
+$$;
+
+-- Open what became true, clear what stopped being true.  -> (opened, cleared)
+create function pgque._watchdog_pass(i_slot_unpolled_after interval, i_slot_stale_after interval,
+                                     i_lag_alert_after interval, i_ticker_stalled_after interval,
+                                     i_rotation_grace interval,
+                                     out opened int4, out cleared int4)
+language plpgsql as $$
+declare
+    conds       pgque.alert_condition[];
+    c           pgque.alert_condition;
+    a           pgque.alert;
+    where_text  text;
+begin
+    opened := 0;
+    cleared := 0;
+    conds := array(select x from pgque._alert_conditions(i_slot_unpolled_after, i_slot_stale_after,
+                                                         i_lag_alert_after, i_ticker_stalled_after,
+                                                         i_rotation_grace) x);
+
+    for c in select * from pg_catalog.unnest(conds) n
+              where not exists (select 1 from pgque.alert x
+                                 where x.cleared_at is null and x.kind = n.kind and x.subject = n.subject)
+              order by n.kind, n.subject loop
+        insert into pgque.alert (kind, subject, queue_name, consumer, slot, details)
+        values (c.kind, c.subject, c.queue_name, c.consumer, c.slot, c.details)
+        returning * into a;
+        where_text := pgque._alert_where(a);
+        raise warning 'pgque_bgw alert % opened: %: %', c.kind, where_text, c.details
+            using hint = case c.kind
+                when 'slot_unpolled' then 'Make sure workers poll every slot (cycle over all slots, or run as many workers as slots).'
+                when 'slot_stale' then 'A worker holding the lease stopped; another worker will take the slot over with claim_slot().'
+                when 'consumer_lagging' then 'The consumer is behind: check that it runs and keeps up, or add workers.'
+                when 'rotation_pinned' then 'A subscription is not consuming and holds rotation: fix its consumer or unsubscribe it.'
+                when 'ticker_stalled' then 'Check the ticker: pgque.status(), ticker_paused, pgque_bgw.enabled.'
+                end;
+        perform pg_catalog.pg_notify('pgque_alert', pg_catalog.jsonb_build_object(
+            'event', 'opened', 'alert_id', a.alert_id, 'kind', a.kind, 'queue', a.queue_name,
+            'consumer', a.consumer, 'slot', a.slot, 'opened_at', a.opened_at, 'details', a.details)::text);
+        opened := opened + 1;
+    end loop;
+
+    for a in update pgque.alert x set cleared_at = now()
+              where x.cleared_at is null
+                and not exists (select 1 from pg_catalog.unnest(conds) n
+                                 where n.kind = x.kind and n.subject = x.subject)
+             returning x.* loop
+        raise log 'pgque_bgw alert % cleared: %, open since %', a.kind, pgque._alert_where(a), a.opened_at;
+        perform pg_catalog.pg_notify('pgque_alert', pg_catalog.jsonb_build_object(
+            'event', 'cleared', 'alert_id', a.alert_id, 'kind', a.kind, 'queue', a.queue_name,
+            'consumer', a.consumer, 'slot', a.slot, 'opened_at', a.opened_at,
+            'cleared_at', a.cleared_at)::text);
+        cleared := cleared + 1;
+    end loop;
+end $$;
+
+-- Alert history retention (the maintenance worker runs it).  -> rows deleted
+create function pgque.maint_alerts(i_retention interval default '7 days')
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    n int4;
+begin
+    perform pgque._check_interval('retention', i_retention, true);
+    delete from pgque.alert where cleared_at is not null and cleared_at < now() - i_retention;
+    get diagnostics n = row_count;
+    return n;
+end $$;
