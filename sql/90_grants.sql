@@ -43,7 +43,7 @@ grant execute on function
     pgque.receive_partitioned(text, text, int4, int4, text, int4),
     pgque.ack_partitioned(text, text, int4, int4, text),
     pgque.nack_partitioned(text, text, int4, int4, text, pgque.message, interval, text),
-    pgque.get_partition_slot_info()
+    pgque.get_partition_slot_info(), pgque.metrics()
   to pgque_reader;
 grant select on pgque.partition_slot_status to pgque_reader, pgque_admin;
 

@@ -80,6 +80,7 @@ insert into cases values
  ('nack_partitioned(text,text,integer,integer,text,pgque.message,interval,text)', 'null msg', $$select pgque.nack_partitioned('bi', 'p', 0, 1, 'w', null)$$),
  ('get_partition_slot_info()', 'no arguments', $$select 'get_partition_slot_info() takes no input'$$),
  ('maint_alerts(interval)', 'negative retention', $$select pgque.maint_alerts('-1 day')$$),
+ ('metrics()', 'no arguments',            $$select 'metrics() takes no input'$$),
  ('status()', 'no arguments',              $$select 'status() takes no input'$$),
  ('version()', 'no arguments',             $$select 'version() takes no input'$$);
 

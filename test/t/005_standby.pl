@@ -41,8 +41,8 @@ unlike(slurp_file($standby->logfile), qr/pgque_bgw.*(ERROR|FATAL)/, 'and its log
 
 # more events on the primary, acked batch left open: then fail over
 $primary->safe_psql('postgres', q{select pgque.send('ha', 'late-' || i) from generate_series(1, 10) i});
-$primary->poll_query_until('postgres', q{
-    select count(*) > 0 from pgque.get_consumer_info('ha', 'c') where pending_events = 0 and lag is not null});
+ok($primary->poll_query_until('postgres', q{select max(tick_event_seq) >= 30 from pgque.tick}),
+   'the primary ticked the late events');
 $primary->wait_for_catchup($standby);
 $primary->stop('immediate');
 $standby->promote;

@@ -1,0 +1,68 @@
+-- metrics(): one row per metric, labels as jsonb, for scraping (Prometheus
+-- via postgres_exporter, or any poller).  Everything comes from sequence
+-- positions, catalog rows and the shared-memory lease and worker tables:
+-- reading it writes nothing.
+create function pgque.metrics(out metric text, out labels jsonb, out value float8)
+returns setof record language sql stable security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    -- per queue
+    select 'pgque_events_produced_total', jsonb_build_object('queue', q.queue_name),
+           pgque._event_seq_pos(q)::float8
+      from pgque.queue q
+    union all
+    select 'pgque_ticks_total', jsonb_build_object('queue', q.queue_name),
+           coalesce(pg_catalog.pg_sequence_last_value(q.queue_tick_seq::regclass), 0)::float8
+      from pgque.queue q
+    union all
+    select 'pgque_seconds_since_last_tick', jsonb_build_object('queue', q.queue_name),
+           extract(epoch from now() - (select max(t.tick_time) from pgque.tick t where t.tick_queue = q.queue_id))::float8
+      from pgque.queue q
+    union all
+    select 'pgque_current_table', jsonb_build_object('queue', q.queue_name), q.queue_cur_table::float8
+      from pgque.queue q
+    union all
+    select 'pgque_seconds_since_rotation', jsonb_build_object('queue', q.queue_name),
+           extract(epoch from now() - q.queue_switch_time)::float8
+      from pgque.queue q
+    union all
+    -- per consumer (slots included, as subscriptions "<consumer>#<k>/<n>")
+    select 'pgque_consumer_pending_events', jsonb_build_object('queue', i.queue_name, 'consumer', i.consumer_name),
+           i.pending_events::float8
+      from pgque.get_consumer_info() i
+    union all
+    select 'pgque_consumer_lag_seconds', jsonb_build_object('queue', i.queue_name, 'consumer', i.consumer_name),
+           extract(epoch from i.lag)::float8
+      from pgque.get_consumer_info() i
+    union all
+    select 'pgque_batches_total', '{}'::jsonb,
+           coalesce(pg_catalog.pg_sequence_last_value('pgque.batch_id_seq'::regclass), 0)::float8
+    union all
+    select 'pgque_retry_pending', jsonb_build_object('queue', q.queue_name), count(r.*)::float8
+      from pgque.queue q left join pgque.retry_queue r on r.ev_queue = q.queue_id group by q.queue_name
+    union all
+    select 'pgque_dead_letters', jsonb_build_object('queue', q.queue_name), count(d.*)::float8
+      from pgque.queue q left join pgque.dead_letter d on d.dl_queue_id = q.queue_id group by q.queue_name
+    union all
+    -- per partition slot: lease state and counters from shared memory
+    select 'pgque_slot_lease_live', jsonb_build_object('queue', q.queue_name, 'consumer', l.consumer, 'slot', l.slot),
+           (l.owner is not null and l.lease_until > clock_timestamp())::int::float8
+      from pgque._slot_leases() l join pgque.queue q on q.queue_id = l.queue_id
+    union all
+    select 'pgque_slot_receives_total', jsonb_build_object('queue', q.queue_name, 'consumer', l.consumer, 'slot', l.slot),
+           l.receives::float8
+      from pgque._slot_leases() l join pgque.queue q on q.queue_id = l.queue_id
+    union all
+    select 'pgque_slot_epoch', jsonb_build_object('queue', q.queue_name, 'consumer', l.consumer, 'slot', l.slot),
+           l.epoch::float8
+      from pgque._slot_leases() l join pgque.queue q on q.queue_id = l.queue_id
+    union all
+    -- alerts
+    select 'pgque_alerts_open', jsonb_build_object('kind', k.kind),
+           (select count(*) from pgque.alert a where a.cleared_at is null and a.kind = k.kind)::float8
+      from (values ('slot_unpolled'), ('slot_stale'), ('consumer_lagging'), ('rotation_pinned'), ('ticker_stalled')) k(kind)
+    union all
+    -- workers
+    select 'pgque_worker_running', jsonb_build_object('worker', w.component),
+           (w.status = 'running')::int::float8
+      from pgque._worker_status() w where w.component in ('ticker', 'maintenance', 'watchdog')
+$$;
