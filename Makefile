@@ -38,9 +38,12 @@ endif
 $(DATA_built): $(SQL_PARTS)
 	cat $(SQL_PARTS) > $@
 
-.PHONY: test demo
+.PHONY: test demo bench
 test:
 	test/run.sh
 
 demo:
 	test/demo.sh
+
+bench:
+	QUICK=$(QUICK) benchmark/run.sh

@@ -100,10 +100,10 @@ begin
     return pgque._tick(q);
 end $$;
 
--- ticker(queue_name) -> the new tick id, or NULL when no tick was due.
-create function pgque.ticker(i_queue_name text)
-returns bigint language plpgsql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
+-- The queue row of a queue this database's ticker may tick: paused and
+-- externally ticked queues are refused.
+create function pgque._ticked_here(i_queue_name text)
+returns pgque.queue language plpgsql as $$
 declare
     q pgque.queue;
 begin
@@ -117,6 +117,17 @@ begin
         raise exception 'queue "%" is ticked by an external ticker', i_queue_name
             using errcode = 'object_not_in_prerequisite_state';
     end if;
+    return q;
+end $$;
+
+-- ticker(queue_name) -> the new tick id, or NULL when no tick was due.
+create function pgque.ticker(i_queue_name text)
+returns bigint language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q pgque.queue;
+begin
+    q := pgque._ticked_here(i_queue_name);
     return pgque._tick_if_due(q);
 end $$;
 
@@ -181,15 +192,7 @@ set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue;
 begin
-    q := pgque._queue(i_queue_name);
-    if q.queue_ticker_paused then
-        raise exception 'queue "%" is paused', i_queue_name
-            using errcode = 'object_not_in_prerequisite_state';
-    end if;
-    if q.queue_external_ticker then
-        raise exception 'queue "%" is ticked by an external ticker', i_queue_name
-            using errcode = 'object_not_in_prerequisite_state';
-    end if;
+    q := pgque._ticked_here(i_queue_name);
     perform pg_catalog.nextval(q.queue_event_seq::regclass);
     return (select max(tick_id) from pgque.tick where tick_queue = q.queue_id);
 end $$;

@@ -14,6 +14,7 @@
 
 #include "postgres.h"
 
+#include "access/tupdesc.h"
 #include "datatype/timestamp.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"
@@ -138,6 +139,12 @@ extern void pgque_watchdog_loop(void);
 
 /* ---- utility.c: keep DROP DATABASE and friends unblocked ---- */
 extern void pgque_install_utility_hook(void);
+
+/* ---- status.c ---- */
+struct FunctionCallInfoBaseData;
+struct Tuplestorestate;
+extern MemoryContext pgque_materialize(struct FunctionCallInfoBaseData *fcinfo,
+									   struct Tuplestorestate **ts, TupleDesc *desc);
 
 /* ---- insert.c ---- */
 struct varlena;

@@ -151,7 +151,6 @@ pgque_slot_forget_sql(PG_FUNCTION_ARGS)
 Datum
 pgque_slot_leases_sql(PG_FUNCTION_ARGS)
 {
-	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
 	TupleDesc	desc;
 	Tuplestorestate *ts;
 	MemoryContext old;
@@ -159,19 +158,7 @@ pgque_slot_leases_sql(PG_FUNCTION_ARGS)
 	int			n = 0;
 	int			i;
 
-	if (rsinfo == NULL || !IsA(rsinfo, ReturnSetInfo) ||
-		!(rsinfo->allowedModes & SFRM_Materialize))
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("pgque._slot_leases() must be called in a context that accepts a set")));
-	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
-		elog(ERROR, "return type must be a row type");
-
-	old = MemoryContextSwitchTo(rsinfo->econtext->ecxt_per_query_memory);
-	ts = tuplestore_begin_heap(true, false, work_mem);
-	rsinfo->returnMode = SFRM_Materialize;
-	rsinfo->setResult = ts;
-	rsinfo->setDesc = desc;
+	old = pgque_materialize(fcinfo, &ts, &desc);
 
 	list = pgque_slots_available() ? pgque_slot_list(MyDatabaseId, &n) : NULL;
 	for (i = 0; i < n; i++)

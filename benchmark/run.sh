@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# make bench [QUICK=1]: pgque_bgw side by side with PgQ (Debian's
+# postgresql-15-pgq3) and a plain SKIP LOCKED job table, in one run, on a
+# throwaway server whose settings are printed with the results.
+# Prints one table and writes benchmark/results/<timestamp>.csv.
+#
+# Workloads so far: producer (1 event per transaction, 1 and 2 clients; 100
+# events per transaction), consumer drain of a backlog, WAL bytes and dead
+# tuples per event.  Latency and partition-key workloads are still to come
+# (see docs/benchmarks.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. test/lib.sh
+
+QUICK=${QUICK:-0}
+if [ "$QUICK" = 1 ]; then DUR=5; BACKLOG=100000; JOBS=20000; else DUR=30; BACKLOG=1000000; JOBS=100000; fi
+PORT=${PGQUE_BENCH_PORT:-56700}
+
+ensure_packages postgresql-15 postgresql-server-dev-15 postgresql-15-pgq3 make gcc
+build_and_install
+WORK=$(make_workdir pgque_bench)
+trap 'stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
+SETTINGS=("synchronous_commit = off" "shared_buffers = '512MB'" "max_wal_size = '4GB'"
+          "checkpoint_timeout = '30min'" "pgque_bgw.enabled = off" "autovacuum = on")
+start_cluster "$WORK" "$PORT" "${SETTINGS[@]}"
+PSQL=(as_pg psql -X -q -A -t -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1)
+"${PSQL[@]}" <<'SQL'
+create extension pgque_bgw;
+create extension pgq;
+select pgque.create_queue('bench');
+select pgq.create_queue('bench');
+create table plain (id bigserial, t timestamptz default now(), typ text, data text);
+create table jobs (id bigserial primary key, payload text, created timestamptz default now());
+SQL
+
+RESULTS="$WORK/results.csv"
+echo "workload,system,clients,events_per_sec,wal_bytes_per_event" > "$RESULTS"
+
+# bench NAME SYSTEM CLIENTS EVENTS_PER_TXN SQL: pgbench for DUR seconds
+bench() {
+	local name=$1 system=$2 clients=$3 per=$4 sql=$5 out lsn0 lsn1 tps n
+	echo "$sql" | as_pg tee "$WORK/script.sql" >/dev/null
+	lsn0=$("${PSQL[@]}" -c "select pg_current_wal_lsn()")
+	out=$(as_pg env PATH="$PGBIN:$PATH" pgbench -n -h "$WORK" -p "$PORT" -c "$clients" -j "$clients" \
+		-T "$DUR" -f "$WORK/script.sql" postgres 2>&1)
+	lsn1=$("${PSQL[@]}" -c "select pg_current_wal_lsn()")
+	tps=$(echo "$out" | awk '/^tps/ {print $3}')
+	n=$(echo "$out" | awk '/number of transactions actually processed/ {print $6}' | cut -d/ -f1)
+	local eps wal
+	eps=$(awk -v t="$tps" -v p="$per" 'BEGIN {printf "%.0f", t * p}')
+	wal=$("${PSQL[@]}" -c "select round(pg_wal_lsn_diff('$lsn1', '$lsn0') / greatest($n * $per, 1))")
+	echo "$name,$system,$clients,$eps,$wal" >> "$RESULTS"
+	printf '%-34s %-22s %2s clients %10s ev/s %6s WAL B/ev\n' "$name" "$system" "$clients" "$eps" "$wal"
+}
+
+echo "== producer, 1 event per transaction"
+for c in 1 2; do
+	bench produce_1 "plain INSERT" $c 1 "insert into plain (typ, data) values ('default', 'payload-abcdefghij');"
+	bench produce_1 "pgque send" $c 1 "select pgque.send('bench', 'payload-abcdefghij');"
+	bench produce_1 "pgque send keyed" $c 1 "\\set k random(1, 2000)
+select pgque.send('bench', 'default', 'payload-abcdefghij', 'tenant-' || :k);"
+	bench produce_1 "PgQ insert_event" $c 1 "select pgq.insert_event('bench', 'default', 'payload-abcdefghij');"
+	bench produce_1 "SKIP LOCKED table" $c 1 "insert into jobs (payload) values ('payload-abcdefghij');"
+done
+
+echo "== producer, 100 events per transaction"
+bench produce_100 "plain multi-row INSERT" 1 100 "insert into plain (typ, data) select 'default', 'payload-abcdefghij' from generate_series(1, 100);"
+bench produce_100 "pgque send_batch" 1 100 "select pgque.send_batch('bench', 'default', array_fill('payload-abcdefghij'::text, array[100]));"
+bench produce_100 "PgQ 100 x insert_event" 1 100 "select count(pgq.insert_event('bench', 'default', 'payload-abcdefghij')) from generate_series(1, 100);"
+
+echo "== consumer drain of a $BACKLOG-event backlog"
+"${PSQL[@]}" <<SQL
+select pgque.create_queue('drain');
+select pgque.subscribe('drain', 'c');
+select pgq.create_queue('drain');
+select pgq.register_consumer('drain', 'c');
+SQL
+# the backlog is produced with ticks every 10,000 events, as a running ticker would
+for i in $(seq 1 $((BACKLOG / 10000))); do
+	"${PSQL[@]}" -c "select count(pgque.send_batch('drain', 'default', array_fill('payload-abcdefghij'::text, array[10000])))" >/dev/null
+	"${PSQL[@]}" -c "select count(pgq.insert_event('drain', 'default', 'payload-abcdefghij')) from generate_series(1, 10000)" >/dev/null
+	"${PSQL[@]}" -c "select pgque.ticker('drain')" >/dev/null
+	"${PSQL[@]}" -c "select pgq.ticker('drain')" >/dev/null
+done
+"${PSQL[@]}" -c "insert into jobs (payload) select 'payload-abcdefghij' from generate_series(1, $JOBS)" >/dev/null
+
+drain() {
+	local system=$1 n=$2 sql=$3 t0 t1 eps
+	t0=$(date +%s.%N)
+	"${PSQL[@]}" -c "$sql" >/dev/null
+	t1=$(date +%s.%N)
+	eps=$(awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n / (b - a)}')
+	echo "drain,$system,1,$eps," >> "$RESULTS"
+	printf '%-34s %-22s %2s client  %10s ev/s\n' drain "$system" 1 "$eps"
+}
+drain "pgque receive/ack" "$BACKLOG" "do \$\$ declare b bigint; begin loop select max(batch_id) into b from pgque.receive('drain', 'c', 1000); exit when b is null; perform pgque.ack(b); commit; end loop; end \$\$"
+drain "PgQ next/get/finish" "$BACKLOG" "do \$\$ declare b bigint; n bigint; begin loop b := pgq.next_batch('drain', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b); perform pgq.finish_batch(b); commit; end loop; end \$\$"
+drain "SKIP LOCKED, 1 per txn" "$JOBS" "do \$\$ declare i bigint; begin loop delete from jobs where id = (select id from jobs order by id for update skip locked limit 1) returning id into i; exit when i is null; commit; end loop; end \$\$"
+
+echo "== dead tuples in event tables after all of the above"
+"${PSQL[@]}" -c "select pg_stat_force_next_flush()" >/dev/null
+sleep 1
+"${PSQL[@]}" -c "select 'pgque event tables: ' || coalesce(sum(n_dead_tup), 0) || ' dead tuples' from pg_stat_user_tables where schemaname = 'pgque' and relname ~ '^event_[0-9]+_[0-9]$'"
+"${PSQL[@]}" -c "select 'SKIP LOCKED jobs table: ' || n_dead_tup || ' dead tuples' from pg_stat_user_tables where relname = 'jobs'"
+
+echo "== settings"
+for s in "${SETTINGS[@]}"; do echo "  $s"; done
+echo "  machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(as_pg postgres --version)"
+mkdir -p benchmark/results
+cp "$RESULTS" "benchmark/results/$(date -u +%Y%m%dT%H%M%SZ)$( [ "$QUICK" = 1 ] && echo -quick).csv"
+echo "== CSV: benchmark/results/"
