@@ -162,7 +162,28 @@ $node->safe_psql('postgres', q{select pgque.unsubscribe('rq', 'forgotten')});
 ok($node->poll_query_until('postgres', q{select count(*) = 0 from pgque.alerts where kind = 'rotation_pinned'}),
    'and clears when the subscription is removed');
 
-# --- the watchdog keeps working when the ticker is gone --------------------------
+# --- the watchdog keeps working while the ticker fails on a queue -----------------
+$node->safe_psql('postgres', q{
+    select pgque.create_queue('broken');
+    select pgque.send('broken', 'cannot be ticked');
+});
+my $qid = $node->safe_psql('postgres', q{select queue_id from pgque.queue where queue_name = 'broken'});
+# every tick of this queue now fails (its tick sequence is gone)
+$node->safe_psql('postgres', qq{alter sequence pgque.event_${qid}_tick_seq rename to broken_seq});
+$node->safe_psql('postgres', q{select pgque.send('broken', 'more')});
+ok($node->poll_query_until('postgres', q{
+       select count(*) = 1 from pgque.alerts where kind = 'ticker_stalled' and queue_name = 'broken'}),
+   'ticker_stalled opens while the ticker fails on that queue');
+like(slurp_file($node->logfile), qr/WARNING:  pgque_bgw ticker: ticking queue "broken" failed/,
+     'the ticker logs its error with the queue named and goes on');
+like($node->safe_psql('postgres', q{select detail from pgque.status() where component = 'ticker'}),
+     qr/last error at .*ticking queue "broken"/, 'status() shows the ticker\'s last error');
+$node->safe_psql('postgres', qq{alter sequence pgque.broken_seq rename to event_${qid}_tick_seq});
+ok($node->poll_query_until('postgres', q{
+       select count(*) = 0 from pgque.alerts where queue_name = 'broken'}),
+   'the queue ticks again once repaired, and the alert clears');
+
+# --- the alert rules without any worker ------------------------------------------
 $node->safe_psql('postgres', q{alter system set pgque_bgw.enabled = off});
 $node->reload;
 $node->poll_query_until('postgres', q{
@@ -173,9 +194,10 @@ $node->safe_psql('postgres', q{
     select pgque._watchdog_pass('2 s', '2 s', '3 s', '1 s', '3 s');
 });
 sleep(1.5);
+$node->safe_psql('postgres', q{select pgque._watchdog_pass('2 s', '2 s', '3 s', '1 s', '3 s')});
 is($node->safe_psql('postgres', q{
-       select opened from pgque._watchdog_pass('2 s', '2 s', '3 s', '1 s', '3 s')}),
-   '1', 'the alert rules run without a ticker (ticker_stalled for the unticked queue)');
+       select count(*) from pgque.alerts where kind = 'ticker_stalled' and queue_name = 'nt'}),
+   '1', 'the alert rules run without any worker (ticker_stalled for the unticked queue)');
 $node->safe_psql('postgres', q{alter system reset pgque_bgw.enabled});
 $node->reload;
 ok($node->poll_query_until('postgres', q{
