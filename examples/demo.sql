@@ -58,7 +58,26 @@ select c.relname as event_table, s.n_dead_tup as dead_tuples
 select * from pgque.get_consumer_info('files');
 select component, status from pgque.status();
 
+\echo '== 11. now the background workers: nothing calls ticker() any more'
+alter system set pgque_bgw.enabled = on;
+select pg_reload_conf() as reloaded;
+do $$
+begin
+    for i in 1 .. 100 loop
+        exit when (select count(*) from pg_stat_activity
+                    where backend_type in ('pgque_bgw ticker', 'pgque_bgw maintenance', 'pgque_bgw watchdog')
+                      and datname = current_database()) = 3;
+        perform pg_sleep(0.1);
+    end loop;
+end $$;
+select backend_type, datname from pg_stat_activity where backend_type like 'pgque_bgw %' order by 1;
+select pgque.send('files', 'file.created', '/f.txt') as sent_without_ticking;
+select pg_sleep(0.1);
+select msg_id, type, payload from pgque.receive('files', 'indexer');
+select component, status from pgque.status() where component in ('workers', 'ticker', 'scheduler');
+
 \echo ''
 \echo 'Done: 6 events were sent once and read by two consumers; indexer processed all of them,'
 \echo 'billing processed 5 (one after a retry) and dead-lettered 1 with its reason; the queue'
-\echo 'rotated to its next event table without leaving a single dead tuple.'
+\echo 'rotated to its next event table without leaving a single dead tuple. Then the background'
+\echo 'workers took over: the 7th event reached its consumer with no ticker() call.'

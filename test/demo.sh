@@ -9,6 +9,7 @@ WORK=$(make_workdir pgque_demo)
 PORT=${PGQUE_DEMO_PORT:-56600}
 trap 'stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
 echo "== starting a throwaway PostgreSQL 15 on 127.0.0.1:$PORT with shared_preload_libraries = 'pgque_bgw'"
-start_cluster "$WORK" "$PORT"
+# the first part ticks by hand (workers off); the last part turns them on
+start_cluster "$WORK" "$PORT" "pgque_bgw.enabled = off" "pgque_bgw.launcher_naptime = '1s'"
 cp examples/demo.sql "$WORK/demo.sql"
 as_pg psql -X -h "$WORK" -p "$PORT" -d postgres -f "$WORK/demo.sql"
