@@ -76,51 +76,46 @@ set search_path = pgque, pg_catalog, pg_temp as $$
     select * from pgque.send_idem(queue_name, type_name, payload::text, idem_key, ttl, partition_key)
 $$;
 
--- One bounded batch of expired claims (the maintenance worker runs each in
--- its own transaction until a batch comes back short).  -> rows removed.
-create function pgque._maint_idem_batch(i_limit int4)
+-- One bounded batch of expired claims, of one queue or (NULL) all (the
+-- maintenance worker runs each batch in its own transaction until one comes
+-- back short).  -> rows removed.
+create function pgque._maint_idem_batch(i_limit int4, i_queue_id int4 default null)
 returns int4 language plpgsql as $$
 declare
     n int4;
 begin
     delete from pgque.idem
-     where ctid = any (array(select ctid from pgque.idem where expires_at <= now() limit i_limit));
+     where ctid = any (array(select ctid from pgque.idem
+                              where expires_at <= now()
+                                and (i_queue_id is null or queue_id = i_queue_id)
+                              limit i_limit));
     get diagnostics n = row_count;
     return n;
 end $$;
 
 -- Reap expired claims in bounded batches until none is left.  -> rows removed.
-create function pgque.maint_idem()
-returns int4 language plpgsql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
+create function pgque._maint_idem_all(i_queue_id int4)
+returns int4 language plpgsql as $$
 declare
     n      int4 := 0;
     batch  int4;
 begin
     loop
-        batch := pgque._maint_idem_batch(10000);
+        batch := pgque._maint_idem_batch(10000, i_queue_id);
         n := n + batch;
         exit when batch < 10000;
     end loop;
     return n;
 end $$;
 
-create function pgque.maint_idem(i_queue_name text)
-returns int4 language plpgsql security definer
+create function pgque.maint_idem()
+returns int4 language sql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
-declare
-    q      pgque.queue;
-    n      int4 := 0;
-    batch  int4;
-begin
-    q := pgque._queue(i_queue_name);
-    loop
-        delete from pgque.idem
-         where ctid = any (array(select ctid from pgque.idem
-                                  where queue_id = q.queue_id and expires_at <= now() limit 10000));
-        get diagnostics batch = row_count;
-        n := n + batch;
-        exit when batch < 10000;
-    end loop;
-    return n;
-end $$;
+    select pgque._maint_idem_all(null)
+$$;
+
+create function pgque.maint_idem(i_queue_name text)
+returns int4 language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque._maint_idem_all((pgque._queue(i_queue_name)).queue_id)
+$$;

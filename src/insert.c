@@ -303,6 +303,20 @@ pgque_queue_changed(PG_FUNCTION_ARGS)
 }
 
 /*
+ * Producers are refused a queue whose inserts are disabled; replicas
+ * (session_replication_role = replica) may always insert.
+ */
+static void
+refuse_disabled(text *queue_name, bool disabled)
+{
+	if (disabled && SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("insert into queue \"%s\" is disabled", text_to_cstring(queue_name)),
+				 errhint("pgque.set_queue_config(queue, 'disable_insert', 'false') re-enables it.")));
+}
+
+/*
  * Append one event; args/isnull are indexed by the INS_* positions (NULL
  * entries are SQL NULLs).  check_disabled: refuse a queue whose inserts are
  * disabled (producers do; re-injection by maintenance does not).  Returns
@@ -327,12 +341,8 @@ insert_event_internal(text *queue_name, Datum *args, bool *isnull, bool check_di
 
 	lookup_queue(queue_name, &queue_id, &cur_table, &disabled);
 
-	/* replicas (session_replication_role = replica) may always insert */
-	if (check_disabled && disabled && SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("insert into queue \"%s\" is disabled", text_to_cstring(queue_name)),
-				 errhint("pgque.set_queue_config(queue, 'disable_insert', 'false') re-enables it.")));
+	if (check_disabled)
+		refuse_disabled(queue_name, disabled);
 
 	for (i = 0; i < INS_NPARAMS; i++)
 		nulls[i] = isnull[i] ? 'n' : ' ';
@@ -545,11 +555,7 @@ pgque_send_batch(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pgque_bgw: SPI_connect failed");
 	lookup_queue(queue_name, &queue_id, &cur_table, &disabled);
-	if (disabled && SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("insert into queue \"%s\" is disabled", text_to_cstring(queue_name)),
-				 errhint("pgque.set_queue_config(queue, 'disable_insert', 'false') re-enables it.")));
+	refuse_disabled(queue_name, disabled);
 	if (n == 0)
 	{
 		SPI_finish();

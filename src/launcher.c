@@ -125,6 +125,23 @@ list_databases(void)
 	return result;
 }
 
+/* (Re)initialise a state-table entry; the caller holds the lock. */
+static void
+reset_db_entry(PgqueDb *db, Oid dboid, const char *name, PgqueDbState state)
+{
+	int			k;
+
+	db->dboid = dboid;
+	db->state = state;
+	strlcpy(db->dbname, name, NAMEDATALEN);
+	pg_atomic_write_u32(&db->wake, 0);
+	db->last_tick = 0;
+	db->last_maint = 0;
+	memset(db->workers, 0, sizeof(db->workers));
+	for (k = 0; k < PGQUE_NKINDS; k++)
+		db->workers[k].pgprocno = -1;
+}
+
 /* Bring the state table in step with pg_database. */
 static void
 sync_databases(void)
@@ -169,11 +186,7 @@ sync_databases(void)
 		{
 			if (pgque_slots_available())
 				pgque_slot_forget(db->dboid, -1, NULL);
-			memset(db->workers, 0, sizeof(db->workers));
-			for (k = 0; k < PGQUE_NKINDS; k++)
-				db->workers[k].pgprocno = -1;
-			db->state = PGQUE_DB_UNUSED;
-			db->dboid = InvalidOid;
+			reset_db_entry(db, InvalidOid, "", PGQUE_DB_UNUSED);
 		}
 	}
 
@@ -206,16 +219,7 @@ sync_databases(void)
 			table_warned = true;
 			continue;
 		}
-		memset(db, 0, offsetof(PgqueDb, wake));
-		db->dboid = s->oid;
-		strlcpy(db->dbname, s->name, NAMEDATALEN);
-		db->state = PGQUE_DB_UNKNOWN;
-		pg_atomic_write_u32(&db->wake, 0);
-		db->last_tick = 0;
-		db->last_maint = 0;
-		memset(db->workers, 0, sizeof(db->workers));
-		for (i = 0; i < PGQUE_NKINDS; i++)
-			db->workers[i].pgprocno = -1;
+		reset_db_entry(db, s->oid, s->name, PGQUE_DB_UNKNOWN);
 	}
 	LWLockRelease(pgque_shared->lock);
 	list_free_deep(seen);
