@@ -4,23 +4,28 @@
 # throwaway server whose settings are printed with the results.
 # Prints one table and writes benchmark/results/<timestamp>.csv.
 #
-# Workloads so far: producer (1 event per transaction, 1 and 2 clients; 100
-# events per transaction), consumer drain of a backlog, WAL bytes and dead
-# tuples per event.  Latency and partition-key workloads are still to come
-# (see docs/benchmarks.md).
+# Workloads: producer (1 event per transaction, 1 and 2 clients; 100 events
+# per transaction), consumer drain of a backlog, partition keys (buffers per
+# event at N = 1..32, slot-worker throughput; benchmark/partition.sh), lease
+# WAL, WAL bytes and dead tuples per event.  ONLY=name,... runs a subset
+# (producer, drain, partition, lease).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . test/lib.sh
 
 QUICK=${QUICK:-0}
-if [ "$QUICK" = 1 ]; then DUR=5; BACKLOG=100000; JOBS=20000; else DUR=30; BACKLOG=1000000; JOBS=100000; fi
+if [ "$QUICK" = 1 ]; then DUR=5; BACKLOG=100000; JOBS=20000; PK_EVENTS=50000
+else DUR=30; BACKLOG=1000000; JOBS=100000; PK_EVENTS=500000; fi
+ONLY=${ONLY:-producer,drain,partition,lease}
+want() { [[ ",$ONLY," == *",$1,"* ]]; }
+. benchmark/partition.sh
 PORT=${PGQUE_BENCH_PORT:-56700}
 
 ensure_packages postgresql-15 postgresql-server-dev-15 postgresql-15-pgq3 make gcc
 build_and_install
 WORK=$(make_workdir pgque_bench)
 trap 'stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
-SETTINGS=("synchronous_commit = off" "shared_buffers = '512MB'" "max_wal_size = '4GB'"
+SETTINGS=("shared_preload_libraries = 'pgque_bgw, pg_stat_statements'" "fsync = off" "synchronous_commit = off" "shared_buffers = '512MB'" "max_wal_size = '4GB'"
           "checkpoint_timeout = '30min'" "pgque_bgw.enabled = off" "autovacuum = on")
 start_cluster "$WORK" "$PORT" "${SETTINGS[@]}"
 PSQL=(as_pg psql -X -q -A -t -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1)
@@ -53,12 +58,16 @@ bench() {
 	printf '%-34s %-22s %2s clients %10s ev/s %6s WAL B/ev\n' "$name" "$system" "$clients" "$eps" "$wal"
 }
 
+if want producer; then
+"${PSQL[@]}" -c "select pgque.create_queue('bench_pk'), pgque.set_queue_config('bench_pk', 'partition_buckets', '32')" >/dev/null
 echo "== producer, 1 event per transaction"
 for c in 1 2; do
 	bench produce_1 "plain INSERT" $c 1 "insert into plain (typ, data) values ('default', 'payload-abcdefghij');"
 	bench produce_1 "pgque send" $c 1 "select pgque.send('bench', 'payload-abcdefghij');"
 	bench produce_1 "pgque send keyed" $c 1 "\\set k random(1, 2000)
 select pgque.send('bench', 'default', 'payload-abcdefghij', 'tenant-' || :k);"
+	bench produce_1 "pgque send keyed, 32 buckets" $c 1 "\\set k random(1, 2000)
+select pgque.send('bench_pk', 'default', 'payload-abcdefghij', 'tenant-' || :k);"
 	bench produce_1 "PgQ insert_event" $c 1 "select pgq.insert_event('bench', 'default', 'payload-abcdefghij');"
 	bench produce_1 "SKIP LOCKED table" $c 1 "insert into jobs (payload) values ('payload-abcdefghij');"
 done
@@ -67,7 +76,9 @@ echo "== producer, 100 events per transaction"
 bench produce_100 "plain multi-row INSERT" 1 100 "insert into plain (typ, data) select 'default', 'payload-abcdefghij' from generate_series(1, 100);"
 bench produce_100 "pgque send_batch" 1 100 "select pgque.send_batch('bench', 'default', array_fill('payload-abcdefghij'::text, array[100]));"
 bench produce_100 "PgQ 100 x insert_event" 1 100 "select count(pgq.insert_event('bench', 'default', 'payload-abcdefghij')) from generate_series(1, 100);"
+fi
 
+if want drain; then
 echo "== consumer drain of a $BACKLOG-event backlog"
 "${PSQL[@]}" <<SQL
 select pgque.create_queue('drain');
@@ -96,6 +107,27 @@ drain() {
 drain "pgque receive/ack" "$BACKLOG" "do \$\$ declare b bigint; begin loop select max(batch_id) into b from pgque.receive('drain', 'c', 1000); exit when b is null; perform pgque.ack(b); commit; end loop; end \$\$"
 drain "PgQ next/get/finish" "$BACKLOG" "do \$\$ declare b bigint; n bigint; begin loop b := pgq.next_batch('drain', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b); perform pgq.finish_batch(b); commit; end loop; end \$\$"
 drain "SKIP LOCKED, 1 per txn" "$JOBS" "do \$\$ declare i bigint; begin loop delete from jobs where id = (select id from jobs order by id for update skip locked limit 1) returning id into i; exit when i is null; commit; end loop; end \$\$"
+fi
+
+if want partition; then
+echo "== partition keys: $PK_EVENTS keyed events, zipfian over 2,000 tenants"
+partition_workload "$PK_EVENTS"
+fi
+
+if want lease; then
+echo "== lease operations: WAL written by 10,000 renewals"
+"${PSQL[@]}" <<'SQL'
+select pgque.create_queue('lease');
+select pgque.subscribe_slot('lease', 'c', 0, 1);
+select pgque.claim_slot('lease', 'c', 0, 'w');
+SQL
+lsn0=$("${PSQL[@]}" -c "select pg_current_wal_lsn()")
+"${PSQL[@]}" -c "do \$\$ begin for i in 1 .. 10000 loop perform pgque.claim_slot('lease', 'c', 0, 'w'); end loop; end \$\$"
+lsn1=$("${PSQL[@]}" -c "select pg_current_wal_lsn()")
+wal=$("${PSQL[@]}" -c "select pg_wal_lsn_diff('$lsn1', '$lsn0')")
+printf '%-34s %-22s %10s WAL bytes\n' lease_renewals "pgque claim_slot x10000" "$wal"
+echo "lease_renewals_wal_bytes,pgque,1,,$wal" >> "$RESULTS"
+fi
 
 echo "== dead tuples in event tables after all of the above"
 "${PSQL[@]}" -c "select pg_stat_force_next_flush()" >/dev/null

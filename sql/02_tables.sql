@@ -21,7 +21,16 @@ create table pgque.queue (
     queue_data_pfx            text not null,
     queue_event_seq           text not null,
     queue_tick_seq            text not null,
-    queue_extra_maint         text[]
+    queue_extra_maint         text[],
+    -- addition: partition buckets (ADR 0013).  NULL: not chosen yet (the
+    -- first subscribe_slot picks a count); 0: none; B: every child table has
+    -- B bucket tables and keyed rows go to bucket hash(key) mod B.
+    -- buckets_step1/2 play the part of switch_step1/2 for the change from an
+    -- unbucketed to a bucketed layout: transactions from step2 on never
+    -- write a child table's own (unbucketed) heap.
+    queue_partition_buckets   int4,
+    queue_buckets_step1       xid8,
+    queue_buckets_step2       xid8
 );
 
 create table pgque.consumer (

@@ -80,18 +80,6 @@ begin
     end if;
 end $$;
 
--- The number of the child table that takes inserts now, read with the
--- latest snapshot (C, shared with send()'s queue cache).
-create function pgque._cur_table_no(i_queue_name text)
-returns int4 language c volatile strict
-as 'MODULE_PATHNAME', 'pgque_cur_table';
-
--- The child table that takes inserts now, as a quoted name.
-create function pgque._cur_table(q pgque.queue)
-returns text language sql volatile as $$
-    select pg_catalog.format('pgque.%I', 'event_' || q.queue_id || '_' || pgque._cur_table_no(q.queue_name))
-$$;
-
 -- A positive interval, or a clear error.
 create function pgque._check_interval(i_what text, i_value interval, i_allow_zero boolean default false)
 returns void language plpgsql as $$

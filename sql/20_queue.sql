@@ -63,6 +63,7 @@ declare
     c      text;
     nsubs  int4;
     i      int4;
+    b      int4;
 begin
     perform pgque._check_not_null('force', x_force);
     q := pgque._queue(x_queue_name);
@@ -83,6 +84,9 @@ begin
     perform pgque._slot_forget(q.queue_id, null);
     delete from pgque.tick where tick_queue = q.queue_id;
     for i in 0 .. q.queue_ntables - 1 loop
+        for b in 0 .. coalesce(q.queue_partition_buckets, 0) - 1 loop
+            execute pg_catalog.format('drop table pgque.%I', 'event_' || q.queue_id || '_' || i || '_b' || b);
+        end loop;
         execute pg_catalog.format('drop table pgque.%I', 'event_' || q.queue_id || '_' || i);
     end loop;
     execute pg_catalog.format('drop table pgque.%I', 'event_' || q.queue_id);   -- and its sequences
@@ -95,6 +99,105 @@ returns int4 language sql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
     select pgque.drop_queue(x_queue_name, false)
 $$;
+
+-- Partition buckets (ADR 0013): bucket table b of child table t holds the
+-- keyed rows with hash(key) mod B = b (NULL keys: bucket 0).  When N divides
+-- B, slot k of N reads only buckets k, k+N, k+2N, ...: its own rows, on
+-- pages of their own.
+create function pgque._create_buckets(q pgque.queue, i_buckets int4)
+returns void language plpgsql as $$
+declare
+    t    int4;
+    b    int4;
+    tbl  text;
+begin
+    for t in 0 .. q.queue_ntables - 1 loop
+        for b in 0 .. i_buckets - 1 loop
+            tbl := 'event_' || q.queue_id || '_' || t || '_b' || b;
+            execute pg_catalog.format(
+                'create table pgque.%I () inherits (pgque.%I) with (fillfactor = 100, autovacuum_enabled = off)',
+                tbl, 'event_' || q.queue_id || '_' || t);
+            execute pg_catalog.format('create index %I on pgque.%I (ev_txid)', tbl || '_txid_idx', tbl);
+            execute pg_catalog.format('grant select on pgque.%I to pgque_admin', tbl);
+        end loop;
+    end loop;
+    -- producers see the new layout through the queue row (relcache
+    -- invalidation, src/insert.c); rows some of them append meanwhile to
+    -- the child tables themselves stay readable until buckets_step2 is past
+    update pgque.queue
+       set queue_partition_buckets = i_buckets,
+           queue_buckets_step1 = pg_catalog.pg_current_xact_id(), queue_buckets_step2 = null
+     where queue_id = q.queue_id;
+end $$;
+
+-- set_queue_config(..., 'partition_buckets', B): NULL (choose at the first
+-- subscribe_slot), 0 (none) or 1..256.  A queue that has buckets keeps them.
+create function pgque._set_buckets(q pgque.queue, i_buckets int4)
+returns void language plpgsql as $$
+begin
+    select * into q from pgque.queue where queue_id = q.queue_id for update;
+    if i_buckets is not null and (i_buckets < 0 or i_buckets > 256) then
+        raise exception 'partition_buckets must be between 0 and 256, got %', i_buckets
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if coalesce(q.queue_partition_buckets, 0) > 0 then
+        if i_buckets is distinct from q.queue_partition_buckets then
+            raise exception 'queue "%" already has % partition buckets', q.queue_name, q.queue_partition_buckets
+                using errcode = 'feature_not_supported',
+                      hint = 'The bucket count of a queue is fixed once chosen; create a new queue for another one.';
+        end if;
+        return;
+    end if;
+    if coalesce(i_buckets, 0) > 0 then
+        perform pgque._create_buckets(q, i_buckets);
+    else
+        update pgque.queue set queue_partition_buckets = i_buckets where queue_id = q.queue_id;
+    end if;
+end $$;
+
+-- The relations that can hold events of the window between snapshots i_lo
+-- and i_hi, as a FROM item; with i_n, only those of slot i_slot where the
+-- buckets allow it (the caller still filters by slot: it is exact either
+-- way).  Child tables: rotation guarantees a window lies after the
+-- previous switch, and producers take their xid before they look up the
+-- current table (src/insert.c), so a window that ends before the last
+-- switch began is all in the previous table, one that starts after the
+-- switch's step 2 all in the current one.
+create function pgque._event_source(q pgque.queue, i_lo pg_catalog.pg_snapshot, i_hi pg_catalog.pg_snapshot,
+                                    i_n int4, i_slot int4)
+returns text language plpgsql stable as $$
+declare
+    prev   int4 := (q.queue_cur_table + q.queue_ntables - 1) % q.queue_ntables;
+    nb     int4 := coalesce(q.queue_partition_buckets, 0);
+    tabs   int4[];
+    parts  text[] := '{}';
+    t      int4;
+    b      int4;
+    tbl    text;
+begin
+    if pg_catalog.pg_snapshot_xmax(i_hi) < q.queue_switch_step1 then
+        tabs := array[prev];
+    elsif q.queue_switch_step2 is not null and pg_catalog.pg_snapshot_xmin(i_lo) > q.queue_switch_step2 then
+        tabs := array[q.queue_cur_table];
+    else
+        tabs := array[prev, q.queue_cur_table];
+    end if;
+    foreach t in array tabs loop
+        tbl := 'event_' || q.queue_id || '_' || t;
+        if nb = 0 or (i_n is not null and nb % i_n <> 0) then
+            -- no buckets, or none that match n: the whole table, filtered
+            parts := parts || pg_catalog.format('select * from pgque.%I', tbl);
+            continue;
+        end if;
+        if q.queue_buckets_step2 is null or pg_catalog.pg_snapshot_xmin(i_lo) <= q.queue_buckets_step2 then
+            parts := parts || pg_catalog.format('select * from only pgque.%I', tbl);
+        end if;
+        for b in coalesce(i_slot, 0) .. nb - 1 by coalesce(i_n, 1) loop
+            parts := parts || pg_catalog.format('select * from pgque.%I', tbl || '_b' || b);
+        end loop;
+    end loop;
+    return '(' || pg_catalog.array_to_string(parts, ' union all ') || ')';
+end $$;
 
 -- set_queue_config(queue_name, param, value) -> 1.  param is the short name
 -- (the queue_ prefix is accepted too); a NULL value restores the default.
@@ -136,13 +239,15 @@ begin
                 using errcode = 'invalid_parameter_value';
         end if;
         update pgque.queue set queue_max_retries = n where queue_id = q.queue_id;
+    elsif p = 'partition_buckets' then
+        perform pgque._set_buckets(q, x_param_value::int4);
     elsif p in ('ticker_paused', 'external_ticker', 'disable_insert') then
         execute pg_catalog.format('update pgque.queue set %I = coalesce($1, false) where queue_id = $2', 'queue_' || p)
             using x_param_value::boolean, q.queue_id;
     else
         raise exception 'unknown queue parameter "%"', x_param_name
             using errcode = 'invalid_parameter_value',
-                  hint = 'Known parameters: ticker_max_count, ticker_max_lag, ticker_idle_period, ticker_paused, rotation_period, max_retries, external_ticker, disable_insert.';
+                  hint = 'Known parameters: ticker_max_count, ticker_max_lag, ticker_idle_period, ticker_paused, rotation_period, max_retries, external_ticker, disable_insert, partition_buckets.';
     end if;
     return 1;
 end $$;

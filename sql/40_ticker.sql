@@ -61,10 +61,10 @@ declare
     b boolean;
 begin
     execute pg_catalog.format(
-        'select exists (select 1 from pgque.%I ev'
+        'select exists (select 1 from %s ev'
         '                where (ev.ev_txid >= $1 or ev.ev_txid = any($2))'
         '                  and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, pg_catalog.pg_current_snapshot()))',
-        'event_' || q.queue_id)
+        pgque._event_source(q, last.tick_snapshot, pg_catalog.pg_current_snapshot(), null, null))
     into b
     using pg_catalog.pg_snapshot_xmax(last.tick_snapshot), array(select pg_catalog.pg_snapshot_xip(last.tick_snapshot));
     return b;

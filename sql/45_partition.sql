@@ -107,6 +107,13 @@ begin
                   hint = 'Unsubscribe every slot first to choose another n.';
     end if;
     perform pgque._register(q, pgque._slot_name(consumer_name, slot, n), null);
+    -- the queue's first partitioned consumer chooses its partition buckets
+    -- (ADR 0013): a multiple of n, at least 32, so that n and its divisors
+    -- read only their own buckets
+    select * into q from pgque.queue where queue_id = q.queue_id for update;
+    if q.queue_partition_buckets is null and n between 2 and 64 then
+        perform pgque._create_buckets(q, n * ((32 + n - 1) / n));
+    end if;
 end $$;
 
 -- unsubscribe_slot(queue, consumer, slot): the last slot frees n.
@@ -237,28 +244,30 @@ end $$;
 create function pgque._slot_pending(i_sub_id int4, i_n int4, i_slot int4)
 returns bigint language plpgsql stable as $$
 declare
-    qid    int4;
-    snap1  pg_catalog.pg_snapshot;
-    snap2  pg_catalog.pg_snapshot;
-    n      bigint;
+    r  record;
+    n  bigint;
 begin
-    select s.sub_queue, t1.tick_snapshot into qid, snap1
+    -- one statement, so the queue row and the ticks come from one snapshot
+    select qq as q, t1.tick_snapshot as snap1,
+           (select t.tick_snapshot from pgque.tick t where t.tick_queue = s.sub_queue
+             order by t.tick_id desc limit 1) as snap2
+      into r
       from pgque.subscription s
+      join pgque.queue qq on qq.queue_id = s.sub_queue
       join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
      where s.sub_id = i_sub_id;
-    if qid is null then
+    if not found then
         return null;
     end if;
-    select t.tick_snapshot into snap2 from pgque.tick t where t.tick_queue = qid order by t.tick_id desc limit 1;
     execute pg_catalog.format(
-        'select count(*) from pgque.%I ev'
+        'select count(*) from %s ev'
         ' where ((ev.ev_txid >= $1 and ev.ev_txid < $2) or ev.ev_txid = any($3))'
         '   and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, $4)'
         '   and (ev.ev_owner is null or ev.ev_owner = $5)'
-        '   and pgque._slot_of(ev.ev_extra1, $6) = $7', 'event_' || qid)
+        '   and pgque._slot_of(ev.ev_extra1, $6) = $7', pgque._event_source(r.q, r.snap1, r.snap2, i_n, i_slot))
     into n
-    using pg_catalog.pg_snapshot_xmax(snap1), pg_catalog.pg_snapshot_xmax(snap2),
-          array(select pg_catalog.pg_snapshot_xip(snap1)), snap2, i_sub_id, i_n, i_slot;
+    using pg_catalog.pg_snapshot_xmax(r.snap1), pg_catalog.pg_snapshot_xmax(r.snap2),
+          array(select pg_catalog.pg_snapshot_xip(r.snap1)), r.snap2, i_sub_id, i_n, i_slot;
     return n;
 end $$;
 

@@ -78,6 +78,14 @@ begin
             nxt.tick_event_seq, prev.tick_event_seq)::pgque.batch_info;
 end $$;
 
+-- The events of one window, from the relations that _event_source() chose
+-- (C: the plan is kept per source, src/window.c).
+create function pgque._window_rows(i_source text, i_lo_xmax xid8, i_hi_xmax xid8, i_lo_xip xid8[],
+                                   i_hi pg_catalog.pg_snapshot, i_owner int4, i_after bigint,
+                                   i_ev_id bigint, i_limit int4, i_n int4, i_slot int4)
+returns setof pgque.event_template language c volatile
+as 'MODULE_PATHNAME', 'pgque_window_rows';
+
 -- The events of an open batch in ev_id order, past what receive() already
 -- had acked inside it (sub_batch_pos).  i_limit caps the rows; i_ev_id picks
 -- one event; i_n/i_slot keep only one partition slot's share.  Retried and
@@ -86,15 +94,14 @@ create function pgque._batch_rows(i_batch_id bigint, i_limit int4, i_ev_id bigin
                                   i_n int4 default null, i_slot int4 default null)
 returns setof pgque.event_template language plpgsql as $$
 declare
-    sid    int4;
-    qid    int4;
-    pos    bigint;
-    snap1  pg_catalog.pg_snapshot;
-    snap2  pg_catalog.pg_snapshot;
+    r  record;
 begin
-    select sub.sub_id, sub.sub_queue, sub.sub_batch_pos, t1.tick_snapshot, t2.tick_snapshot
-      into sid, qid, pos, snap1, snap2
+    -- one statement, so the queue row and the ticks come from one snapshot
+    select qq as q, sub.sub_id as sid, sub.sub_batch_pos as pos,
+           t1.tick_snapshot as snap1, t2.tick_snapshot as snap2
+      into r
       from pgque.subscription sub
+      join pgque.queue qq on qq.queue_id = sub.sub_queue
       join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = sub.sub_last_tick
       join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = sub.sub_next_tick
      where sub.sub_batch = i_batch_id;
@@ -103,20 +110,11 @@ begin
             using errcode = 'undefined_object',
                   hint = 'It was finished (acked) already, or never existed.';
     end if;
-    -- txids at or past the old xmax, plus those in progress at the old tick,
-    -- that the new snapshot sees as committed
-    return query execute pg_catalog.format(
-        'select * from pgque.%I ev'
-        ' where ((ev.ev_txid >= $1 and ev.ev_txid < $2) or ev.ev_txid = any($3))'
-        '   and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, $4)'
-        '   and (ev.ev_owner is null or ev.ev_owner = $5)'
-        '   and ($6::bigint is null or ev.ev_id > $6)'
-        '   and ($7::bigint is null or ev.ev_id = $7)'
-        '   and ($9::int4 is null or pgque._slot_of(ev.ev_extra1, $9) = $10)'
-        ' order by ev.ev_id limit $8', 'event_' || qid)
-    using pg_catalog.pg_snapshot_xmax(snap1), pg_catalog.pg_snapshot_xmax(snap2),
-          array(select pg_catalog.pg_snapshot_xip(snap1)), snap2, sid,
-          pos, i_ev_id, i_limit, i_n, i_slot;
+    return query
+        select * from pgque._window_rows(pgque._event_source(r.q, r.snap1, r.snap2, i_n, i_slot),
+                                         pg_catalog.pg_snapshot_xmax(r.snap1), pg_catalog.pg_snapshot_xmax(r.snap2),
+                                         array(select pg_catalog.pg_snapshot_xip(r.snap1)), r.snap2, r.sid,
+                                         r.pos, i_ev_id, i_limit, i_n, i_slot);
 end $$;
 
 create function pgque.next_batch_custom(i_queue_name text, i_consumer_name text,

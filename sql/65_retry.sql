@@ -139,17 +139,15 @@ declare
     q pgque.queue;
 begin
     q := pgque._queue(queue_name);
-    execute pg_catalog.format(
-        'with d as (delete from pgque.dead_letter dl using pgque.subscription s'
-        '            where dl.dl_queue_id = $1 and s.sub_queue = dl.dl_queue_id'
-        '              and s.sub_consumer = dl.dl_consumer_id'
-        '        returning dl.*, s.sub_id)'
-        ' insert into %s (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
-        '                 ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-        ' select ev_id, ev_time, sub_id, null, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4'
-        '   from d order by ev_id', pgque._cur_table(q))
-    using q.queue_id;
-    get diagnostics replayed = row_count;
+    with d as (delete from pgque.dead_letter dl using pgque.subscription s
+                where dl.dl_queue_id = q.queue_id and s.sub_queue = dl.dl_queue_id
+                  and s.sub_consumer = dl.dl_consumer_id
+            returning dl.*, s.sub_id)
+    select count(pgque._insert_event(q.queue_name, d2.ev_id, d2.ev_time, d2.sub_id, null, d2.ev_type,
+                                     d2.ev_data, d2.ev_extra1, d2.ev_extra2, d2.ev_extra3,
+                                     d2.ev_extra4, false))
+      into replayed
+      from (select * from d order by d.ev_id) d2;
     select count(*) into failed from pgque.dead_letter where dl_queue_id = q.queue_id;
     if failed > 0 then
         first_error := 'consumer no longer subscribed';

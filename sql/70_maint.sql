@@ -55,14 +55,21 @@ create function pgque.maint_rotate_tables_step2()
 returns int4 language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
-    n int4;
+    n  int4;
+    nb int4;
 begin
     update pgque.queue
        set queue_switch_step2 = pg_catalog.pg_current_xact_id()
      where queue_switch_step2 is null
        and queue_switch_step1 is distinct from pg_catalog.pg_current_xact_id_if_assigned();
     get diagnostics n = row_count;
-    return n;
+    -- the same stamp for a change to partition buckets
+    update pgque.queue
+       set queue_buckets_step2 = pg_catalog.pg_current_xact_id()
+     where queue_buckets_step2 is null and queue_buckets_step1 is not null
+       and queue_buckets_step1 is distinct from pg_catalog.pg_current_xact_id_if_assigned();
+    get diagnostics nb = row_count;
+    return n + nb;
 end $$;
 
 -- Move every due retry and delayed event into its queue's current table.
@@ -80,22 +87,22 @@ begin
                                  union
                                  select de_queue from pgque.delayed_event where de_deliver_at <= now())
               order by queue_id loop
-        execute pg_catalog.format(
-            'with m as (delete from pgque.retry_queue where ev_queue = $1 and ev_retry_after <= now() returning *)'
-            ' insert into %s (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
-            '                 ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-            ' select ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,'
-            '        ev_extra1, ev_extra2, ev_extra3, ev_extra4 from m order by ev_id',
-            pgque._cur_table(q)) using q.queue_id;
-        get diagnostics moved = row_count;
+        -- through the producers' insert (C): it routes rows to partition buckets
+        with m as (delete from pgque.retry_queue where ev_queue = q.queue_id and ev_retry_after <= now()
+                   returning *)
+        select count(pgque._insert_event(q.queue_name, m2.ev_id, m2.ev_time, m2.ev_owner, m2.ev_retry,
+                                         m2.ev_type, m2.ev_data, m2.ev_extra1, m2.ev_extra2,
+                                         m2.ev_extra3, m2.ev_extra4, false))
+          into moved
+          from (select * from m order by m.ev_id) m2;
         n := n + moved;
-        execute pg_catalog.format(
-            'with m as (delete from pgque.delayed_event where de_queue = $1 and de_deliver_at <= now() returning *)'
-            ' insert into %s (ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)'
-            ' select ev_id, ev_time, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4'
-            '   from m order by ev_id',
-            pgque._cur_table(q)) using q.queue_id;
-        get diagnostics moved = row_count;
+        with m as (delete from pgque.delayed_event where de_queue = q.queue_id and de_deliver_at <= now()
+                   returning *)
+        select count(pgque._insert_event(q.queue_name, m2.ev_id, m2.ev_time, null, null,
+                                         m2.ev_type, m2.ev_data, m2.ev_extra1, m2.ev_extra2,
+                                         m2.ev_extra3, m2.ev_extra4, false))
+          into moved
+          from (select * from m order by m.ev_id) m2;
         n := n + moved;
     end loop;
     return n;

@@ -19,6 +19,7 @@
  */
 #include "postgres.h"
 
+#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "utils/array.h"
 #include "utils/lsyscache.h"
@@ -55,12 +56,26 @@
 #define INS_RETRY 9
 #define INS_NPARAMS 10
 
+/* the kinds of insert plan kept per target table */
+typedef enum InsertKind
+{
+	INSERT_ONE,					/* one event */
+	INSERT_BATCH,				/* an array of events, ids drawn in input order */
+	INSERT_BATCH_IDS,			/* an array of events with their ids given */
+	INSERT_NKINDS
+} InsertKind;
+
+/*
+ * The insert plans of a queue's current child table: one set for the
+ * table itself, or one per partition bucket table (ADR 0013).
+ */
 typedef struct InsertPlan
 {
 	int32		queue_id;		/* hash key */
 	int32		cur_table;		/* child table the plans insert into */
-	SPIPlanPtr	plan;			/* one event */
-	SPIPlanPtr	batch_plan;		/* an array of events */
+	int32		nbuckets;		/* 0: the child table itself */
+	SPIPlanPtr *plans;			/* [bucket * INSERT_NKINDS + kind] */
+	SPIPlanPtr	ids_plan;		/* draws n ids in order */
 } InsertPlan;
 
 /* what a producer needs to know of a queue, cached by name */
@@ -69,8 +84,18 @@ typedef struct QueueEntry
 	char		name[PGQUE_QUEUE_NAME_MAX + 1]; /* hash key */
 	int32		queue_id;
 	int32		cur_table;
+	int32		nbuckets;
 	bool		disabled;
 } QueueEntry;
+
+/* what lookup_queue() tells */
+typedef struct QueueInfo
+{
+	int32		queue_id;
+	int32		cur_table;
+	int32		nbuckets;
+	bool		disabled;
+} QueueInfo;
 
 static SPIPlanPtr queue_lookup_plan = NULL;
 static HTAB *insert_plans = NULL;
@@ -79,7 +104,6 @@ static Oid	queue_table_oid = InvalidOid;
 static bool queue_cache_callback_set = false;
 
 PG_FUNCTION_INFO_V1(pgque_queue_changed);
-PG_FUNCTION_INFO_V1(pgque_cur_table);
 
 PG_FUNCTION_INFO_V1(pgque_send);
 PG_FUNCTION_INFO_V1(pgque_send_batch);
@@ -122,15 +146,17 @@ prepare_kept(const char *sql, int nargs, Oid *argtypes)
 }
 
 /*
- * The insert plans for a queue's current child table, from the cache: the
- * single-row one, or (batch) the one that appends a whole array.
+ * An insert plan for a queue's current child table (bucket: the partition
+ * bucket table, when the queue has buckets), from the cache.
  */
 static SPIPlanPtr
-insert_plan_for(int32 queue_id, int32 cur_table, bool batch)
+insert_plan_for(const QueueInfo *q, int bucket, InsertKind kind)
 {
 	InsertPlan *entry;
 	bool		found;
+	char		table[96];
 	char		sql[768];
+	SPIPlanPtr *slot;
 
 	if (insert_plans == NULL)
 	{
@@ -143,33 +169,55 @@ insert_plan_for(int32 queue_id, int32 cur_table, bool batch)
 								   HASH_ELEM | HASH_BLOBS);
 	}
 
-	entry = hash_search(insert_plans, &queue_id, HASH_ENTER, &found);
-	if (!found || entry->cur_table != cur_table)
+	entry = hash_search(insert_plans, &q->queue_id, HASH_ENTER, &found);
+	if (!found)
 	{
-		if (found && entry->plan != NULL)
-			SPI_freeplan(entry->plan);
-		if (found && entry->batch_plan != NULL)
-			SPI_freeplan(entry->batch_plan);
-		entry->plan = NULL;
-		entry->batch_plan = NULL;
-		entry->cur_table = cur_table;
+		entry->plans = NULL;
+		entry->ids_plan = NULL;
+	}
+	if (entry->plans != NULL &&
+		(entry->cur_table != q->cur_table || entry->nbuckets != q->nbuckets))
+	{
+		int			i;
+
+		for (i = 0; i < Max(entry->nbuckets, 1) * INSERT_NKINDS; i++)
+			if (entry->plans[i] != NULL)
+				SPI_freeplan(entry->plans[i]);
+		pfree(entry->plans);
+		entry->plans = NULL;
+	}
+	if (entry->plans == NULL)
+	{
+		entry->cur_table = q->cur_table;
+		entry->nbuckets = q->nbuckets;
+		entry->plans = MemoryContextAllocZero(TopMemoryContext,
+											  sizeof(SPIPlanPtr) * Max(q->nbuckets, 1) * INSERT_NKINDS);
 	}
 
-	if (!batch && entry->plan == NULL)
+	slot = &entry->plans[bucket * INSERT_NKINDS + kind];
+	if (*slot != NULL)
+		return *slot;
+
+	if (q->nbuckets > 0)
+		snprintf(table, sizeof(table), "pgque.event_%d_%d_b%d", q->queue_id, q->cur_table, bucket);
+	else
+		snprintf(table, sizeof(table), "pgque.event_%d_%d", q->queue_id, q->cur_table);
+
+	if (kind == INSERT_ONE)
 	{
 		Oid			argtypes[INS_NPARAMS] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
 		INT8OID, TIMESTAMPTZOID, INT4OID, INT4OID};
 
 		snprintf(sql, sizeof(sql),
-				 "insert into pgque.event_%d_%d"
+				 "insert into %s"
 				 " (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,"
 				 "  ev_extra1, ev_extra2, ev_extra3, ev_extra4)"
 				 " values (coalesce($7, pg_catalog.nextval('pgque.event_%d_id_seq'::pg_catalog.regclass)),"
 				 " coalesce($8, pg_catalog.now()), $9, $10, $1, $2, $3, $4, $5, $6) returning ev_id",
-				 queue_id, cur_table, queue_id);
-		entry->plan = prepare_kept(sql, INS_NPARAMS, argtypes);
+				 table, q->queue_id);
+		*slot = prepare_kept(sql, INS_NPARAMS, argtypes);
 	}
-	if (batch && entry->batch_plan == NULL)
+	else if (kind == INSERT_BATCH)
 	{
 		Oid			argtypes[3] = {TEXTOID, TEXTARRAYOID, TEXTARRAYOID};
 
@@ -178,14 +226,64 @@ insert_plan_for(int32 queue_id, int32 cur_table, bool batch)
 		 * drawn in input order.
 		 */
 		snprintf(sql, sizeof(sql),
-				 "insert into pgque.event_%d_%d (ev_id, ev_type, ev_data, ev_extra1)"
+				 "insert into %s (ev_id, ev_type, ev_data, ev_extra1)"
 				 " select pg_catalog.nextval('pgque.event_%d_id_seq'::pg_catalog.regclass), $1, u.p, u.k"
 				 "   from rows from (pg_catalog.unnest($2), pg_catalog.unnest($3)) with ordinality as u(p, k, o)"
 				 "  order by u.o returning ev_id",
-				 queue_id, cur_table, queue_id);
-		entry->batch_plan = prepare_kept(sql, 3, argtypes);
+				 table, q->queue_id);
+		*slot = prepare_kept(sql, 3, argtypes);
 	}
-	return batch ? entry->batch_plan : entry->plan;
+	else
+	{
+		Oid			argtypes[4] = {TEXTOID, INT8ARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+
+		snprintf(sql, sizeof(sql),
+				 "insert into %s (ev_id, ev_type, ev_data, ev_extra1)"
+				 " select u.i, $1, u.p, u.k"
+				 " from rows from (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4)) as u(i, p, k)",
+				 table);
+		*slot = prepare_kept(sql, 4, argtypes);
+	}
+	return *slot;
+}
+
+/* The plan that draws n event ids of a queue, in order. */
+static SPIPlanPtr
+ids_plan_for(const QueueInfo *q)
+{
+	InsertPlan *entry = hash_search(insert_plans, &q->queue_id, HASH_FIND, NULL);
+
+	Assert(entry != NULL);		/* insert_plan_for() ran first */
+	if (entry->ids_plan == NULL)
+	{
+		Oid			argtypes[1] = {INT4OID};
+		char		sql[256];
+
+		snprintf(sql, sizeof(sql),
+				 "select pg_catalog.nextval('pgque.event_%d_id_seq'::pg_catalog.regclass)"
+				 "  from pg_catalog.generate_series(1, $1)", q->queue_id);
+		entry->ids_plan = prepare_kept(sql, 1, argtypes);
+	}
+	return entry->ids_plan;
+}
+
+/*
+ * The partition bucket of a key: hash(key) mod B, as pgque._slot_of() in
+ * SQL computes slots, so bucket mod N is the slot when N divides B.  A NULL
+ * key, and every key of a queue without buckets, goes to bucket 0.
+ */
+static int
+bucket_of(Datum key, bool isnull, int32 nbuckets)
+{
+	int64		h;
+	int64		b;
+
+	if (nbuckets <= 0 || isnull)
+		return 0;
+	h = DatumGetInt64(DirectFunctionCall2Coll(hashtextextended, DEFAULT_COLLATION_OID,
+											  key, Int64GetDatum(0)));
+	b = h % nbuckets;
+	return (int) (b < 0 ? b + nbuckets : b);
 }
 
 /* Relcache callback: a change of pgque.queue (or of everything) flushes. */
@@ -200,11 +298,11 @@ queue_cache_inval(Datum arg, Oid relid)
 }
 
 /*
- * The queue's id, current table and insert flag: from the cache, or from
- * pgque.queue (inside SPI) and then cached.  Unknown queues raise.
+ * What a producer needs of a queue: from the cache, or from pgque.queue
+ * (inside SPI) and then cached.  Unknown queues raise.
  */
 static void
-lookup_queue(text *queue_name, int32 *queue_id, int32 *cur_table, bool *disabled)
+lookup_queue(text *queue_name, QueueInfo *info)
 {
 	char		key[PGQUE_QUEUE_NAME_MAX + 1];
 	int			len = VARSIZE_ANY_EXHDR(queue_name);
@@ -213,6 +311,14 @@ lookup_queue(text *queue_name, int32 *queue_id, int32 *cur_table, bool *disabled
 	Datum		qarg[1];
 	bool		null;
 	int			ret;
+
+	/*
+	 * Take the transaction's xid before looking at the queue: a transaction
+	 * whose xid comes after a rotation switch (or a change to partition
+	 * buckets) has committed then sees the new layout, which is what the
+	 * readers' choice of tables relies on (pgque._event_source()).
+	 */
+	(void) GetTopTransactionId();
 
 	/* pick up committed changes of other backends before trusting the cache */
 	AcceptInvalidationMessages();
@@ -225,9 +331,10 @@ lookup_queue(text *queue_name, int32 *queue_id, int32 *cur_table, bool *disabled
 		entry = hash_search(queue_cache, key, HASH_FIND, NULL);
 		if (entry != NULL)
 		{
-			*queue_id = entry->queue_id;
-			*cur_table = entry->cur_table;
-			*disabled = entry->disabled;
+			info->queue_id = entry->queue_id;
+			info->cur_table = entry->cur_table;
+			info->nbuckets = entry->nbuckets;
+			info->disabled = entry->disabled;
 			return;
 		}
 	}
@@ -237,7 +344,8 @@ lookup_queue(text *queue_name, int32 *queue_id, int32 *cur_table, bool *disabled
 		Oid			argtypes[1] = {TEXTOID};
 
 		queue_lookup_plan = prepare_kept(
-			"select queue_id, queue_cur_table, queue_disable_insert"
+			"select queue_id, queue_cur_table, queue_disable_insert,"
+			"       coalesce(queue_partition_buckets, 0)"
 			"  from pgque.queue where queue_name operator(pg_catalog.=) $1",
 			1, argtypes);
 	}
@@ -257,9 +365,10 @@ lookup_queue(text *queue_name, int32 *queue_id, int32 *cur_table, bool *disabled
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("queue \"%s\" does not exist", text_to_cstring(queue_name))));
 
-	*queue_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
-	*cur_table = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &null));
-	*disabled = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &null));
+	info->queue_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
+	info->cur_table = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &null));
+	info->disabled = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &null));
+	info->nbuckets = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &null));
 
 	/*
 	 * Cache it: any later change sends an invalidation (the trigger), and
@@ -281,9 +390,10 @@ lookup_queue(text *queue_name, int32 *queue_id, int32 *cur_table, bool *disabled
 		queue_cache = hash_create("pgque_bgw queue cache", 16, &ctl, HASH_ELEM | HASH_BLOBS);
 	}
 	entry = hash_search(queue_cache, key, HASH_ENTER, &found);
-	entry->queue_id = *queue_id;
-	entry->cur_table = *cur_table;
-	entry->disabled = *disabled;
+	entry->queue_id = info->queue_id;
+	entry->cur_table = info->cur_table;
+	entry->nbuckets = info->nbuckets;
+	entry->disabled = info->disabled;
 }
 
 /*
@@ -325,29 +435,30 @@ refuse_disabled(text *queue_name, bool disabled)
 static int64
 insert_event_internal(text *queue_name, Datum *args, bool *isnull, bool check_disabled)
 {
-	int32		queue_id;
-	int32		cur_table;
-	bool		disabled;
+	QueueInfo	q;
 	bool		null;
 	int			ret;
 	int64		ev_id;
 	char		nulls[INS_NPARAMS];
 	int			i;
+	int			bucket;
 
 	pgque_check_queue_name(queue_name);
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pgque_bgw: SPI_connect failed");
 
-	lookup_queue(queue_name, &queue_id, &cur_table, &disabled);
+	lookup_queue(queue_name, &q);
 
 	if (check_disabled)
-		refuse_disabled(queue_name, disabled);
+		refuse_disabled(queue_name, q.disabled);
 
 	for (i = 0; i < INS_NPARAMS; i++)
 		nulls[i] = isnull[i] ? 'n' : ' ';
 
-	ret = SPI_execute_plan(insert_plan_for(queue_id, cur_table, false), args, nulls, false, 1);
+	/* the partition key rides in ev_extra1 */
+	bucket = bucket_of(args[INS_EXTRA1], isnull[INS_EXTRA1], q.nbuckets);
+	ret = SPI_execute_plan(insert_plan_for(&q, bucket, INSERT_ONE), args, nulls, false, 1);
 	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != 1)
 		elog(ERROR, "pgque_bgw: event insert failed: %s", SPI_result_code_string(ret));
 	ev_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
@@ -458,27 +569,6 @@ pgque_insert_event_full(PG_FUNCTION_ARGS)
 										  args, isnull, PG_ARGISNULL(11) || PG_GETARG_BOOL(11)));
 }
 
-/*
- * pgque._cur_table(queue_name) -> the queue's current child table number,
- * as of now (latest snapshot), from the same cache as send().  The SQL
- * paths that append (send_batch, retry and delayed re-injection, DLQ
- * replay) use it, so every writer agrees on the current table.
- */
-Datum
-pgque_cur_table(PG_FUNCTION_ARGS)
-{
-	int32		queue_id;
-	int32		cur_table;
-	bool		disabled;
-
-	pgque_check_queue_name(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0));
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "pgque_bgw: SPI_connect failed");
-	lookup_queue(PG_GETARG_TEXT_PP(0), &queue_id, &cur_table, &disabled);
-	SPI_finish();
-	PG_RETURN_INT32(cur_table);
-}
-
 static int
 cmp_int64(const void *a, const void *b)
 {
@@ -498,10 +588,85 @@ check_text_array(ArrayType *arr, const char *what)
 }
 
 /*
+ * Append an array of events whose keys go to more than one partition
+ * bucket: draw the ids in input order first, then one INSERT per bucket.
+ * Returns the ids (in input order) in the caller's context.
+ */
+static int64 *
+insert_by_bucket(const QueueInfo *q, Datum type_name, ArrayType *payloads, ArrayType *keys,
+				 int *buckets, int n, MemoryContext caller_cxt)
+{
+	Datum	   *pdat;
+	bool	   *pnull;
+	Datum	   *kdat;
+	bool	   *knull;
+	int			np;
+	int			nk;
+	int64	   *ids;
+	Datum	   *sub_ids = palloc(sizeof(Datum) * n);
+	Datum	   *sub_p = palloc(sizeof(Datum) * n);
+	bool	   *sub_pn = palloc(sizeof(bool) * n);
+	Datum	   *sub_k = palloc(sizeof(Datum) * n);
+	bool	   *sub_kn = palloc(sizeof(bool) * n);
+	Datum		arg;
+	int			ret;
+	int			b;
+	int			i;
+	bool		null;
+
+	deconstruct_array(payloads, TEXTOID, -1, false, TYPALIGN_INT, &pdat, &pnull, &np);
+	deconstruct_array(keys, TEXTOID, -1, false, TYPALIGN_INT, &kdat, &knull, &nk);
+
+	/* make sure the plans exist before the ids plan looks for its entry */
+	(void) insert_plan_for(q, 0, INSERT_BATCH_IDS);
+	arg = Int32GetDatum(n);
+	ret = SPI_execute_plan(ids_plan_for(q), &arg, NULL, false, 0);
+	if (ret != SPI_OK_SELECT || SPI_processed != (uint64) n)
+		elog(ERROR, "pgque_bgw: drawing event ids failed: %s", SPI_result_code_string(ret));
+	ids = MemoryContextAlloc(caller_cxt, sizeof(int64) * n);
+	for (i = 0; i < n; i++)
+		ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &null));
+
+	for (b = 0; b < q->nbuckets; b++)
+	{
+		int			m = 0;
+		int			dims[1];
+		int			lbs[1] = {1};
+		Datum		args[4];
+
+		for (i = 0; i < n; i++)
+		{
+			if (buckets[i] != b)
+				continue;
+			sub_ids[m] = Int64GetDatum(ids[i]);
+			sub_p[m] = pdat[i];
+			sub_pn[m] = pnull[i];
+			sub_k[m] = kdat[i];
+			sub_kn[m] = knull[i];
+			m++;
+		}
+		if (m == 0)
+			continue;
+		dims[0] = m;
+		args[0] = type_name;
+		args[1] = PointerGetDatum(construct_array(sub_ids, m, INT8OID, sizeof(int64),
+												  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+		args[2] = PointerGetDatum(construct_md_array(sub_p, sub_pn, 1, dims, lbs, TEXTOID, -1,
+													 false, TYPALIGN_INT));
+		args[3] = PointerGetDatum(construct_md_array(sub_k, sub_kn, 1, dims, lbs, TEXTOID, -1,
+													 false, TYPALIGN_INT));
+		ret = SPI_execute_plan(insert_plan_for(q, b, INSERT_BATCH_IDS), args, NULL, false, 0);
+		if (ret != SPI_OK_INSERT || SPI_processed != (uint64) m)
+			elog(ERROR, "pgque_bgw: batch insert failed: %s", SPI_result_code_string(ret));
+	}
+	return ids;
+}
+
+/*
  * send_batch(queue_name, type_name, payloads text[] [, partition_keys text[]])
- * -> bigint[]: one INSERT ... SELECT for the whole array; the ids come back
- * in input order.  An empty array appends nothing and returns {} (after the
- * queue has been checked).
+ * -> bigint[]: one INSERT ... SELECT for the whole array (one per partition
+ * bucket that the keys reach); the ids come back in input order.  An empty
+ * array appends nothing and returns {} (after the queue has been checked).
  */
 Datum
 pgque_send_batch(PG_FUNCTION_ARGS)
@@ -510,17 +675,12 @@ pgque_send_batch(PG_FUNCTION_ARGS)
 	ArrayType  *payloads;
 	ArrayType  *keys = NULL;
 	int			n;
-	int32		queue_id;
-	int32		cur_table;
-	bool		disabled;
-	Datum		args[3];
-	char		nulls[3] = {' ', ' ', ' '};
-	int			ret;
-	int64	   *ids;
+	QueueInfo	q;
+	int64	   *ids = NULL;
 	Datum	   *id_datums;
-	uint64		i;
-	bool		null;
-	ArrayType  *result;
+	int			i;
+	int		   *buckets = NULL;
+	int			bucket = 0;
 	MemoryContext caller_cxt = CurrentMemoryContext;
 
 	pgque_check_queue_name(queue_name);
@@ -554,38 +714,68 @@ pgque_send_batch(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pgque_bgw: SPI_connect failed");
-	lookup_queue(queue_name, &queue_id, &cur_table, &disabled);
-	refuse_disabled(queue_name, disabled);
+	lookup_queue(queue_name, &q);
+	refuse_disabled(queue_name, q.disabled);
 	if (n == 0)
 	{
 		SPI_finish();
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
 	}
 
-	args[0] = PG_GETARG_DATUM(1);
-	args[1] = PointerGetDatum(payloads);
-	if (keys != NULL)
-		args[2] = PointerGetDatum(keys);
-	else
+	/* which partition buckets the keys go to: one, or several */
+	if (keys != NULL && q.nbuckets > 0)
 	{
-		args[2] = (Datum) 0;
-		nulls[2] = 'n';
-	}
-	ret = SPI_execute_plan(insert_plan_for(queue_id, cur_table, true), args, nulls, false, 0);
-	if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != (uint64) n)
-		elog(ERROR, "pgque_bgw: batch insert failed: %s", SPI_result_code_string(ret));
+		Datum	   *kdat;
+		bool	   *knull;
+		int			nk;
 
-	ids = MemoryContextAlloc(caller_cxt, sizeof(int64) * n);
-	for (i = 0; i < SPI_processed; i++)
-		ids[i] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1, &null));
+		deconstruct_array(keys, TEXTOID, -1, false, TYPALIGN_INT, &kdat, &knull, &nk);
+		buckets = palloc(sizeof(int) * n);
+		for (i = 0; i < n; i++)
+		{
+			buckets[i] = bucket_of(kdat[i], knull[i], q.nbuckets);
+			if (buckets[i] != buckets[0])
+				bucket = -1;
+		}
+		if (bucket == 0)
+			bucket = buckets[0];
+	}
+
+	if (bucket >= 0)
+	{
+		Datum		args[3];
+		char		nulls[3] = {' ', ' ', ' '};
+		int			ret;
+		uint64		j;
+		bool		null;
+
+		args[0] = PG_GETARG_DATUM(1);
+		args[1] = PointerGetDatum(payloads);
+		if (keys != NULL)
+			args[2] = PointerGetDatum(keys);
+		else
+		{
+			args[2] = (Datum) 0;
+			nulls[2] = 'n';
+		}
+		ret = SPI_execute_plan(insert_plan_for(&q, bucket, INSERT_BATCH), args, nulls, false, 0);
+		if (ret != SPI_OK_INSERT_RETURNING || SPI_processed != (uint64) n)
+			elog(ERROR, "pgque_bgw: batch insert failed: %s", SPI_result_code_string(ret));
+
+		ids = MemoryContextAlloc(caller_cxt, sizeof(int64) * n);
+		for (j = 0; j < SPI_processed; j++)
+			ids[j] = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[j], SPI_tuptable->tupdesc, 1, &null));
+		/* ids were drawn in input order, so ascending order is input order */
+		qsort(ids, n, sizeof(int64), cmp_int64);
+	}
+	else
+		ids = insert_by_bucket(&q, PG_GETARG_DATUM(1), payloads, keys, buckets, n, caller_cxt);
 	SPI_finish();
 	pgque_note_event_inserted();
 
-	/* ids were drawn in input order, so ascending order is input order */
-	qsort(ids, n, sizeof(int64), cmp_int64);
 	id_datums = palloc(sizeof(Datum) * n);
-	for (i = 0; i < (uint64) n; i++)
+	for (i = 0; i < n; i++)
 		id_datums[i] = Int64GetDatum(ids[i]);
-	result = construct_array(id_datums, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE);
-	PG_RETURN_ARRAYTYPE_P(result);
+	PG_RETURN_ARRAYTYPE_P(construct_array(id_datums, n, INT8OID, sizeof(int64),
+										  FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }

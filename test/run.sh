@@ -69,8 +69,14 @@ fi
 
 fi
 
+# PGQUE_SKIP_TAP=1 (development only): pg_regress and isolation alone
+if [ -n "${PGQUE_SKIP_TAP:-}" ]; then
+	echo "== PGQUE_SKIP_TAP: TAP skipped (not a full run)"
+	failures+=("TAP skipped")
+fi
 echo "== TAP"
 for t in test/t/*${PGQUE_TAP_ONLY:-}*.pl; do
+	[ -n "${PGQUE_SKIP_TAP:-}" ] && break
 	name=$(basename "$t")
 	as_pg mkdir -p "$WORK/tap/$name"
 	as_pg env TESTDIR="$WORK/tap/$name" PG_REGRESS="$PGXS_TEST/regress/pg_regress" \
