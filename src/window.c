@@ -10,6 +10,13 @@
  * prepared once per source and kept, as a generic plan, like the
  * producers' insert plans (src/insert.c).  The plan cache revalidates a
  * kept plan when a relation it reads changes (TRUNCATE by rotation, DROP).
+ *
+ * Event tables have no statistics (never analyzed: they are truncated, not
+ * vacuumed), and a generic plan knows neither the window's bounds nor the
+ * in-progress list; left alone the planner picks sequential scans of small
+ * buckets, which grow with the table.  A window is always a small slice
+ * reached through the ev_txid index, so plans are made with
+ * enable_seqscan off (for this read only).
  */
 #include "postgres.h"
 
@@ -19,6 +26,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/tuplestore.h"
@@ -137,6 +145,7 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 	int			ret;
 	int			i;
 	uint64		r;
+	int			guc_level;
 
 	if (PG_ARGISNULL(0))
 		elog(ERROR, "pgque_bgw: window source must not be null");
@@ -152,7 +161,12 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pgque_bgw: SPI_connect failed");
+	/* the plan is made (or remade) at execution: set the rule around it */
+	guc_level = NewGUCNestLevel();
+	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
 	ret = SPI_execute_plan(window_plan_for(source), args, nulls, true, 0);
+	AtEOXact_GUC(true, guc_level);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pgque_bgw: window read failed: %s", SPI_result_code_string(ret));
 	if (SPI_tuptable->tupdesc->natts != desc->natts)
