@@ -10,10 +10,7 @@ create function pgque._receive(i_queue_name text, i_sub_name text, i_max_return 
 returns setof pgque.message language plpgsql as $$
 declare
     b        pgque.batch_info;
-    e        pgque.event_template;
-    n        int4;
-    last_id  bigint;
-    more     boolean;
+    n        bigint;
     tries    int4 := 0;
 begin
     loop
@@ -23,23 +20,42 @@ begin
         if b.batch_id is null then
             return;
         end if;
-        n := 0;
-        more := false;
-        for e in select * from pgque._batch_rows(b.batch_id, i_max_return + 1, null, i_n, i_slot) loop
-            n := n + 1;
-            if n > i_max_return then
-                more := true;
-                exit;
-            end if;
-            last_id := e.ev_id;
-            return next (e.ev_id, b.batch_id, e.ev_type, e.ev_data, e.ev_retry, e.ev_time,
-                         e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4)::pgque.message;
-        end loop;
+        -- One statement, no per-row PL/pgSQL: the part's rows, and (when the
+        -- window holds more than max_return) where the part ends, so that
+        -- ack() keeps the rest open.
+        return query
+            with w as (
+                select qq as q, sub.sub_id, sub.sub_batch_pos, t1.tick_snapshot as snap1,
+                       t2.tick_snapshot as snap2
+                  from pgque.subscription sub
+                  join pgque.queue qq on qq.queue_id = sub.sub_queue
+                  join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = sub.sub_last_tick
+                  join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = sub.sub_next_tick
+                 where sub.sub_batch = b.batch_id),
+            part as materialized (
+                select e.*, pg_catalog.row_number() over (order by e.ev_id) as rn
+                  from w, pgque._window_rows(pgque._event_source(w.q, w.snap1, w.snap2, i_n, i_slot),
+                                             pg_catalog.pg_snapshot_xmax(w.snap1),
+                                             pg_catalog.pg_snapshot_xmax(w.snap2),
+                                             array(select pg_catalog.pg_snapshot_xip(w.snap1)), w.snap2,
+                                             w.sub_id, w.sub_batch_pos, null, i_max_return + 1,
+                                             i_n, i_slot) e),
+            m as (
+                select case when pg_catalog.max(rn) > i_max_return
+                            then pg_catalog.max(ev_id) filter (where rn = i_max_return) end as last
+                  from part),
+            mark as (
+                update pgque.subscription s
+                   set sub_batch_last = m.last
+                  from m
+                 where s.sub_batch = b.batch_id and s.sub_batch_last is distinct from m.last)
+            select p.ev_id, b.batch_id, p.ev_type, p.ev_data, p.ev_retry, p.ev_time,
+                   p.ev_extra1, p.ev_extra2, p.ev_extra3, p.ev_extra4
+              from part p
+             where p.rn <= i_max_return
+             order by p.ev_id;
+        get diagnostics n = row_count;
         if n > 0 then
-            update pgque.subscription
-               set sub_batch_last = case when more then last_id end
-             where sub_batch = b.batch_id
-               and sub_batch_last is distinct from (case when more then last_id end);
             return;
         end if;
         perform pgque._finish_batch(b.batch_id);

@@ -26,6 +26,7 @@
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -129,6 +130,170 @@ window_plan_for(const char *source)
 }
 
 /*
+ * The part cache.  receive(max_return) hands a window larger than
+ * max_return out in parts (ADR 0003); each part used to re-read and re-sort
+ * the whole window.  The first read of a part now reads up to
+ * WINDOW_CACHE_ROWS rows past it (bounded by WINDOW_CACHE_BYTES) and keeps
+ * them, so the next parts of the same window in this backend come from
+ * memory.  A window's rows never change (they are fixed by its two
+ * snapshots, and rotation cannot reclaim them while a cursor is behind),
+ * so the cache needs no invalidation: the key is the window itself.  A
+ * caller from another backend (a transaction pooler) reads the table as
+ * before.  Lookups of one event (ev_id) bypass it.
+ */
+#define WINDOW_CACHE_ROWS 50000
+#define WINDOW_CACHE_BYTES (16 * 1024 * 1024)
+
+/* argument positions (0-based, after the source) */
+#define WA_LO 0
+#define WA_HI 1
+#define WA_XIP 2
+#define WA_SNAP 3
+#define WA_OWNER 4
+#define WA_AFTER 5
+#define WA_EV_ID 6
+#define WA_LIMIT 7
+#define WA_N 8
+#define WA_SLOT 9
+
+typedef struct WindowCache
+{
+	bool		valid;
+	MemoryContext cxt;
+	char	   *source;
+	Datum		key[WINDOW_NPARAMS];	/* copies; after/ev_id/limit unused */
+	bool		keynull[WINDOW_NPARAMS];
+	bool		has_from;		/* the rows start after "from" ... */
+	int64		from;			/* ... or at the window's start */
+	bool		complete;		/* the rows run to the window's end */
+	int			ntuples;
+	HeapTuple  *tuples;			/* in ev_id order */
+	int64	   *ev_ids;
+} WindowCache;
+
+static WindowCache wcache;
+
+/* the key's types, for datumIsEqual/datumCopy */
+static const bool key_byval[WINDOW_NPARAMS] = {true, true, false, false, true, true, true, true, true, true};
+static const int key_len[WINDOW_NPARAMS] = {8, 8, -1, -1, 4, 8, 8, 4, 4, 4};
+
+static bool
+key_part(int i)
+{
+	return i != WA_AFTER && i != WA_EV_ID && i != WA_LIMIT;
+}
+
+static bool
+cache_matches(const char *source, Datum *args, char *nulls)
+{
+	int			i;
+
+	if (!wcache.valid || strcmp(wcache.source, source) != 0)
+		return false;
+	for (i = 0; i < WINDOW_NPARAMS; i++)
+	{
+		if (!key_part(i))
+			continue;
+		if (wcache.keynull[i] != (nulls[i] == 'n'))
+			return false;
+		if (!wcache.keynull[i] &&
+			!datumIsEqual(wcache.key[i], args[i], key_byval[i], key_len[i]))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Serve rows after "after" (NULL: from the start), up to limit, from the
+ * cache.  false: the cache cannot answer (other window, other start, or
+ * not enough rows kept).
+ */
+static bool
+cache_serve(const char *source, Datum *args, char *nulls, Tuplestorestate *ts)
+{
+	bool		has_after = nulls[WA_AFTER] != 'n';
+	int64		after = has_after ? DatumGetInt64(args[WA_AFTER]) : 0;
+	int64		limit;
+	int			i;
+	int			end;
+
+	if (nulls[WA_LIMIT] == 'n' || !cache_matches(source, args, nulls))
+		return false;
+	limit = DatumGetInt32(args[WA_LIMIT]);
+	/* the cache must start at or before the requested start */
+	if (wcache.has_from && (!has_after || after < wcache.from))
+		return false;
+	for (i = 0; i < wcache.ntuples && has_after && wcache.ev_ids[i] <= after; i++)
+		;
+	end = (int) Min((int64) wcache.ntuples, i + limit);
+	if (end - i < limit && !wcache.complete)
+		return false;
+	for (; i < end; i++)
+		tuplestore_puttuple(ts, wcache.tuples[i]);
+	return true;
+}
+
+/* Keep rows skip.. of an SPI result (ordered by ev_id) as the cache. */
+static void
+cache_fill(const char *source, Datum *args, char *nulls, uint64 skip, bool complete)
+{
+	MemoryContext old;
+	Size		bytes = 0;
+	uint64		r;
+	int			i;
+	bool		null;
+
+	if (wcache.cxt == NULL)
+		wcache.cxt = AllocSetContextCreate(TopMemoryContext, "pgque_bgw window cache",
+										   ALLOCSET_DEFAULT_SIZES);
+	MemoryContextReset(wcache.cxt);
+	wcache.valid = false;
+	if (SPI_processed <= skip)
+		return;
+
+	old = MemoryContextSwitchTo(wcache.cxt);
+	wcache.source = pstrdup(source);
+	for (i = 0; i < WINDOW_NPARAMS; i++)
+	{
+		wcache.keynull[i] = nulls[i] == 'n';
+		wcache.key[i] = (wcache.keynull[i] || !key_part(i)) ? (Datum) 0 :
+			datumCopy(args[i], key_byval[i], key_len[i]);
+	}
+	/* the first kept row follows the last one handed out now */
+	if (skip > 0)
+	{
+		wcache.has_from = true;
+		wcache.from = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[skip - 1],
+												  SPI_tuptable->tupdesc, 1, &null));
+	}
+	else
+	{
+		wcache.has_from = nulls[WA_AFTER] != 'n';
+		wcache.from = wcache.has_from ? DatumGetInt64(args[WA_AFTER]) : 0;
+	}
+	wcache.tuples = palloc(sizeof(HeapTuple) * (SPI_processed - skip));
+	wcache.ev_ids = palloc(sizeof(int64) * (SPI_processed - skip));
+	wcache.ntuples = 0;
+	wcache.complete = complete;
+	for (r = skip; r < SPI_processed; r++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[r];
+
+		if (bytes + tup->t_len > WINDOW_CACHE_BYTES)
+		{
+			wcache.complete = false;
+			break;
+		}
+		bytes += tup->t_len;
+		wcache.tuples[wcache.ntuples] = heap_copytuple(tup);
+		wcache.ev_ids[wcache.ntuples] = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &null));
+		wcache.ntuples++;
+	}
+	MemoryContextSwitchTo(old);
+	wcache.valid = true;
+}
+
+/*
  * pgque._window_rows(source, lo_xmax, hi_xmax, lo_xip, hi_snapshot, owner,
  *                    after_ev_id, ev_id, limit, n, slot)
  *   -> setof pgque.event_template, in ev_id order.
@@ -145,7 +310,10 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 	int			ret;
 	int			i;
 	uint64		r;
+	uint64		give;
 	int			guc_level;
+	bool		use_cache;
+	int32		limit = 0;
 
 	if (PG_ARGISNULL(0))
 		elog(ERROR, "pgque_bgw: window source must not be null");
@@ -158,6 +326,16 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 
 	old = pgque_materialize(fcinfo, &ts, &desc);
 	MemoryContextSwitchTo(old);
+
+	/* parts of a window: from the cache, or read ahead into it */
+	use_cache = nulls[WA_EV_ID] == 'n' && nulls[WA_LIMIT] != 'n';
+	if (use_cache)
+	{
+		if (cache_serve(source, args, nulls, ts))
+			return (Datum) 0;
+		limit = DatumGetInt32(args[WA_LIMIT]);
+		args[WA_LIMIT] = Int32GetDatum(Max(limit, WINDOW_CACHE_ROWS));
+	}
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pgque_bgw: SPI_connect failed");
@@ -172,7 +350,14 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 	if (SPI_tuptable->tupdesc->natts != desc->natts)
 		elog(ERROR, "pgque_bgw: window read returned %d columns, expected %d",
 			 SPI_tuptable->tupdesc->natts, desc->natts);
-	for (r = 0; r < SPI_processed; r++)
+	give = SPI_processed;
+	if (use_cache)
+	{
+		give = Min(SPI_processed, (uint64) limit);
+		cache_fill(source, args, nulls, give,
+				   SPI_processed < (uint64) DatumGetInt32(args[WA_LIMIT]));
+	}
+	for (r = 0; r < give; r++)
 		tuplestore_puttuple(ts, SPI_tuptable->vals[r]);
 	SPI_finish();
 	return (Datum) 0;
