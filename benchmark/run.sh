@@ -5,31 +5,35 @@
 # Prints one table and writes benchmark/results/<timestamp>.csv.
 #
 # Workloads: producer (1 event per transaction, 1 and 2 clients; 100 events
-# per transaction), consumer drain of a backlog, partition keys (buffers per
+# per transaction), consumer drain of a backlog, end-to-end latency against
+# PgQ with pgqd (benchmark/latency.sh), partition keys (buffers per
 # event at N = 1..32, slot-worker throughput; benchmark/partition.sh), lease
 # WAL, WAL bytes and dead tuples per event.  ONLY=name,... runs a subset
-# (producer, drain, partition, lease).
+# (producer, drain, partition, lease, latency).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . test/lib.sh
 
 QUICK=${QUICK:-0}
-if [ "$QUICK" = 1 ]; then DUR=5; BACKLOG=100000; JOBS=20000; PK_EVENTS=50000
+if [ "$QUICK" = 1 ]; then DUR=3; BACKLOG=100000; JOBS=20000; PK_EVENTS=50000
 else DUR=30; BACKLOG=1000000; JOBS=100000; PK_EVENTS=500000; fi
-ONLY=${ONLY:-producer,drain,partition,lease}
+LAT_SECS=$([ "$QUICK" = 1 ] && echo 4 || echo 60)
+ONLY=${ONLY:-producer,drain,partition,lease,latency}
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 . benchmark/partition.sh
+. benchmark/latency.sh
+. benchmark/plot.sh
 PORT=${PGQUE_BENCH_PORT:-56700}
 
-ensure_packages postgresql-15 postgresql-server-dev-15 postgresql-15-pgq3 make gcc
+ensure_packages postgresql-15 postgresql-server-dev-15 postgresql-15-pgq3 pgqd gnuplot-nox make gcc
 build_and_install
 WORK=$(make_workdir pgque_bench)
-trap 'stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
+trap 'stop_pgqd; stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
 SETTINGS=("fsync = off" "synchronous_commit = off" "shared_buffers = '512MB'" "max_wal_size = '4GB'"
           "checkpoint_timeout = '30min'" "pgque_bgw.enabled = off" "autovacuum = on")
 start_cluster "$WORK" "$PORT" "${SETTINGS[@]}"
 PSQL=(as_pg psql -X -q -A -t -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1)
-"${PSQL[@]}" <<'SQL'
+"${PSQL[@]}" >/dev/null <<'SQL'
 create extension pgque_bgw;
 create extension pgq;
 select pgque.create_queue('bench');
@@ -80,7 +84,7 @@ fi
 
 if want drain; then
 echo "== consumer drain of a $BACKLOG-event backlog"
-"${PSQL[@]}" <<SQL
+"${PSQL[@]}" >/dev/null <<SQL
 select pgque.create_queue('drain');
 select pgque.subscribe('drain', 'c');
 select pgq.create_queue('drain');
@@ -131,6 +135,11 @@ printf '%-34s %-22s xid: %s, server WAL meanwhile: %s bytes\n' lease_renewals "p
 echo "lease_renewals_wal_bytes,pgque (xid $xid),1,,$wal" >> "$RESULTS"
 fi
 
+if want latency; then
+echo "== end-to-end latency, send -> in the consumer's hands ($LAT_SECS s per run)"
+latency_workload "$LAT_SECS"
+fi
+
 echo "== dead tuples in event tables after all of the above"
 "${PSQL[@]}" -c "select pg_stat_force_next_flush()" >/dev/null
 sleep 1
@@ -141,5 +150,8 @@ echo "== settings"
 for s in "${SETTINGS[@]}"; do echo "  $s"; done
 echo "  machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(as_pg postgres --version)"
 mkdir -p benchmark/results
-cp "$RESULTS" "benchmark/results/$(date -u +%Y%m%dT%H%M%SZ)$( [ "$QUICK" = 1 ] && echo -quick).csv"
-echo "== CSV: benchmark/results/"
+stamp="$(date -u +%Y%m%dT%H%M%SZ)$( [ "$QUICK" = 1 ] && echo -quick)"
+cp "$RESULTS" "benchmark/results/$stamp.csv"
+make_plots "$stamp"
+echo "== results: $(ls benchmark/results/$stamp* | tr '\n' ' ')"
+

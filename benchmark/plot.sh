@@ -1,0 +1,52 @@
+# Plots (sourced by benchmark/run.sh): PNG files next to the CSV, drawn by
+# gnuplot from what this run measured.
+#   <stamp>-latency.png    latency distribution (CDF) per system at 100 ev/s
+#   <stamp>-partition.png  pgque shared buffers per event against N
+
+make_plots() {
+	local stamp=$1 out=benchmark/results f name n plots=()
+	command -v gnuplot >/dev/null || return 0
+
+	# latency: one CDF per system, thinned to at most ~1,000 points each
+	for f in "$WORK"/latency_*_100per*.csv; do
+		[ -s "$f" ] || continue
+		name=$(basename "$f" .csv | sed 's/^latency_//; s/_100pers$//; s/_/ /g')
+		n=$(wc -l < "$f")
+		awk -v n="$n" 'NR % int(n / 1000 + 1) == 0 || NR == n {print $1, NR / n}' "$f" > "$f.cdf"
+		plots+=("'$f.cdf' using 1:2 with lines lw 2 title '$name'")
+	done
+	if [ ${#plots[@]} -gt 0 ]; then
+		gnuplot <<GP
+set terminal pngcairo size 900,520 font 'sans,11'
+set output '$out/$stamp-latency.png'
+set title 'send -> in the consumer''s hands, 100 events/s, each system at its defaults'
+set xlabel 'latency (ms, log scale)'
+set ylabel 'fraction of events'
+set logscale x
+set key bottom right
+set grid
+plot $(IFS=,; echo "${plots[*]}")
+GP
+	fi
+
+	# partition keys: buffers per produced event against N
+	awk -F, '$1 == "partition_buffers_per_event" {split($2, a, " N="); print a[2], a[1], $4}' "$RESULTS" |
+		awk '{v[$1 "," $2] = $3; n[$1] = 1} END {for (k in n) print k, v[k ",pk_bucketed"], v[k ",pk_filtered"]}' |
+		sort -n > "$WORK/partition.dat"
+	if [ -s "$WORK/partition.dat" ]; then
+		gnuplot <<GP
+set terminal pngcairo size 900,520 font 'sans,11'
+set output '$out/$stamp-partition.png'
+set title 'shared buffers touched in pgque relations per produced event, N slots read one after another'
+set xlabel 'N (slots)'
+set ylabel 'buffers per event'
+set logscale x 2
+set yrange [0:*]
+set xtics (1, 4, 16, 32)
+set key top left
+set grid
+plot '$WORK/partition.dat' using 1:2 with linespoints lw 2 title '32 partition buckets (pgque)', \
+     '' using 1:3 with linespoints lw 2 title 'no buckets: every slot scans and filters (PgQue design)'
+GP
+	fi
+}
