@@ -108,7 +108,8 @@ latency_run() {
 }
 
 latency_workload() {
-	local secs=$1 sys
+	local secs=$1 sys loads="100/s saturation"
+	[ "$QUICK" = 1 ] && loads="100/s"	# QUICK: the saturation runs are left out
 	latency_setup
 	# pgque: the background workers, at their defaults
 	"${PSQL[@]}" -c "alter system set pgque_bgw.enabled = on" -c "select pg_reload_conf()" >/dev/null
@@ -117,25 +118,25 @@ latency_workload() {
 		sleep 0.5
 	done
 	"${PSQL[@]}" -c "select component || ': ' || status from pgque.status() where component = 'ticker'"
-	for ld in 100/s saturation; do
+	for ld in $loads; do
 		rate=100; [ "$ld" = saturation ] && rate=
 		latency_run pgque "$ld" lat "$secs" "select pgque.send('lat', 'payload-abcdefghij');" $rate
 	done
 	"${PSQL[@]}" -c "alter system reset pgque_bgw.enabled" -c "select pg_reload_conf()" >/dev/null
 
 	start_pgqd 1
-	for ld in 100/s saturation; do
+	for ld in $loads; do
 		rate=100; [ "$ld" = saturation ] && rate=
 		latency_run "PgQ pgqd" "$ld" lat_default "$secs" "select pgq.insert_event('lat_default', 'default', 'payload-abcdefghij');" $rate
 	done
 	start_pgqd 0.01
-	for ld in 100/s saturation; do
+	for ld in $loads; do
 		rate=100; [ "$ld" = saturation ] && rate=
 		latency_run "PgQ tuned" "$ld" lat_tuned "$secs" "select pgq.insert_event('lat_tuned', 'default', 'payload-abcdefghij');" $rate
 	done
 	stop_pgqd
 
-	for ld in 100/s saturation; do
+	for ld in $loads; do
 		rate=100; [ "$ld" = saturation ] && rate=
 		latency_run "SKIP LOCKED" "$ld" x "$secs" "insert into lat_jobs (payload) values ('payload-abcdefghij');" $rate
 	done

@@ -2,6 +2,7 @@
 # gnuplot from what this run measured.
 #   <stamp>-latency.png    latency distribution (CDF) per system at 100 ev/s
 #   <stamp>-partition.png  pgque shared buffers per event against N
+#   <stamp>-sustained.png  lag and event-table size over the sustained run
 
 make_plots() {
 	local stamp=$1 out=benchmark/results f name n plots=()
@@ -47,6 +48,28 @@ set key top left
 set grid
 plot '$WORK/partition.dat' using 1:2 with linespoints lw 2 title '32 partition buckets (pgque)', \
      '' using 1:3 with linespoints lw 2 title 'no buckets: every slot scans and filters (PgQue design)'
+GP
+	fi
+
+	if [ -s "$WORK/sustained.csv" ]; then
+		cp "$WORK/sustained.csv" "$out/$stamp-sustained.csv"
+		gnuplot <<GP
+set terminal pngcairo size 900,520 font 'sans,11'
+set output '$out/$stamp-sustained.png'
+set title 'sustained load, 8 slot workers, slot 3 stopped and restarted'
+set datafile separator ','
+set xlabel 'seconds'
+set ylabel 'largest consumer lag (s)'
+set y2label 'event tables (MB)'
+set y2tics
+set ytics nomirror
+set yrange [0:*]
+set y2range [0:*]
+set key top right
+set grid
+plot '$WORK/sustained.csv' every ::1 using 1:2 with lines lw 2 title 'max lag (s)', \
+     '' every ::1 using 1:(\$6 / 1048576) axes x1y2 with lines lw 2 title 'event tables (MB)', \
+     '' every ::1 using 1:(\$7 * 5) with steps lw 1 title 'open alerts (x5)'
 GP
 	fi
 }

@@ -8,8 +8,9 @@
 # per transaction), consumer drain of a backlog, end-to-end latency against
 # PgQ with pgqd (benchmark/latency.sh), partition keys (buffers per
 # event at N = 1..32, slot-worker throughput; benchmark/partition.sh), lease
-# WAL, WAL bytes and dead tuples per event.  ONLY=name,... runs a subset
-# (producer, drain, partition, lease, latency).
+# WAL, sustained mixed load with a stopped slot worker
+# (benchmark/sustained.sh), WAL bytes and dead tuples per event.  ONLY=name,... runs a subset
+# (producer, drain, partition, lease, latency, sustained).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -18,10 +19,11 @@ QUICK=${QUICK:-0}
 if [ "$QUICK" = 1 ]; then DUR=3; BACKLOG=100000; JOBS=20000; PK_EVENTS=50000
 else DUR=30; BACKLOG=1000000; JOBS=100000; PK_EVENTS=500000; fi
 LAT_SECS=$([ "$QUICK" = 1 ] && echo 4 || echo 60)
-ONLY=${ONLY:-producer,drain,partition,lease,latency}
+ONLY=${ONLY:-producer,drain,partition,lease,latency,sustained}
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 . benchmark/partition.sh
 . benchmark/latency.sh
+. benchmark/sustained.sh
 . benchmark/plot.sh
 PORT=${PGQUE_BENCH_PORT:-56700}
 
@@ -138,6 +140,19 @@ fi
 if want latency; then
 echo "== end-to-end latency, send -> in the consumer's hands ($LAT_SECS s per run)"
 latency_workload "$LAT_SECS"
+fi
+
+if want sustained; then
+	# about half of what one keyed producer managed alone in this run
+	cap=$(awk -F, '$1 == "produce_1" && $2 == "pgque send keyed, 32 buckets" && $3 == 1 {print $4}' "$RESULTS")
+	rate=$(( ${cap:-4000} / 2 ))
+	if [ "$QUICK" = 1 ]; then
+		echo "== sustained mixed load: $rate ev/s for 30 s, 8 slot workers, slot 3 stopped from 5 s for 12 s"
+		sustained_workload 30 5 12 "$rate" 2 '6 seconds'
+	else
+		echo "== sustained mixed load: $rate ev/s for 10 min, 8 slot workers, slot 3 stopped from 2 min for 3 min"
+		sustained_workload 600 120 180 "$rate" 5 '2 minutes'
+	fi
 fi
 
 echo "== dead tuples in event tables after all of the above"

@@ -170,10 +170,7 @@ declare
     prev   int4 := (q.queue_cur_table + q.queue_ntables - 1) % q.queue_ntables;
     nb     int4 := coalesce(q.queue_partition_buckets, 0);
     tabs   int4[];
-    parts  text[] := '{}';
-    t      int4;
-    b      int4;
-    tbl    text;
+    parts  text[];
 begin
     if pg_catalog.pg_snapshot_xmax(i_hi) < q.queue_switch_step1 then
         tabs := array[prev];
@@ -182,20 +179,25 @@ begin
     else
         tabs := array[prev, q.queue_cur_table];
     end if;
-    foreach t in array tabs loop
-        tbl := 'event_' || q.queue_id || '_' || t;
-        if nb = 0 or (i_n is not null and nb % i_n <> 0) then
-            -- no buckets, or none that match n: the whole table, filtered
-            parts := parts || pg_catalog.format('select * from pgque.%I', tbl);
-            continue;
-        end if;
-        if q.queue_buckets_step2 is null or pg_catalog.pg_snapshot_xmin(i_lo) <= q.queue_buckets_step2 then
-            parts := parts || pg_catalog.format('select * from only pgque.%I', tbl);
-        end if;
-        for b in coalesce(i_slot, 0) .. nb - 1 by coalesce(i_n, 1) loop
-            parts := parts || pg_catalog.format('select * from pgque.%I', tbl || '_b' || b);
-        end loop;
-    end loop;
+    -- one statement builds it (the ticker and every receive call this)
+    select pg_catalog.array_agg(src order by t, o) into parts
+      from (
+        -- no buckets, or none that match n: the whole table, filtered
+        select t, 0 as o, pg_catalog.format('select * from pgque.%I', 'event_' || q.queue_id || '_' || t) as src
+          from pg_catalog.unnest(tabs) t
+         where nb = 0 or (i_n is not null and nb % i_n <> 0)
+        union all
+        -- rows written to the child table itself before its buckets' step 2
+        select t, 0, pg_catalog.format('select * from only pgque.%I', 'event_' || q.queue_id || '_' || t)
+          from pg_catalog.unnest(tabs) t
+         where nb > 0 and (i_n is null or nb % i_n = 0)
+           and (q.queue_buckets_step2 is null or pg_catalog.pg_snapshot_xmin(i_lo) <= q.queue_buckets_step2)
+        union all
+        -- this slot's buckets (all of them for plain readers)
+        select t, 1 + b, pg_catalog.format('select * from pgque.%I', 'event_' || q.queue_id || '_' || t || '_b' || b)
+          from pg_catalog.unnest(tabs) t,
+               pg_catalog.generate_series(coalesce(i_slot, 0), nb - 1, coalesce(i_n, 1)) b
+         where nb > 0 and (i_n is null or nb % i_n = 0)) s;
     return '(' || pg_catalog.array_to_string(parts, ' union all ') || ')';
 end $$;
 

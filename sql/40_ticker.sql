@@ -56,19 +56,17 @@ end $$;
 -- commit after it.  Probe the ev_txid index instead for transactions past
 -- the tick's snapshot (or in progress at it) that have committed since.
 create function pgque._has_unticked_events(q pgque.queue, last pgque.tick)
-returns boolean language plpgsql as $$
-declare
-    b boolean;
-begin
-    execute pg_catalog.format(
-        'select exists (select 1 from %s ev'
-        '                where (ev.ev_txid >= $1 or ev.ev_txid = any($2))'
-        '                  and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, pg_catalog.pg_current_snapshot()))',
-        pgque._event_source(q, last.tick_snapshot, pg_catalog.pg_current_snapshot(), null, null))
-    into b
-    using pg_catalog.pg_snapshot_xmax(last.tick_snapshot), array(select pg_catalog.pg_snapshot_xip(last.tick_snapshot));
-    return b;
-end $$;
+returns boolean language sql as $$
+    -- through the window read (C, plan kept per source): the ticker asks
+    -- this of every idle queue on every pass
+    select exists (
+        select 1 from pgque._window_rows(
+            pgque._event_source(q, last.tick_snapshot, pg_catalog.pg_current_snapshot(), null, null),
+            pg_catalog.pg_snapshot_xmax(last.tick_snapshot),
+            pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot()),
+            array(select pg_catalog.pg_snapshot_xip(last.tick_snapshot)),
+            pg_catalog.pg_current_snapshot(), null, null, null, 1, null, null))
+$$;
 
 -- Is a tick due: new events (the sequence moved, or committed events are
 -- not yet covered), or the idle period passed?  Reads only.

@@ -101,15 +101,16 @@ window_plan_for(const char *source)
 	/*
 	 * txids at or past the old xmax, plus those in progress at the old
 	 * tick, that the new snapshot sees as committed; retried and replayed
-	 * events only for their owner; past the part already handed out; one
-	 * event; one slot's share.
+	 * events only for their owner (no owner: every event, for the ticker's
+	 * probe); past the part already handed out; one event; one slot's
+	 * share.
 	 */
 	initStringInfo(&sql);
 	appendStringInfo(&sql,
 					 "select * from %s ev"
 					 " where ((ev.ev_txid >= $1 and ev.ev_txid < $2) or ev.ev_txid = any($3))"
 					 "   and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, $4)"
-					 "   and (ev.ev_owner is null or ev.ev_owner = $5)"
+					 "   and ($5::int4 is null or ev.ev_owner is null or ev.ev_owner = $5)"
 					 "   and ($6::bigint is null or ev.ev_id > $6)"
 					 "   and ($7::bigint is null or ev.ev_id = $7)"
 					 "   and ($9::int4 is null or pgque._slot_of(ev.ev_extra1, $9) = $10)"
@@ -139,7 +140,8 @@ window_plan_for(const char *source)
  * snapshots, and rotation cannot reclaim them while a cursor is behind),
  * so the cache needs no invalidation: the key is the window itself.  A
  * caller from another backend (a transaction pooler) reads the table as
- * before.  Lookups of one event (ev_id) bypass it.
+ * before.  Lookups of one event (ev_id) and the ticker's probe (no owner)
+ * bypass it.
  */
 #define WINDOW_CACHE_ROWS 50000
 #define WINDOW_CACHE_BYTES (16 * 1024 * 1024)
@@ -328,7 +330,7 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 	MemoryContextSwitchTo(old);
 
 	/* parts of a window: from the cache, or read ahead into it */
-	use_cache = nulls[WA_EV_ID] == 'n' && nulls[WA_LIMIT] != 'n';
+	use_cache = nulls[WA_EV_ID] == 'n' && nulls[WA_LIMIT] != 'n' && nulls[WA_OWNER] != 'n';
 	if (use_cache)
 	{
 		if (cache_serve(source, args, nulls, ts))

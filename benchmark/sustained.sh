@@ -1,0 +1,113 @@
+# Workload 5, sustained mixed load (sourced by benchmark/run.sh, which
+# defines PSQL, WORK, PORT, RESULTS, QUICK and as_pg).
+#
+# The background workers run (ticker, maintenance, watchdog).  A producer
+# sends keyed events at a fixed rate (about half of what one client manages
+# alone) to a queue whose rotation period is short enough to rotate several
+# times; N = 8 slot workers consume; the worker of slot 3 stops for a while
+# and comes back.  Every few seconds: the largest consumer lag, the events
+# pending, the current child table, dead tuples and size of the event
+# tables, open alerts.  At the end: the alerts raised, with when they opened
+# and cleared.
+
+sustained_workload() {
+	local secs=$1 stop_at=$2 stop_for=$3 rate=$4 every=$5 rotation=$6 t0 t start pids=() s
+	"${PSQL[@]}" >/dev/null <<SQL
+select pgque.create_queue('sus');
+select pgque.set_queue_config('sus', 'rotation_period', '$rotation');
+select pgque.subscribe_slot('sus', 'w', s, 8) from generate_series(0, 7) s;
+
+create procedure sus_worker(slot int, secs float8)
+language plpgsql as \$\$
+declare
+    t_end timestamptz := clock_timestamp() + secs * interval '1 second';
+    w text := 'worker-' || slot;
+    k int;
+begin
+    loop
+        exit when clock_timestamp() > t_end;
+        perform pgque.claim_slot('sus', 'w', slot, w, '30 seconds');
+        select count(*) into k from pgque.receive_partitioned('sus', 'w', slot, 8, w, 500);
+        if k > 0 then
+            perform pgque.ack_partitioned('sus', 'w', slot, 8, w);
+        end if;
+        commit;
+        if k = 0 then
+            perform pg_sleep(0.01);
+        end if;
+    end loop;
+    perform pgque.release_slot('sus', 'w', slot, w);
+end \$\$;
+SQL
+	# the workers on; the watchdog's thresholds scaled to a short run
+	"${PSQL[@]}" >/dev/null -c "alter system set pgque_bgw.enabled = on" \
+		-c "alter system set pgque_bgw.watchdog_interval = '$((every < 10 ? 1 : 10))s'" \
+		-c "alter system set pgque_bgw.slot_unpolled_after = '$((stop_for / 3))s'" \
+		-c "alter system set pgque_bgw.slot_stale_after = '$((stop_for / 3))s'" \
+		-c "select pg_reload_conf()"
+	for _ in $(seq 1 60); do
+		"${PSQL[@]}" -c "select count(*) from pgque.status() where component = 'watchdog' and status = 'running'" | grep -q 1 && break
+		sleep 0.5
+	done
+	t0=$("${PSQL[@]}" -c "select now()")
+
+	for s in 0 1 2 3 4 5 6 7; do
+		if [ "$s" = 3 ]; then
+			"${PSQL[@]}" -c "call sus_worker($s, $stop_at)" >/dev/null &
+		else
+			"${PSQL[@]}" -c "call sus_worker($s, $secs)" >/dev/null &
+		fi
+		pids+=($!)
+	done
+	echo "\\set k random_zipfian(1, 2000, 1.1)
+select pgque.send('sus', 'default', 'payload-abcdefghij', 'tenant-' || :k);" | as_pg tee "$WORK/sus.sql" >/dev/null
+	as_pg env PATH="$PGBIN:$PATH" pgbench -n -h "$WORK" -p "$PORT" -c 1 -j 1 -T "$secs" --rate="$rate" \
+		-f "$WORK/sus.sql" postgres >"$WORK/sus_pgbench.log" 2>&1 &
+	pids+=($!)
+
+	echo "t_s,max_lag_s,pending_events,cur_table,dead_tuples,event_bytes,alerts_open" > "$WORK/sustained.csv"
+	printf '%6s %10s %10s %6s %6s %12s %7s\n' t max_lag_s pending table dead event_bytes alerts
+	start=$(date +%s)
+	while :; do
+		t=$(($(date +%s) - start))
+		[ "$t" -gt "$secs" ] && break
+		if [ "$t" -ge "$((stop_at + stop_for))" ] && [ ! -f "$WORK/sus_restarted" ]; then
+			"${PSQL[@]}" -c "call sus_worker(3, $((secs - t)))" >/dev/null &
+			pids+=($!)
+			touch "$WORK/sus_restarted"
+		fi
+		"${PSQL[@]}" -F ',' -c "
+			select $t,
+			       coalesce((select round(max(value)::numeric, 1) from pgque.metrics()
+			                  where metric = 'pgque_consumer_lag_seconds' and labels->>'queue' = 'sus'), 0),
+			       coalesce((select sum(value)::bigint from pgque.metrics()
+			                  where metric = 'pgque_consumer_pending_events' and labels->>'queue' = 'sus'), 0),
+			       (select queue_cur_table from pgque.queue where queue_name = 'sus'),
+			       (select coalesce(sum(n_dead_tup), 0) from pg_stat_user_tables
+			         where schemaname = 'pgque' and relname like 'event\_' || (select queue_id from pgque.queue where queue_name = 'sus') || '\_%'),
+			       (select sum(pg_total_relation_size(c.oid)) from pg_class c
+			         where c.relnamespace = 'pgque'::regnamespace and c.relkind = 'r'
+			           and c.relname like 'event\_' || (select queue_id from pgque.queue where queue_name = 'sus') || '\_%'),
+			       (select count(*) from pgque.alert where cleared_at is null)" | tee -a "$WORK/sustained.csv" |
+			awk -F, '{printf "%6s %10s %10s %6s %6s %12s %7s\n", $1, $2, $3, $4, $5, $6, $7}'
+		sleep "$every"
+	done
+	wait "${pids[@]}" 2>/dev/null || true
+
+	echo "-- alerts raised during the run (seconds from its start)"
+	"${PSQL[@]}" -F ' ' -c "
+		select kind, subject, round(extract(epoch from opened_at - '$t0'::timestamptz)::numeric, 1),
+		       coalesce(round(extract(epoch from cleared_at - '$t0'::timestamptz)::numeric, 1)::text, 'open')
+		  from pgque.alert where opened_at >= '$t0'::timestamptz order by opened_at" |
+		awk '{printf "   %-18s %-22s opened %7s s  cleared %7s s\n", $1, $2, $3, $4; print "sustained_alert," $1 " " $2 ",1," $3 "," $4 >> "'"$RESULTS"'"}'
+	awk -F, 'NR > 1 {if ($2 > lag) lag = $2; if ($5 > dead) dead = $5; if (NR > 2 && $4 != prev) rot++; prev = $4}
+		END {printf "   max lag %s s, rotations seen %d, dead tuples in event tables at most %d\n", lag, rot, dead;
+		     print "sustained_max_lag_s,pgque,8," lag "," >> "'"$RESULTS"'";
+		     print "sustained_rotations,pgque,8," rot "," >> "'"$RESULTS"'";
+		     print "sustained_max_dead_tuples,pgque,8," dead "," >> "'"$RESULTS"'"}' "$WORK/sustained.csv"
+	grep -E "^tps|number of transactions actually" "$WORK/sus_pgbench.log" | sed 's/^/   producer: /'
+
+	"${PSQL[@]}" >/dev/null -c "alter system reset pgque_bgw.enabled" -c "alter system reset pgque_bgw.watchdog_interval" \
+		-c "alter system reset pgque_bgw.slot_unpolled_after" -c "alter system reset pgque_bgw.slot_stale_after" \
+		-c "select pg_reload_conf()"
+}
