@@ -32,14 +32,17 @@ begin
                   join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = sub.sub_last_tick
                   join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = sub.sub_next_tick
                  where sub.sub_batch = b.batch_id),
+            -- the window read returns its rows in ev_id order
             part as materialized (
-                select e.*, pg_catalog.row_number() over (order by e.ev_id) as rn
+                select e.*
                   from w, pgque._window_rows(pgque._event_source(w.q, w.snap1, w.snap2, i_n, i_slot),
                                              pg_catalog.pg_snapshot_xmax(w.snap1),
                                              pg_catalog.pg_snapshot_xmax(w.snap2),
                                              array(select pg_catalog.pg_snapshot_xip(w.snap1)), w.snap2,
                                              w.sub_id, w.sub_batch_pos, null, i_max_return + 1,
-                                             i_n, i_slot) e),
+                                             i_n, i_slot)
+                       with ordinality as e(ev_id, ev_time, ev_txid, ev_owner, ev_retry, ev_type, ev_data,
+                                            ev_extra1, ev_extra2, ev_extra3, ev_extra4, rn)),
             m as (
                 select case when pg_catalog.max(rn) > i_max_return
                             then pg_catalog.max(ev_id) filter (where rn = i_max_return) end as last
@@ -53,7 +56,7 @@ begin
                    p.ev_extra1, p.ev_extra2, p.ev_extra3, p.ev_extra4
               from part p
              where p.rn <= i_max_return
-             order by p.ev_id;
+             order by p.rn;
         get diagnostics n = row_count;
         if n > 0 then
             return;

@@ -235,9 +235,13 @@ cache_serve(const char *source, Datum *args, char *nulls, Tuplestorestate *ts)
 	return true;
 }
 
-/* Keep rows skip.. of an SPI result (ordered by ev_id) as the cache. */
+/*
+ * Keep the rows of an SPI result (ordered by ev_id, all after "after") as
+ * the cache; a caller hands out only the first of them now, but may take
+ * fewer (receive asks for one more than max_return), so every row is kept.
+ */
 static void
-cache_fill(const char *source, Datum *args, char *nulls, uint64 skip, bool complete)
+cache_fill(const char *source, Datum *args, char *nulls, bool complete)
 {
 	MemoryContext old;
 	Size		bytes = 0;
@@ -250,8 +254,6 @@ cache_fill(const char *source, Datum *args, char *nulls, uint64 skip, bool compl
 										   ALLOCSET_DEFAULT_SIZES);
 	MemoryContextReset(wcache.cxt);
 	wcache.valid = false;
-	if (SPI_processed <= skip)
-		return;
 
 	old = MemoryContextSwitchTo(wcache.cxt);
 	wcache.source = pstrdup(source);
@@ -261,23 +263,13 @@ cache_fill(const char *source, Datum *args, char *nulls, uint64 skip, bool compl
 		wcache.key[i] = (wcache.keynull[i] || !key_part(i)) ? (Datum) 0 :
 			datumCopy(args[i], key_byval[i], key_len[i]);
 	}
-	/* the first kept row follows the last one handed out now */
-	if (skip > 0)
-	{
-		wcache.has_from = true;
-		wcache.from = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[skip - 1],
-												  SPI_tuptable->tupdesc, 1, &null));
-	}
-	else
-	{
-		wcache.has_from = nulls[WA_AFTER] != 'n';
-		wcache.from = wcache.has_from ? DatumGetInt64(args[WA_AFTER]) : 0;
-	}
-	wcache.tuples = palloc(sizeof(HeapTuple) * (SPI_processed - skip));
-	wcache.ev_ids = palloc(sizeof(int64) * (SPI_processed - skip));
+	wcache.has_from = nulls[WA_AFTER] != 'n';
+	wcache.from = wcache.has_from ? DatumGetInt64(args[WA_AFTER]) : 0;
+	wcache.tuples = palloc(sizeof(HeapTuple) * Max(SPI_processed, 1));
+	wcache.ev_ids = palloc(sizeof(int64) * Max(SPI_processed, 1));
 	wcache.ntuples = 0;
 	wcache.complete = complete;
-	for (r = skip; r < SPI_processed; r++)
+	for (r = 0; r < SPI_processed; r++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[r];
 
@@ -356,8 +348,10 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 	if (use_cache)
 	{
 		give = Min(SPI_processed, (uint64) limit);
-		cache_fill(source, args, nulls, give,
-				   SPI_processed < (uint64) DatumGetInt32(args[WA_LIMIT]));
+		/* worth keeping only when the window goes on past this part */
+		if (SPI_processed > give)
+			cache_fill(source, args, nulls,
+					   SPI_processed < (uint64) DatumGetInt32(args[WA_LIMIT]));
 	}
 	for (r = 0; r < give; r++)
 		tuplestore_puttuple(ts, SPI_tuptable->vals[r]);
