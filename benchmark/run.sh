@@ -47,12 +47,13 @@ SQL
 RESULTS="$WORK/results.csv"
 echo "workload,system,clients,events_per_sec,wal_bytes_per_event" > "$RESULTS"
 
-# bench NAME SYSTEM CLIENTS EVENTS_PER_TXN SQL: pgbench for DUR seconds
+# bench NAME SYSTEM CLIENTS EVENTS_PER_TXN SQL: pgbench for DUR seconds, with
+# prepared statements (as drivers use them) for every system alike
 bench() {
 	local name=$1 system=$2 clients=$3 per=$4 sql=$5 out lsn0 lsn1 tps n
 	echo "$sql" | as_pg tee "$WORK/script.sql" >/dev/null
 	lsn0=$("${PSQL[@]}" -c "select pg_current_wal_lsn()")
-	out=$(as_pg env PATH="$PGBIN:$PATH" pgbench -n -h "$WORK" -p "$PORT" -c "$clients" -j "$clients" \
+	out=$(as_pg env PATH="$PGBIN:$PATH" pgbench -n -M prepared -h "$WORK" -p "$PORT" -c "$clients" -j "$clients" \
 		-T "$DUR" -f "$WORK/script.sql" postgres 2>&1)
 	lsn1=$("${PSQL[@]}" -c "select pg_current_wal_lsn()")
 	tps=$(echo "$out" | awk '/^tps/ {print $3}')
@@ -99,7 +100,8 @@ for i in $(seq 1 $((BACKLOG / 10000))); do
 	"${PSQL[@]}" -c "select pgque.ticker('drain')" >/dev/null
 	"${PSQL[@]}" -c "select pgq.ticker('drain')" >/dev/null
 done
-"${PSQL[@]}" -c "insert into jobs (payload) select 'payload-abcdefghij' from generate_series(1, $JOBS)" >/dev/null
+# the producer workloads left rows in the job table: start from exactly $JOBS
+"${PSQL[@]}" -c "truncate jobs" -c "insert into jobs (payload) select 'payload-abcdefghij' from generate_series(1, $JOBS)" >/dev/null
 
 drain() {
 	local system=$1 n=$2 sql=$3 t0 t1 eps

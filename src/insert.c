@@ -29,6 +29,7 @@
 #include "utils/builtins.h"
 #include "catalog/namespace.h"
 #include "storage/sinval.h"
+#include "miscadmin.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
@@ -78,24 +79,21 @@ typedef struct InsertPlan
 	SPIPlanPtr	ids_plan;		/* draws n ids in order */
 } InsertPlan;
 
-/* what a producer needs to know of a queue, cached by name */
-typedef struct QueueEntry
-{
-	char		name[PGQUE_QUEUE_NAME_MAX + 1]; /* hash key */
-	int32		queue_id;
-	int32		cur_table;
-	int32		nbuckets;
-	bool		disabled;
-} QueueEntry;
-
-/* what lookup_queue() tells */
+/* what a producer needs to know of a queue */
 typedef struct QueueInfo
 {
 	int32		queue_id;
 	int32		cur_table;
-	int32		nbuckets;
+	int32		nbuckets;		/* partition buckets, 0 for none */
 	bool		disabled;
 } QueueInfo;
+
+/* ... cached by name */
+typedef struct QueueEntry
+{
+	char		name[PGQUE_QUEUE_NAME_MAX + 1]; /* hash key */
+	QueueInfo	info;
+} QueueEntry;
 
 static SPIPlanPtr queue_lookup_plan = NULL;
 static HTAB *insert_plans = NULL;
@@ -318,6 +316,7 @@ lookup_queue(text *queue_name, QueueInfo *info)
 	 * buckets) has committed then sees the new layout, which is what the
 	 * readers' choice of tables relies on (pgque._event_source()).
 	 */
+	PreventCommandIfReadOnly("pgque send");
 	(void) GetTopTransactionId();
 
 	/* pick up committed changes of other backends before trusting the cache */
@@ -331,10 +330,7 @@ lookup_queue(text *queue_name, QueueInfo *info)
 		entry = hash_search(queue_cache, key, HASH_FIND, NULL);
 		if (entry != NULL)
 		{
-			info->queue_id = entry->queue_id;
-			info->cur_table = entry->cur_table;
-			info->nbuckets = entry->nbuckets;
-			info->disabled = entry->disabled;
+			*info = entry->info;
 			return;
 		}
 	}
@@ -390,10 +386,7 @@ lookup_queue(text *queue_name, QueueInfo *info)
 		queue_cache = hash_create("pgque_bgw queue cache", 16, &ctl, HASH_ELEM | HASH_BLOBS);
 	}
 	entry = hash_search(queue_cache, key, HASH_ENTER, &found);
-	entry->queue_id = info->queue_id;
-	entry->cur_table = info->cur_table;
-	entry->nbuckets = info->nbuckets;
-	entry->disabled = info->disabled;
+	entry->info = *info;
 }
 
 /*

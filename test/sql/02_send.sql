@@ -65,4 +65,11 @@ select pgque.send('s', 'enabled again') is not null as enabled_again;
 select pgque.subscribe('s', 'reader');
 select pgque.send('s', 'after subscribe');
 select batch_no, msg_id, type, payload, extra1 from pgque_test.drain('s', 'reader');
+
+-- a read-only transaction (or a standby) is refused with the standard
+-- error, before anything else happens
+begin transaction read only;
+select pgque_test.error_of($$select pgque.send('s', 'x')$$) as send_read_only;
+select pgque_test.error_of($$select pgque.send_batch('s', 'default', array['x'])$$) as batch_read_only;
+rollback;
 select pgque.drop_queue('s', true);
