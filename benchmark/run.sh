@@ -73,7 +73,7 @@ for c in 1 2; do
 	bench produce_1 "pgque send" $c 1 "select pgque.send('bench', 'payload-abcdefghij');"
 	bench produce_1 "pgque send keyed" $c 1 "\\set k random(1, 2000)
 select pgque.send('bench', 'default', 'payload-abcdefghij', 'tenant-' || :k);"
-	bench produce_1 "pgque send keyed, 32 buckets" $c 1 "\\set k random(1, 2000)
+	bench produce_1 "pgque send keyed 32 buckets" $c 1 "\\set k random(1, 2000)
 select pgque.send('bench_pk', 'default', 'payload-abcdefghij', 'tenant-' || :k);"
 	bench produce_1 "PgQ insert_event" $c 1 "select pgq.insert_event('bench', 'default', 'payload-abcdefghij');"
 	bench produce_1 "SKIP LOCKED table" $c 1 "insert into jobs (payload) values ('payload-abcdefghij');"
@@ -146,7 +146,7 @@ fi
 
 if want sustained; then
 	# about half of what one keyed producer managed alone in this run
-	cap=$(awk -F, '$1 == "produce_1" && $2 == "pgque send keyed, 32 buckets" && $3 == 1 {print $4}' "$RESULTS")
+	cap=$(awk -F, '$1 == "produce_1" && $2 == "pgque send keyed 32 buckets" && $3 == 1 {print $4}' "$RESULTS")
 	rate=$(( ${cap:-4000} / 2 ))
 	if [ "$QUICK" = 1 ]; then
 		echo "== sustained mixed load: $rate ev/s for 30 s, 8 slot workers, slot 3 stopped from 5 s for 12 s"
@@ -167,7 +167,7 @@ echo "== settings"
 for s in "${SETTINGS[@]}"; do echo "  $s"; done
 echo "  machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(as_pg postgres --version)"
 mkdir -p benchmark/results
-stamp="$(date -u +%Y%m%dT%H%M%SZ)$( [ "$QUICK" = 1 ] && echo -quick)"
+stamp="$(date -u +%Y%m%dT%H%M%SZ)$( [ "$QUICK" = 1 ] && echo -quick || true)"
 cp "$RESULTS" "benchmark/results/$stamp.csv"
 make_plots "$stamp"
 echo "== results: $(ls benchmark/results/$stamp* | tr '\n' ' ')"

@@ -86,6 +86,25 @@ create function pgque._window_rows(i_source text, i_lo_xmax xid8, i_hi_xmax xid8
 returns setof pgque.event_template language c volatile
 as 'MODULE_PATHNAME', 'pgque_window_rows';
 
+-- Where an open batch's events are: the relations (_event_source) and the
+-- window's bounds, read in one statement so that the queue row and the
+-- ticks come from one snapshot.  No row: the batch is not open.
+create function pgque._batch_source(i_batch_id bigint, i_n int4, i_slot int4,
+                                    out source text, out lo_xmax xid8, out hi_xmax xid8,
+                                    out lo_xip xid8[], out hi pg_catalog.pg_snapshot,
+                                    out sub_id int4, out pos bigint)
+returns setof record language sql stable as $$
+    select pgque._event_source(q, t1.tick_snapshot, t2.tick_snapshot, i_n, i_slot),
+           pg_catalog.pg_snapshot_xmax(t1.tick_snapshot), pg_catalog.pg_snapshot_xmax(t2.tick_snapshot),
+           array(select pg_catalog.pg_snapshot_xip(t1.tick_snapshot)), t2.tick_snapshot,
+           sub.sub_id, sub.sub_batch_pos
+      from pgque.subscription sub
+      join pgque.queue q on q.queue_id = sub.sub_queue
+      join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = sub.sub_last_tick
+      join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = sub.sub_next_tick
+     where sub.sub_batch = i_batch_id
+$$;
+
 -- The events of an open batch in ev_id order, past what receive() already
 -- had acked inside it (sub_batch_pos).  i_limit caps the rows; i_ev_id picks
 -- one event; i_n/i_slot keep only one partition slot's share.  Retried and
@@ -94,27 +113,17 @@ create function pgque._batch_rows(i_batch_id bigint, i_limit int4, i_ev_id bigin
                                   i_n int4 default null, i_slot int4 default null)
 returns setof pgque.event_template language plpgsql as $$
 declare
-    r  record;
+    w record;
 begin
-    -- one statement, so the queue row and the ticks come from one snapshot
-    select qq as q, sub.sub_id as sid, sub.sub_batch_pos as pos,
-           t1.tick_snapshot as snap1, t2.tick_snapshot as snap2
-      into r
-      from pgque.subscription sub
-      join pgque.queue qq on qq.queue_id = sub.sub_queue
-      join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = sub.sub_last_tick
-      join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = sub.sub_next_tick
-     where sub.sub_batch = i_batch_id;
+    select * into w from pgque._batch_source(i_batch_id, i_n, i_slot);
     if not found then
         raise exception 'batch % is not open', i_batch_id
             using errcode = 'undefined_object',
                   hint = 'It was finished (acked) already, or never existed.';
     end if;
     return query
-        select * from pgque._window_rows(pgque._event_source(r.q, r.snap1, r.snap2, i_n, i_slot),
-                                         pg_catalog.pg_snapshot_xmax(r.snap1), pg_catalog.pg_snapshot_xmax(r.snap2),
-                                         array(select pg_catalog.pg_snapshot_xip(r.snap1)), r.snap2, r.sid,
-                                         r.pos, i_ev_id, i_limit, i_n, i_slot);
+        select * from pgque._window_rows(w.source, w.lo_xmax, w.hi_xmax, w.lo_xip, w.hi, w.sub_id,
+                                         w.pos, i_ev_id, i_limit, i_n, i_slot);
 end $$;
 
 create function pgque.next_batch_custom(i_queue_name text, i_consumer_name text,

@@ -24,23 +24,12 @@ begin
         -- window holds more than max_return) where the part ends, so that
         -- ack() keeps the rest open.
         return query
-            with w as (
-                select qq as q, sub.sub_id, sub.sub_batch_pos, t1.tick_snapshot as snap1,
-                       t2.tick_snapshot as snap2
-                  from pgque.subscription sub
-                  join pgque.queue qq on qq.queue_id = sub.sub_queue
-                  join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = sub.sub_last_tick
-                  join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = sub.sub_next_tick
-                 where sub.sub_batch = b.batch_id),
-            -- the window read returns its rows in ev_id order
-            part as materialized (
+            with part as materialized (
+                -- the window read returns its rows in ev_id order
                 select e.*
-                  from w, pgque._window_rows(pgque._event_source(w.q, w.snap1, w.snap2, i_n, i_slot),
-                                             pg_catalog.pg_snapshot_xmax(w.snap1),
-                                             pg_catalog.pg_snapshot_xmax(w.snap2),
-                                             array(select pg_catalog.pg_snapshot_xip(w.snap1)), w.snap2,
-                                             w.sub_id, w.sub_batch_pos, null, i_max_return + 1,
-                                             i_n, i_slot)
+                  from pgque._batch_source(b.batch_id, i_n, i_slot) w,
+                       pgque._window_rows(w.source, w.lo_xmax, w.hi_xmax, w.lo_xip, w.hi, w.sub_id,
+                                          w.pos, null, i_max_return + 1, i_n, i_slot)
                        with ordinality as e(ev_id, ev_time, ev_txid, ev_owner, ev_retry, ev_type, ev_data,
                                             ev_extra1, ev_extra2, ev_extra3, ev_extra4, rn)),
             m as (
