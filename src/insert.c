@@ -144,17 +144,14 @@ prepare_kept(const char *sql, int nargs, Oid *argtypes)
 }
 
 /*
- * An insert plan for a queue's current child table (bucket: the partition
- * bucket table, when the queue has buckets), from the cache.
+ * The kept plans of a queue, from the cache; the per-table ones are
+ * dropped when the queue's current table or bucket count changed.
  */
-static SPIPlanPtr
-insert_plan_for(const QueueInfo *q, int bucket, InsertKind kind)
+static InsertPlan *
+plan_entry(const QueueInfo *q)
 {
 	InsertPlan *entry;
 	bool		found;
-	char		table[96];
-	char		sql[768];
-	SPIPlanPtr *slot;
 
 	if (insert_plans == NULL)
 	{
@@ -191,6 +188,20 @@ insert_plan_for(const QueueInfo *q, int bucket, InsertKind kind)
 		entry->plans = MemoryContextAllocZero(TopMemoryContext,
 											  sizeof(SPIPlanPtr) * Max(q->nbuckets, 1) * INSERT_NKINDS);
 	}
+	return entry;
+}
+
+/*
+ * An insert plan for a queue's current child table (bucket: the partition
+ * bucket table, when the queue has buckets), from the cache.
+ */
+static SPIPlanPtr
+insert_plan_for(const QueueInfo *q, int bucket, InsertKind kind)
+{
+	InsertPlan *entry = plan_entry(q);
+	char		table[96];
+	char		sql[768];
+	SPIPlanPtr *slot;
 
 	slot = &entry->plans[bucket * INSERT_NKINDS + kind];
 	if (*slot != NULL)
@@ -249,9 +260,8 @@ insert_plan_for(const QueueInfo *q, int bucket, InsertKind kind)
 static SPIPlanPtr
 ids_plan_for(const QueueInfo *q)
 {
-	InsertPlan *entry = hash_search(insert_plans, &q->queue_id, HASH_FIND, NULL);
+	InsertPlan *entry = plan_entry(q);
 
-	Assert(entry != NULL);		/* insert_plan_for() ran first */
 	if (entry->ids_plan == NULL)
 	{
 		Oid			argtypes[1] = {INT4OID};
@@ -586,15 +596,12 @@ check_text_array(ArrayType *arr, const char *what)
  * Returns the ids (in input order) in the caller's context.
  */
 static int64 *
-insert_by_bucket(const QueueInfo *q, Datum type_name, ArrayType *payloads, ArrayType *keys,
-				 int *buckets, int n, MemoryContext caller_cxt)
+insert_by_bucket(const QueueInfo *q, Datum type_name, ArrayType *payloads,
+				 Datum *kdat, bool *knull, int *buckets, int n, MemoryContext caller_cxt)
 {
 	Datum	   *pdat;
 	bool	   *pnull;
-	Datum	   *kdat;
-	bool	   *knull;
 	int			np;
-	int			nk;
 	int64	   *ids;
 	Datum	   *sub_ids = palloc(sizeof(Datum) * n);
 	Datum	   *sub_p = palloc(sizeof(Datum) * n);
@@ -608,10 +615,7 @@ insert_by_bucket(const QueueInfo *q, Datum type_name, ArrayType *payloads, Array
 	bool		null;
 
 	deconstruct_array(payloads, TEXTOID, -1, false, TYPALIGN_INT, &pdat, &pnull, &np);
-	deconstruct_array(keys, TEXTOID, -1, false, TYPALIGN_INT, &kdat, &knull, &nk);
 
-	/* make sure the plans exist before the ids plan looks for its entry */
-	(void) insert_plan_for(q, 0, INSERT_BATCH_IDS);
 	arg = Int32GetDatum(n);
 	ret = SPI_execute_plan(ids_plan_for(q), &arg, NULL, false, 0);
 	if (ret != SPI_OK_SELECT || SPI_processed != (uint64) n)
@@ -674,6 +678,8 @@ pgque_send_batch(PG_FUNCTION_ARGS)
 	int			i;
 	int		   *buckets = NULL;
 	int			bucket = 0;
+	Datum	   *kdat = NULL;
+	bool	   *knull = NULL;
 	MemoryContext caller_cxt = CurrentMemoryContext;
 
 	pgque_check_queue_name(queue_name);
@@ -715,23 +721,19 @@ pgque_send_batch(PG_FUNCTION_ARGS)
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
 	}
 
-	/* which partition buckets the keys go to: one, or several */
+	/* which partition buckets the keys go to: one (bucket), or several (-1) */
 	if (keys != NULL && q.nbuckets > 0)
 	{
-		Datum	   *kdat;
-		bool	   *knull;
 		int			nk;
 
 		deconstruct_array(keys, TEXTOID, -1, false, TYPALIGN_INT, &kdat, &knull, &nk);
 		buckets = palloc(sizeof(int) * n);
 		for (i = 0; i < n; i++)
-		{
 			buckets[i] = bucket_of(kdat[i], knull[i], q.nbuckets);
-			if (buckets[i] != buckets[0])
+		bucket = buckets[0];
+		for (i = 1; i < n && bucket >= 0; i++)
+			if (buckets[i] != bucket)
 				bucket = -1;
-		}
-		if (bucket == 0)
-			bucket = buckets[0];
 	}
 
 	if (bucket >= 0)
@@ -762,7 +764,7 @@ pgque_send_batch(PG_FUNCTION_ARGS)
 		qsort(ids, n, sizeof(int64), cmp_int64);
 	}
 	else
-		ids = insert_by_bucket(&q, PG_GETARG_DATUM(1), payloads, keys, buckets, n, caller_cxt);
+		ids = insert_by_bucket(&q, PG_GETARG_DATUM(1), payloads, kdat, knull, buckets, n, caller_cxt);
 	SPI_finish();
 	pgque_note_event_inserted();
 
