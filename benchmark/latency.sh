@@ -1,5 +1,5 @@
 # Workload 3, end-to-end latency (sourced by benchmark/run.sh, which defines
-# PSQL, WORK, PORT, RESULTS, QUICK and as_pg).
+# PSQL, WORK, PORT, RESULTS, QUICK, as_pg and workers_on/off).
 #
 # Latency = the moment a consumer has the event in hand minus the producer's
 # transaction start (ev_time / created: one-statement transactions, so the
@@ -112,17 +112,12 @@ latency_workload() {
 	[ "$QUICK" = 1 ] && loads="100/s"	# QUICK: the saturation runs are left out
 	latency_setup
 	# pgque: the background workers, at their defaults
-	"${PSQL[@]}" -c "alter system set pgque_bgw.enabled = on" -c "select pg_reload_conf()" >/dev/null
-	for _ in $(seq 1 60); do
-		"${PSQL[@]}" -c "select count(*) from pgque.status() where component = 'ticker' and status = 'running'" | grep -q 1 && break
-		sleep 0.5
-	done
-	"${PSQL[@]}" -c "select component || ': ' || status from pgque.status() where component = 'ticker'"
+	workers_on ticker
 	for ld in $loads; do
 		rate=100; [ "$ld" = saturation ] && rate=
 		latency_run pgque "$ld" lat "$secs" "select pgque.send('lat', 'payload-abcdefghij');" $rate
 	done
-	"${PSQL[@]}" -c "alter system reset pgque_bgw.enabled" -c "select pg_reload_conf()" >/dev/null
+	workers_off
 
 	start_pgqd 1
 	for ld in $loads; do

@@ -47,6 +47,27 @@ SQL
 RESULTS="$WORK/results.csv"
 echo "workload,system,clients,events_per_sec,wal_bytes_per_event" > "$RESULTS"
 
+# workers_on COMPONENT [setting=value ...]: the background workers on for a
+# workload (with extra pgque_bgw settings), until COMPONENT reports running
+workers_on() {
+	local wait_for=$1 kv args=(-c "alter system set pgque_bgw.enabled = on")
+	shift
+	for kv in "$@"; do args+=(-c "alter system set pgque_bgw.${kv%%=*} = '${kv#*=}'"); done
+	"${PSQL[@]}" >/dev/null "${args[@]}" -c "select pg_reload_conf()"
+	for _ in $(seq 1 60); do
+		"${PSQL[@]}" -c "select count(*) from pgque.status() where component = '$wait_for' and status = 'running'" | grep -q 1 && break
+		sleep 0.5
+	done
+	"${PSQL[@]}" -c "select component || ': ' || status from pgque.status() where component = '$wait_for'"
+}
+
+# workers_off [setting ...]: the workers off again, the settings reset
+workers_off() {
+	local s args=(-c "alter system reset pgque_bgw.enabled")
+	for s in "$@"; do args+=(-c "alter system reset pgque_bgw.$s"); done
+	"${PSQL[@]}" >/dev/null "${args[@]}" -c "select pg_reload_conf()"
+}
+
 # bench NAME SYSTEM CLIENTS EVENTS_PER_TXN SQL: pgbench for DUR seconds, with
 # prepared statements (as drivers use them) for every system alike
 bench() {

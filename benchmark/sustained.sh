@@ -1,5 +1,5 @@
 # Workload 5, sustained mixed load (sourced by benchmark/run.sh, which
-# defines PSQL, WORK, PORT, RESULTS, QUICK and as_pg).
+# defines PSQL, WORK, PORT, RESULTS, QUICK, as_pg and workers_on/off).
 #
 # The background workers run (ticker, maintenance, watchdog).  A producer
 # sends keyed events at a fixed rate (about half of what one client manages
@@ -40,15 +40,8 @@ begin
 end \$\$;
 SQL
 	# the workers on; the watchdog's thresholds scaled to a short run
-	"${PSQL[@]}" >/dev/null -c "alter system set pgque_bgw.enabled = on" \
-		-c "alter system set pgque_bgw.watchdog_interval = '$((every < 10 ? 1 : 10))s'" \
-		-c "alter system set pgque_bgw.slot_unpolled_after = '$((stop_for / 3))s'" \
-		-c "alter system set pgque_bgw.slot_stale_after = '$((stop_for / 3))s'" \
-		-c "select pg_reload_conf()"
-	for _ in $(seq 1 60); do
-		"${PSQL[@]}" -c "select count(*) from pgque.status() where component = 'watchdog' and status = 'running'" | grep -q 1 && break
-		sleep 0.5
-	done
+	workers_on watchdog "watchdog_interval=$((every < 10 ? 1 : 10))s" \
+		"slot_unpolled_after=$((stop_for / 3))s" "slot_stale_after=$((stop_for / 3))s" >/dev/null
 	t0=$("${PSQL[@]}" -c "select now()")
 
 	for s in 0 1 2 3 4 5 6 7; do
@@ -107,7 +100,5 @@ select pgque.send('sus', 'default', 'payload-abcdefghij', 'tenant-' || :k);" | a
 		     print "sustained_max_dead_tuples,pgque,8," dead "," >> "'"$RESULTS"'"}' "$WORK/sustained.csv"
 	grep -E "^tps|number of transactions actually" "$WORK/sus_pgbench.log" | sed 's/^/   producer: /'
 
-	"${PSQL[@]}" >/dev/null -c "alter system reset pgque_bgw.enabled" -c "alter system reset pgque_bgw.watchdog_interval" \
-		-c "alter system reset pgque_bgw.slot_unpolled_after" -c "alter system reset pgque_bgw.slot_stale_after" \
-		-c "select pg_reload_conf()"
+	workers_off watchdog_interval slot_unpolled_after slot_stale_after
 }
