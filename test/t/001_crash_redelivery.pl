@@ -7,6 +7,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+# quitting a psql whose backend was just killed may write to a closed pipe
+$SIG{PIPE} = 'IGNORE';
+
 my $node = PostgreSQL::Test::Cluster->new('crash');
 $node->init;
 $node->append_conf('postgresql.conf', "shared_preload_libraries = 'pgque_bgw'");
