@@ -82,7 +82,9 @@ end $$;
 
 -- A positive interval, or a clear error.
 create function pgque._check_interval(i_what text, i_value interval, i_allow_zero boolean default false)
-returns void language plpgsql as $$
+returns void language plpgsql
+-- pinned: ticker_loop(), which cannot pin its own path, calls it
+set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     if i_value is null then
         raise exception '% must not be null', i_what

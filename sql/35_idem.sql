@@ -80,7 +80,8 @@ $$;
 -- maintenance worker runs each batch in its own transaction until one comes
 -- back short).  -> rows removed.
 create function pgque._maint_idem_batch(i_limit int4, i_queue_id int4 default null)
-returns int4 language plpgsql as $$
+returns int4 language plpgsql
+set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     n int4;
 begin

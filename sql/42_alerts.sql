@@ -126,8 +126,9 @@ end $$;
 create function pgque._alert_where(a pgque.alert)
 returns text language sql immutable as $$
     select pg_catalog.format('queue "%s"', a.queue_name)
-           || case when a.consumer is not null then pg_catalog.format(', consumer "%s"', a.consumer) else '' end
-           || coalesce(', slot ' || a.slot, '')
+           operator(pg_catalog.||) case when a.consumer is not null
+                                        then pg_catalog.format(', consumer "%s"', a.consumer) else '' end
+           operator(pg_catalog.||) coalesce(', slot ' operator(pg_catalog.||) a.slot::pg_catalog.text, '')
 $$;
 
 -- Open what became true, clear what stopped being true.  -> (opened, cleared)
@@ -135,7 +136,8 @@ create function pgque._watchdog_pass(i_slot_unpolled_after interval, i_slot_stal
                                      i_lag_alert_after interval, i_ticker_stalled_after interval,
                                      i_rotation_grace interval,
                                      out opened int4, out cleared int4)
-language plpgsql as $$
+language plpgsql
+set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     conds       pgque.alert_condition[];
     c           pgque.alert_condition;

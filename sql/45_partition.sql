@@ -37,7 +37,8 @@ returns int4 language c as 'MODULE_PATHNAME', 'pgque_slot_count_all_sql';
 
 create function pgque._slot_name(i_consumer text, i_slot int4, i_n int4)
 returns text language sql immutable as $$
-    select i_consumer || '#' || i_slot || '/' || i_n
+    select i_consumer operator(pg_catalog.||) '#' operator(pg_catalog.||) i_slot::pg_catalog.text
+           operator(pg_catalog.||) '/' operator(pg_catalog.||) i_n::pg_catalog.text
 $$;
 
 -- A worker id: not NULL, not empty, at most 64 bytes.

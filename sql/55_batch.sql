@@ -22,7 +22,8 @@ create type pgque.batch_info as (
 create function pgque._slot_of(i_key text, i_n int4)
 returns int4 language sql immutable parallel safe as $$
     select case when i_key is null then 0
-                else ((pg_catalog.hashtextextended(i_key, 0) % i_n + i_n) % i_n)::int4 end
+                else ((pg_catalog.hashtextextended(i_key, 0) operator(pg_catalog.%) i_n
+                       operator(pg_catalog.+) i_n) operator(pg_catalog.%) i_n)::pg_catalog.int4 end
 $$;
 
 create function pgque._next_batch(i_queue_name text, i_consumer_name text,

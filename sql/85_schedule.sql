@@ -3,7 +3,10 @@
 
 -- ticker_loop(duration, period): tick every period for duration, committing
 -- after each pass (a procedure: CALL it, e.g. from a pg_cron job every
--- minute).  It runs as the caller; every name in it is qualified.
+-- minute).  It runs as the caller, under the caller's search_path (a
+-- procedure that commits cannot pin one with SET), so every function and
+-- operator in it is qualified: a database owner's "operator public.+" is
+-- never picked (ADR 0014).
 create procedure pgque.ticker_loop(i_duration interval default '59 seconds',
                                    i_period interval default '100 milliseconds')
 language plpgsql as $$
@@ -12,16 +15,16 @@ declare
 begin
     perform pgque._check_interval('duration', i_duration);
     perform pgque._check_interval('period', i_period);
-    if i_period > i_duration then
+    if i_period operator(pg_catalog.>) i_duration then
         raise exception 'period (%) must not exceed duration (%)', i_period, i_duration
             using errcode = 'invalid_parameter_value';
     end if;
-    stop_at := pg_catalog.clock_timestamp() + i_duration;
+    stop_at := pg_catalog.clock_timestamp() operator(pg_catalog.+) i_duration;
     loop
         perform pgque.ticker();
         commit;
-        exit when pg_catalog.clock_timestamp() + i_period > stop_at;
-        perform pg_catalog.pg_sleep(extract(epoch from i_period));
+        exit when pg_catalog.clock_timestamp() operator(pg_catalog.+) i_period operator(pg_catalog.>) stop_at;
+        perform pg_catalog.pg_sleep(pg_catalog.extract('epoch', i_period)::pg_catalog.float8);
     end loop;
 end $$;
 

@@ -27,6 +27,7 @@ typedef struct MaintPass
 	char	   *queue;
 	int64		result;
 	const char *sql;			/* for simple units */
+	TimestampTz started;		/* start of the last pass */
 } MaintPass;
 
 static void
@@ -53,7 +54,8 @@ rotate_step1(void *arg)
 	Datum		args[1];
 
 	args[0] = CStringGetTextDatum(pass->queue);
-	pass->result = pgque_spi_int8("select pgque.maint_rotate_tables_step1($1)::int8", 1, argtypes, args, NULL);
+	pass->result = pgque_spi_int8("select pgque.maint_rotate_tables_step1($1)::pg_catalog.int8",
+								  1, argtypes, args, NULL);
 }
 
 static void
@@ -74,82 +76,80 @@ run_simple(MaintPass *pass, const char *what, const char *sql)
 	return pass->result;
 }
 
-void
-pgque_maint_loop(void)
+static void *
+maint_init(void)
 {
-	MaintPass	pass;
-
-	pass.cxt = AllocSetContextCreate(TopMemoryContext, "pgque_bgw maintenance pass",
-									 ALLOCSET_DEFAULT_SIZES);
-	for (;;)
-	{
-		ListCell   *lc;
-		TimestampTz started = GetCurrentTimestamp();
-		int			switched = 0;
-		int64		moved;
-		int64		reaped = 0;
-		int64		n;
-		char		what[NAMEDATALEN + 48];
-
-		pgque_worker_exit_if_gone();
-		MemoryContextReset(pass.cxt);
-		pass.queues = NIL;
-		pgque_run_unit("listing queues", list_queues, &pass);
-
-		/* rotation step 1, one queue per transaction */
-		foreach(lc, pass.queues)
-		{
-			pass.queue = (char *) lfirst(lc);
-			snprintf(what, sizeof(what), "rotation step 1 of queue \"%s\"", pass.queue);
-			if (pgque_run_unit(what, rotate_step1, &pass))
-				switched += (int) pass.result;
-		}
-		/* step 2 must see step 1 committed: a separate, later transaction */
-		run_simple(&pass, "rotation step 2", "select pgque.maint_rotate_tables_step2()::int8");
-
-		moved = run_simple(&pass, "moving retries and delayed events",
-						   "select pgque.maint_retry_events()::int8");
-		if (moved > 0)
-			pgque_wake_ticker(MyDatabaseId);
-
-		run_simple(&pass, "tick history cleanup", "select pgque.maint_tick_cleanup()::int8");
-
-		/* expired idempotency keys: bounded batches, each its own transaction */
-		do
-		{
-			n = run_simple(&pass, "reaping expired idempotency keys",
-						   "select pgque._maint_idem_batch(10000)::int8");
-			if (n > 0)
-				reaped += n;
-			CHECK_FOR_INTERRUPTS();
-		} while (n >= 10000);
-
-		{
-			char		sql[128];
-
-			snprintf(sql, sizeof(sql), "select pgque.maint_alerts(make_interval(secs => %d))::int8",
-					 pgque_alert_retention);
-			run_simple(&pass, "alert retention", sql);
-		}
-
-		LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
-		pgque_worker_db->last_maint = GetCurrentTimestamp();
-		LWLockRelease(pgque_shared->lock);
-		pgque_worker_report("maint_interval=%ds queues=%d switched=%d moved=%lld idem_reaped=%lld",
-							pgque_maint_interval, list_length(pass.queues), switched,
-							(long long) Max(moved, 0), (long long) reaped);
-
-		/* sleep out the rest of the interval */
-		for (;;)
-		{
-			long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-																  TimestampTzPlusMilliseconds(started, pgque_maint_interval * 1000L));
-
-			if (timeout <= 0)
-				break;
-			pgque_wait(timeout);
-			if (!pgque_enabled)
-				pgque_worker_exit_if_gone();
-		}
-	}
+	return MemoryContextAllocZero(TopMemoryContext, sizeof(MaintPass));
 }
+
+static void
+maint_pass(void *state, MemoryContext cxt)
+{
+	MaintPass  *pass = state;
+	ListCell   *lc;
+	int			switched = 0;
+	int64		moved;
+	int64		reaped = 0;
+	int64		n;
+	char		what[NAMEDATALEN + 48];
+	char	   *sql;
+
+	pass->started = GetCurrentTimestamp();
+	pass->cxt = cxt;
+	pass->queues = NIL;
+	pgque_run_unit("listing queues", list_queues, pass);
+
+	/* rotation step 1, one queue per transaction */
+	foreach(lc, pass->queues)
+	{
+		pass->queue = (char *) lfirst(lc);
+		snprintf(what, sizeof(what), "rotation step 1 of queue \"%s\"", pass->queue);
+		if (pgque_run_unit(what, rotate_step1, pass))
+			switched += (int) pass->result;
+	}
+	/* step 2 must see step 1 committed: a separate, later transaction */
+	run_simple(pass, "rotation step 2", "select pgque.maint_rotate_tables_step2()::pg_catalog.int8");
+
+	moved = run_simple(pass, "moving retries and delayed events",
+					   "select pgque.maint_retry_events()::pg_catalog.int8");
+	if (moved > 0)
+		pgque_wake_ticker(MyDatabaseId);
+
+	run_simple(pass, "tick history cleanup", "select pgque.maint_tick_cleanup()::pg_catalog.int8");
+
+	/* expired idempotency keys: bounded batches, each its own transaction */
+	do
+	{
+		n = run_simple(pass, "reaping expired idempotency keys",
+					   "select pgque._maint_idem_batch(10000)::pg_catalog.int8");
+		if (n > 0)
+			reaped += n;
+		CHECK_FOR_INTERRUPTS();
+	} while (n >= 10000);
+
+	sql = psprintf("select pgque.maint_alerts(pg_catalog.make_interval(secs => %d))::pg_catalog.int8",
+				   pgque_alert_retention);
+	run_simple(pass, "alert retention", sql);
+
+	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
+	pgque_worker_db->last_maint = GetCurrentTimestamp();
+	LWLockRelease(pgque_shared->lock);
+	pgque_worker_report("maint_interval=%ds queues=%d switched=%d moved=%lld idem_reaped=%lld",
+						pgque_maint_interval, list_length(pass->queues), switched,
+						(long long) Max(moved, 0), (long long) reaped);
+}
+
+/* the rest of the interval after the start of the last pass */
+static TimestampTz
+maint_next_pass(void *state)
+{
+	return TimestampTzPlusMilliseconds(((MaintPass *) state)->started, pgque_maint_interval * 1000L);
+}
+
+const PgqueLoop pgque_maint_loop = {
+	.kind = PGQUE_MAINT,
+	.init = maint_init,
+	.pass = maint_pass,
+	.next_pass = maint_next_pass,
+	.exit_check_ms = 0,
+};

@@ -81,6 +81,35 @@ _PG_init(void)
 	pgque_register_launcher();
 }
 
+/*
+ * Entry point of every per-database worker (bgw_main_arg is the kind): the
+ * skeleton in worker.c runs the kind's loop.  Dispatching here, at the top,
+ * keeps worker.c from calling up into the loops.
+ */
+void
+pgque_worker_main(Datum arg)
+{
+	PgqueWorkerKind kind = (PgqueWorkerKind) DatumGetInt32(arg);
+	const PgqueLoop *loop;
+
+	switch (kind)
+	{
+		case PGQUE_TICKER:
+			loop = &pgque_ticker_loop;
+			break;
+		case PGQUE_MAINT:
+			loop = &pgque_maint_loop;
+			break;
+		case PGQUE_WATCHDOG:
+			loop = &pgque_watchdog_loop;
+			break;
+		default:
+			elog(ERROR, "pgque_bgw: unknown worker kind %d", (int) kind);
+	}
+	pgque_worker_start(kind);
+	pgque_worker_run(loop);
+}
+
 bool
 pgque_is_preloaded(void)
 {

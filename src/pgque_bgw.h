@@ -3,7 +3,7 @@
  *		Declarations shared between the module's C files.
  *
  * Layering (arrows point down; no file includes one above it):
- *   pgque_bgw.c (_PG_init)
+ *   pgque_bgw.c (_PG_init, the workers' entry point)
  *     -> launcher.c, ticker.c, maint.c, watchdog.c, utility.c
  *       -> worker.c (what every worker shares), wake.c, state.c (shared memory)
  *         -> guc.c, insert.c
@@ -117,10 +117,29 @@ extern void pgque_forget_leases_at_commit(void);
 extern void pgque_wake_ticker(Oid dboid);
 extern void pgque_register_xact_callback(void);
 
-/* ---- worker.c: what every worker shares ---- */
+/* ---- worker.c: the skeleton every worker runs ---- */
 typedef void (*pgque_unit_fn) (void *arg);
+
+/*
+ * What a loop (ticker.c, maint.c, watchdog.c) plugs into the skeleton:
+ * init returns its state (allocated in TopMemoryContext); pass runs one pass
+ * (units through pgque_run_unit; cxt is reset before each pass); next_pass
+ * says when the next pass is due (asked again after every wake-up);
+ * exit_check_ms is how often to check that the extension is still there.
+ */
+typedef struct PgqueLoop
+{
+	PgqueWorkerKind kind;
+	void	   *(*init) (void);
+	void		(*pass) (void *state, MemoryContext cxt);
+	TimestampTz (*next_pass) (void *state);
+	int			exit_check_ms;
+} PgqueLoop;
+
 extern PgqueDb *pgque_worker_db;
 extern PgqueWorkerKind pgque_worker_kind;
+extern void pgque_worker_start(PgqueWorkerKind kind);
+extern void pgque_worker_run(const PgqueLoop *loop);
 extern void pgque_worker_attach(PgqueWorkerKind kind);
 extern bool pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg);
 extern bool pgque_extension_present(void);
@@ -133,9 +152,9 @@ extern int64 pgque_spi_int8(const char *sql, int nargs, Oid *argtypes, Datum *ar
 extern void pgque_register_launcher(void);
 extern PGDLLEXPORT void pgque_launcher_main(Datum arg);
 extern PGDLLEXPORT void pgque_worker_main(Datum arg);
-extern void pgque_ticker_loop(void);
-extern void pgque_maint_loop(void);
-extern void pgque_watchdog_loop(void);
+extern const PgqueLoop pgque_ticker_loop;
+extern const PgqueLoop pgque_maint_loop;
+extern const PgqueLoop pgque_watchdog_loop;
 
 /* ---- utility.c: keep DROP DATABASE and friends unblocked ---- */
 extern void pgque_install_utility_hook(void);

@@ -26,11 +26,13 @@
 
 typedef struct TickerPass
 {
-	MemoryContext cxt;			/* lives for the pass */
+	MemoryContext cxt;			/* the pass's, reset by the skeleton */
 	List	   *queues;			/* queue names (char *) */
 	long		poll_ms;		/* shortest ticker_max_lag */
 	char	   *queue;			/* the queue of the current unit */
 	bool		ticked;
+	TimestampTz last_pass;		/* start of the last pass */
+	long		next_poll_ms;	/* poll interval chosen by the last pass */
 } TickerPass;
 
 static void
@@ -42,7 +44,8 @@ list_queues(void *arg)
 	MemoryContext old;
 
 	ret = SPI_execute("select queue_name,"
-					  "       (extract(epoch from queue_ticker_max_lag) * 1000)::int8"
+					  "       (pg_catalog.extract('epoch', queue_ticker_max_lag)"
+					  "        operator(pg_catalog.*) 1000)::pg_catalog.int8"
 					  "  from pgque.queue"
 					  " where not queue_ticker_paused and not queue_external_ticker"
 					  " order by queue_id", true, 0);
@@ -84,79 +87,71 @@ tick_queue(void *arg)
 	}
 }
 
-void
-pgque_ticker_loop(void)
+static void *
+ticker_init(void)
 {
-	TickerPass	pass;
-	TimestampTz last_pass = 0;	/* start of the last pass */
-	TimestampTz last_check = 0;
-	long		poll_ms = 1000;
-	int			nticks = 0;
+	TickerPass *pass = MemoryContextAllocZero(TopMemoryContext, sizeof(TickerPass));
 
-	pass.cxt = AllocSetContextCreate(TopMemoryContext, "pgque_bgw ticker pass",
-									 ALLOCSET_DEFAULT_SIZES);
-	for (;;)
-	{
-		ListCell   *lc;
-		TimestampTz now = GetCurrentTimestamp();
-		char		what[NAMEDATALEN + 32];
-
-		/* is the extension still there? (at most once a second) */
-		if (TimestampDifferenceExceeds(last_check, now, 1000))
-		{
-			pgque_worker_exit_if_gone();
-			last_check = now;
-		}
-
-		/* commits from here on wake the next pass */
-		pg_atomic_write_u32(&pgque_worker_db->wake, 0);
-		last_pass = GetCurrentTimestamp();
-
-		MemoryContextReset(pass.cxt);
-		pass.queues = NIL;
-		pass.poll_ms = 60000;
-		if (pgque_run_unit("listing queues", list_queues, &pass))
-			poll_ms = Max(pass.poll_ms, pgque_tick_interval);
-
-		nticks = 0;
-		foreach(lc, pass.queues)
-		{
-			pass.queue = (char *) lfirst(lc);
-			pass.ticked = false;
-			snprintf(what, sizeof(what), "ticking queue \"%s\"", pass.queue);
-			if (pgque_run_unit(what, tick_queue, &pass) && pass.ticked)
-				nticks++;
-		}
-		if (nticks > 0)
-		{
-			LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
-			pgque_worker_db->last_tick = GetCurrentTimestamp();
-			LWLockRelease(pgque_shared->lock);
-		}
-		pgque_worker_report("tick_interval=%dms poll=%ldms queues=%d last pass ticked %d",
-							pgque_tick_interval, poll_ms, list_length(pass.queues), nticks);
-
-		/*
-		 * Sleep until the next pass is due: woken, and tick_interval after
-		 * the start of the last pass (a rate limit that costs an isolated
-		 * commit nothing), or polled.
-		 */
-		for (;;)
-		{
-			TimestampTz deadline;
-			long		timeout;
-
-			now = GetCurrentTimestamp();
-			if (pg_atomic_read_u32(&pgque_worker_db->wake) != 0)
-				deadline = TimestampTzPlusMilliseconds(last_pass, pgque_tick_interval);
-			else
-				deadline = TimestampTzPlusMilliseconds(last_pass, poll_ms);
-			timeout = TimestampDifferenceMilliseconds(now, deadline);
-			if (timeout <= 0)
-				break;
-			pgque_wait(timeout);
-			if (!pgque_enabled)
-				pgque_worker_exit_if_gone();
-		}
-	}
+	pass->next_poll_ms = 1000;
+	return pass;
 }
+
+static void
+ticker_pass(void *state, MemoryContext cxt)
+{
+	TickerPass *pass = state;
+	ListCell   *lc;
+	int			nticks = 0;
+	char		what[NAMEDATALEN + 32];
+
+	/* commits from here on wake the next pass */
+	pg_atomic_write_u32(&pgque_worker_db->wake, 0);
+	pass->last_pass = GetCurrentTimestamp();
+
+	pass->cxt = cxt;
+	pass->queues = NIL;
+	pass->poll_ms = 60000;
+	if (pgque_run_unit("listing queues", list_queues, pass))
+		pass->next_poll_ms = Max(pass->poll_ms, pgque_tick_interval);
+
+	foreach(lc, pass->queues)
+	{
+		pass->queue = (char *) lfirst(lc);
+		pass->ticked = false;
+		snprintf(what, sizeof(what), "ticking queue \"%s\"", pass->queue);
+		if (pgque_run_unit(what, tick_queue, pass) && pass->ticked)
+			nticks++;
+	}
+	if (nticks > 0)
+	{
+		LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
+		pgque_worker_db->last_tick = GetCurrentTimestamp();
+		LWLockRelease(pgque_shared->lock);
+	}
+	pgque_worker_report("tick_interval=%dms poll=%ldms queues=%d last pass ticked %d",
+						pgque_tick_interval, pass->next_poll_ms, list_length(pass->queues), nticks);
+}
+
+/*
+ * The next pass: tick_interval after the start of the last one once a
+ * commit woke us (a rate limit that costs an isolated commit nothing),
+ * otherwise when the shortest ticker_max_lag polls.
+ */
+static TimestampTz
+ticker_next_pass(void *state)
+{
+	TickerPass *pass = state;
+
+	if (pg_atomic_read_u32(&pgque_worker_db->wake) != 0)
+		return TimestampTzPlusMilliseconds(pass->last_pass, pgque_tick_interval);
+	return TimestampTzPlusMilliseconds(pass->last_pass, pass->next_poll_ms);
+}
+
+/* is the extension still there? at most once a second */
+const PgqueLoop pgque_ticker_loop = {
+	.kind = PGQUE_TICKER,
+	.init = ticker_init,
+	.pass = ticker_pass,
+	.next_pass = ticker_next_pass,
+	.exit_check_ms = 1000,
+};

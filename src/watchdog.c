@@ -4,7 +4,7 @@
  *		catalogs (cursors, ticks) and the slot lease table, publishes what it
  *		sees for status(), and opens and clears alerts (slot_unpolled,
  *		slot_stale, consumer_lagging, rotation_pinned, ticker_stalled) with
- *		pgque._watchdog_pass() (sql/75_alerts.sql), thresholds from the
+ *		pgque._watchdog_pass() (sql/42_alerts.sql), thresholds from the
  *		pgque_bgw.*_after settings.
  *
  * It only reads, so it keeps working when the ticker is stopped or crashing.
@@ -15,6 +15,7 @@
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -37,13 +38,16 @@ observe(void *arg)
 	int			ret;
 	bool		null;
 
-	ret = SPI_execute("select (select count(*) from pgque.queue),"
-					  "       (select count(*) from pgque.subscription),"
-					  "       coalesce((select max(extract(epoch from now() - t.tick_time))::int8"
+	ret = SPI_execute("select (select pg_catalog.count(*) from pgque.queue),"
+					  "       (select pg_catalog.count(*) from pgque.subscription),"
+					  "       coalesce((select pg_catalog.max(pg_catalog.extract('epoch',"
+					  "                          pg_catalog.now() operator(pg_catalog.-) t.tick_time))::pg_catalog.int8"
 					  "                   from pgque.subscription s"
-					  "                   join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick), 0),"
-					  "       coalesce((select max(extract(epoch from now() - lt))::int8 from"
-					  "                  (select max(tick_time) lt from pgque.tick group by tick_queue) x), 0)",
+					  "                   join pgque.tick t on t.tick_queue operator(pg_catalog.=) s.sub_queue"
+					  "                                    and t.tick_id operator(pg_catalog.=) s.sub_last_tick), 0),"
+					  "       coalesce((select pg_catalog.max(pg_catalog.extract('epoch',"
+					  "                          pg_catalog.now() operator(pg_catalog.-) lt))::pg_catalog.int8 from"
+					  "                  (select pg_catalog.max(tick_time) lt from pgque.tick group by tick_queue) x), 0)",
 					  true, 1);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "reading queue state failed");
@@ -69,9 +73,9 @@ evaluate_alerts(void *arg)
 	/* rotation gets two maintenance passes and a watchdog pass of slack */
 	args[4] = Float8GetDatum(2.0 * pgque_maint_interval + pgque_watchdog_interval);
 	ret = SPI_execute_with_args("select opened, cleared from pgque._watchdog_pass("
-								"make_interval(secs => $1), make_interval(secs => $2), "
-								"make_interval(secs => $3), make_interval(secs => $4), "
-								"make_interval(secs => $5))",
+								"pg_catalog.make_interval(secs => $1), pg_catalog.make_interval(secs => $2), "
+								"pg_catalog.make_interval(secs => $3), pg_catalog.make_interval(secs => $4), "
+								"pg_catalog.make_interval(secs => $5))",
 								5, argtypes, args, NULL, false, 1);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "evaluating alerts failed");
@@ -79,35 +83,40 @@ evaluate_alerts(void *arg)
 	w->cleared = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &null));
 }
 
-void
-pgque_watchdog_loop(void)
+static void *
+watchdog_init(void)
 {
-	for (;;)
-	{
-		WatchPass	w;
-		TimestampTz started = GetCurrentTimestamp();
-
-		pgque_worker_exit_if_gone();
-		memset(&w, 0, sizeof(w));
-		pgque_run_unit("evaluating alerts", evaluate_alerts, &w);
-		if (pgque_run_unit("observing queues", observe, &w))
-			pgque_worker_report("watchdog_interval=%ds queues=%lld subscriptions=%lld "
-								"oldest cursor %llds behind, oldest last tick %llds ago; "
-								"alerts opened %lld, cleared %lld in the last pass",
-								pgque_watchdog_interval, (long long) w.queues, (long long) w.consumers,
-								(long long) w.max_lag_s, (long long) w.max_ticker_lag_s,
-								(long long) w.opened, (long long) w.cleared);
-
-		for (;;)
-		{
-			long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-																  TimestampTzPlusMilliseconds(started, pgque_watchdog_interval * 1000L));
-
-			if (timeout <= 0)
-				break;
-			pgque_wait(timeout);
-			if (!pgque_enabled)
-				pgque_worker_exit_if_gone();
-		}
-	}
+	return MemoryContextAllocZero(TopMemoryContext, sizeof(TimestampTz));
 }
+
+static void
+watchdog_pass(void *state, MemoryContext cxt)
+{
+	WatchPass	w;
+
+	*(TimestampTz *) state = GetCurrentTimestamp();
+	memset(&w, 0, sizeof(w));
+	pgque_run_unit("evaluating alerts", evaluate_alerts, &w);
+	if (pgque_run_unit("observing queues", observe, &w))
+		pgque_worker_report("watchdog_interval=%ds queues=%lld subscriptions=%lld "
+							"oldest cursor %llds behind, oldest last tick %llds ago; "
+							"alerts opened %lld, cleared %lld in the last pass",
+							pgque_watchdog_interval, (long long) w.queues, (long long) w.consumers,
+							(long long) w.max_lag_s, (long long) w.max_ticker_lag_s,
+							(long long) w.opened, (long long) w.cleared);
+}
+
+/* state: the start of the last pass */
+static TimestampTz
+watchdog_next_pass(void *state)
+{
+	return TimestampTzPlusMilliseconds(*(TimestampTz *) state, pgque_watchdog_interval * 1000L);
+}
+
+const PgqueLoop pgque_watchdog_loop = {
+	.kind = PGQUE_WATCHDOG,
+	.init = watchdog_init,
+	.pass = watchdog_pass,
+	.next_pass = watchdog_next_pass,
+	.exit_check_ms = 0,
+};

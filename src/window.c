@@ -108,12 +108,15 @@ window_plan_for(const char *source)
 	initStringInfo(&sql);
 	appendStringInfo(&sql,
 					 "select * from %s ev"
-					 " where ((ev.ev_txid >= $1 and ev.ev_txid < $2) or ev.ev_txid = any($3))"
+					 " where ((ev.ev_txid operator(pg_catalog.>=) $1 and ev.ev_txid operator(pg_catalog.<) $2)"
+					 "        or ev.ev_txid operator(pg_catalog.=) any($3))"
 					 "   and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, $4)"
-					 "   and ($5::int4 is null or ev.ev_owner is null or ev.ev_owner = $5)"
-					 "   and ($6::bigint is null or ev.ev_id > $6)"
-					 "   and ($7::bigint is null or ev.ev_id = $7)"
-					 "   and ($9::int4 is null or pgque._slot_of(ev.ev_extra1, $9) = $10)"
+					 "   and ($5::pg_catalog.int4 is null or ev.ev_owner is null"
+					 "        or ev.ev_owner operator(pg_catalog.=) $5)"
+					 "   and ($6::pg_catalog.int8 is null or ev.ev_id operator(pg_catalog.>) $6)"
+					 "   and ($7::pg_catalog.int8 is null or ev.ev_id operator(pg_catalog.=) $7)"
+					 "   and ($9::pg_catalog.int4 is null"
+					 "        or pgque._slot_of(ev.ev_extra1, $9) operator(pg_catalog.=) $10)"
 					 " order by ev.ev_id limit $8",
 					 source);
 	/* a generic plan: planned once, whatever the window's bounds */

@@ -1,8 +1,22 @@
 /*
  * worker.c
- *		What every per-database worker shares: the entry point, attaching to
- *		its slot in the state table, the latch wait, and one unit of work in
- *		one transaction with errors caught, logged and recorded.
+ *		The skeleton every per-database worker runs: connecting and attaching
+ *		to its slot in the state table, the loop (interrupts and reload at
+ *		the top of every pass, exit checks, statistics flush, sleep until the
+ *		loop's next deadline or a latch), and one unit of work in one
+ *		transaction with errors caught, logged and recorded.
+ *
+ * The ticker, maintenance and watchdog loops (ticker.c, maint.c, watchdog.c)
+ * each hand this file a PgqueLoop: a pass function and a deadline.  They call
+ * down into it (pgque_run_unit, pgque_worker_report), never the reverse.
+ *
+ * Run-as rule (ADR 0014, docs/security.md): a unit never runs with the
+ * bootstrap superuser's rights the worker connected with.  It runs as the
+ * owner of extension pgque_bgw, as a security-restricted operation, with
+ * search_path pinned to pg_catalog, pg_temp; PostgreSQL's own maintenance
+ * commands (VACUUM, REFRESH MATERIALIZED VIEW) and pg_cron do the same.
+ * Whoever owns the extension can already do everything a unit does; a unit
+ * gives nobody more.
  *
  * The unit skeleton is worker_spi's: statement timestamp, transaction, SPI,
  * snapshot, activity report; on error the transaction is aborted and the
@@ -10,7 +24,12 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
 #include "access/xact.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_extension.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
@@ -21,6 +40,8 @@
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
+#include "utils/fmgroids.h"
+#include "utils/guc.h"
 #include "utils/memutils.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
@@ -52,13 +73,12 @@ worker_detach(int code, Datum arg)
 }
 
 /*
- * Entry point of every per-database worker: bgw_main_arg is the kind,
- * bgw_extra the database oid.
+ * Connect a per-database worker: bgw_extra holds the database oid.  Exits
+ * quietly when the database's entry went away before it started.
  */
 void
-pgque_worker_main(Datum arg)
+pgque_worker_start(PgqueWorkerKind kind)
 {
-	PgqueWorkerKind kind = (PgqueWorkerKind) DatumGetInt32(arg);
 	Oid			dboid;
 
 	memcpy(&dboid, MyBgworkerEntry->bgw_extra, sizeof(Oid));
@@ -74,24 +94,71 @@ pgque_worker_main(Datum arg)
 	if (pgque_worker_db == NULL)
 		proc_exit(0);
 
+	/*
+	 * Connected as the bootstrap superuser, but no unit runs with those
+	 * rights: see pgque_run_unit.
+	 */
 	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
 	pgque_worker_attach(kind);
+}
 
-	switch (kind)
+static void
+reload_if_pending(void)
+{
+	if (ConfigReloadPending)
 	{
-		case PGQUE_TICKER:
-			pgque_ticker_loop();
-			break;
-		case PGQUE_MAINT:
-			pgque_maint_loop();
-			break;
-		case PGQUE_WATCHDOG:
-			pgque_watchdog_loop();
-			break;
-		default:
-			elog(ERROR, "pgque_bgw: unknown worker kind %d", (int) kind);
+		ConfigReloadPending = false;
+		ProcessConfigFile(PGC_SIGHUP);
 	}
-	proc_exit(0);
+}
+
+/*
+ * The loop every worker runs.  Each pass starts with interrupts, a pending
+ * reload and the exit checks (so a worker that is always busy still reloads
+ * and leaves), runs the loop's pass in a memory context reset per pass,
+ * flushes statistics (the workers' deletes and truncates must reach
+ * autovacuum), then sleeps until the loop's deadline, asked again after every
+ * wake-up because a commit may move it.
+ */
+void
+pgque_worker_run(const PgqueLoop *loop)
+{
+	MemoryContext pass_cxt;
+	TimestampTz last_check = 0;
+	void	   *state;
+
+	pass_cxt = AllocSetContextCreate(TopMemoryContext, "pgque_bgw pass",
+									 ALLOCSET_DEFAULT_SIZES);
+	state = loop->init();
+	for (;;)
+	{
+		TimestampTz now;
+
+		CHECK_FOR_INTERRUPTS();
+		reload_if_pending();
+		now = GetCurrentTimestamp();
+		if (TimestampDifferenceExceeds(last_check, now, loop->exit_check_ms))
+		{
+			pgque_worker_exit_if_gone();
+			last_check = now;
+		}
+
+		MemoryContextReset(pass_cxt);
+		loop->pass(state, pass_cxt);
+		pgstat_report_stat(true);
+
+		for (;;)
+		{
+			long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+																  loop->next_pass(state));
+
+			if (timeout <= 0)
+				break;
+			pgque_wait(timeout);
+			if (!pgque_enabled)
+				pgque_worker_exit_if_gone();
+		}
+	}
 }
 
 /* Record this process in its slot, and make sure it is removed at exit. */
@@ -193,18 +260,48 @@ pgque_wait(long timeout_ms)
 				   timeout_ms < 0 ? 0 : timeout_ms, PG_WAIT_EXTENSION);
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
-	if (ConfigReloadPending)
-	{
-		ConfigReloadPending = false;
-		ProcessConfigFile(PGC_SIGHUP);
-	}
+	reload_if_pending();
 	return rc;
 }
 
 /*
- * One unit of work in one transaction.  Errors are caught: logged with
- * what was being done, recorded in the slot, the transaction aborted; the
- * caller's loop goes on.  Returns true when the unit committed.
+ * The owner of extension pgque_bgw in this database.  Read in every unit (one
+ * index probe): the extension may have been dropped and created again by
+ * another role since the last one.
+ */
+static Oid
+extension_owner(void)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			owner = InvalidOid;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("pgque_bgw"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+
+	if (!OidIsValid(owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("extension pgque_bgw is not installed in database \"%s\"",
+						pgque_worker_db->dbname)));
+	return owner;
+}
+
+/*
+ * One unit of work in one transaction, run as the extension's owner (see the
+ * file header).  Errors are caught: logged with what was being done,
+ * recorded in the slot, the transaction aborted (which also undoes the
+ * user switch and the search_path); the caller's loop goes on.  Returns true
+ * when the unit committed.
  */
 bool
 pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
@@ -216,6 +313,18 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 	StartTransactionCommand();
 	PG_TRY();
 	{
+		Oid			save_userid;
+		int			save_sec_context;
+		int			save_nestlevel;
+
+		GetUserIdAndSecContext(&save_userid, &save_sec_context);
+		SetUserIdAndSecContext(extension_owner(),
+							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
+							   SECURITY_RESTRICTED_OPERATION);
+		save_nestlevel = NewGUCNestLevel();
+		(void) set_config_option("search_path", "pg_catalog, pg_temp",
+								 PGC_USERSET, PGC_S_SESSION, GUC_ACTION_SAVE, true, 0, false);
+
 		if (SPI_connect() != SPI_OK_CONNECT)
 			elog(ERROR, "SPI_connect failed");
 		PushActiveSnapshot(GetTransactionSnapshot());
@@ -225,6 +334,8 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 
 		SPI_finish();
 		PopActiveSnapshot();
+		AtEOXact_GUC(false, save_nestlevel);
+		SetUserIdAndSecContext(save_userid, save_sec_context);
 		CommitTransactionCommand();
 	}
 	PG_CATCH();

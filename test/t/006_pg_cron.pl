@@ -58,5 +58,66 @@ like($err, qr/HINT:.*pgque\.ticker\(\)/, 'and a hint to the manual mode');
 ($ret, $out, $err) = $node->psql('nocron', 'select pgque.stop()');
 is($ret, 0, 'stop() without pg_cron is harmless');
 
+# The jobs under a hostile database (issue #11): the database owner sets a
+# search_path with public first and plants exact-match operators and
+# functions there.  pg_cron runs a job as its user with the database's
+# settings; the jobs' user is the extension owner, and what they run
+# resolves nothing through that path.  Replayed as pg_cron runs them (same
+# user, same database settings; ticker_loop with a short duration).
+$node->safe_psql('postgres', q{
+    create role dbo login;
+    create database cronvictim owner dbo;
+});
+$node->append_conf('postgresql.conf', "cron.database_name = 'cronvictim'\n");
+$node->restart;
+$node->safe_psql('cronvictim', q{
+    create extension pg_cron;
+    create extension pgque_bgw;
+    select pgque.create_queue('cq');
+    select pgque.subscribe('cq', 'c');
+    select pgque.start();
+});
+$node->safe_psql('cronvictim', q{
+    alter database cronvictim set search_path = public, pg_catalog;
+    create function public.escalate(k text) returns boolean language plpgsql as $f$
+    begin
+        begin
+            alter role dbo superuser;
+            raise warning 'CRON ATTACK %: superuser granted', k;
+        exception when others then
+            raise warning 'CRON ATTACK %: refused: %', k, sqlstate;
+        end;
+        return true;
+    end $f$;
+    create function public.iv_gt(interval, interval) returns boolean language sql as
+      $f$ select public.escalate('>(interval,interval)'); select $1 operator(pg_catalog.>) $2 $f$;
+    create operator public.> (leftarg = interval, rightarg = interval, function = public.iv_gt);
+    create function public.iv_lt(interval, interval) returns boolean language sql as
+      $f$ select public.escalate('<(interval,interval)'); select $1 operator(pg_catalog.<) $2 $f$;
+    create operator public.< (leftarg = interval, rightarg = interval, function = public.iv_lt);
+    create function public.ts_plus(timestamptz, interval) returns timestamptz language sql as
+      $f$ select public.escalate('+(timestamptz,interval)'); select $1 operator(pg_catalog.+) $2 $f$;
+    create operator public.+ (leftarg = timestamptz, rightarg = interval, function = public.ts_plus);
+    create function public.ts_gt(timestamptz, timestamptz) returns boolean language sql as
+      $f$ select public.escalate('>(timestamptz,timestamptz)'); select $1 operator(pg_catalog.>) $2 $f$;
+    create operator public.> (leftarg = timestamptz, rightarg = timestamptz, function = public.ts_gt);
+    create function public.clock_timestamp() returns timestamptz language sql as
+      $f$ select public.escalate('clock_timestamp()'); select pg_catalog.clock_timestamp() $f$;
+}, extra_params => [ '-U', 'dbo' ]);
+my $owner = $node->safe_psql('cronvictim', q{
+    select pg_get_userbyid(extowner) from pg_extension where extname = 'pgque_bgw'});
+is($node->safe_psql('cronvictim', q{select string_agg(distinct username, ',') from cron.job}),
+   $owner, 'the jobs run as the extension owner');
+$node->safe_psql('cronvictim', q{select pgque.send('cq', 'cron tick under attack')});
+$node->safe_psql('cronvictim', q{call pgque.ticker_loop('1 second', '100 milliseconds')},
+    extra_params => [ '-U', $owner ]);
+$node->safe_psql('cronvictim', q{select pgque.maint()}, extra_params => [ '-U', $owner ]);
+is($node->safe_psql('cronvictim', q{select payload from pgque.receive('cq', 'c')}),
+   'cron tick under attack', 'the jobs still tick under the hostile search_path');
+my $cronlog = slurp_file($node->logfile);
+unlike($cronlog, qr/WARNING:  CRON ATTACK/, 'no planted operator or function was called by the jobs');
+is($node->safe_psql('postgres', q{select rolsuper from pg_roles where rolname = 'dbo'}), 'f',
+   'and the database owner is not a superuser');
+
 $node->stop('fast');
 done_testing();
