@@ -113,9 +113,11 @@ returns boolean language sql stable as $$
 $$;
 
 -- Refuse the caller unless it is a member of the consumer's owning role or
--- an admin.  Every operation on an existing consumer passes here once, from
--- the lookup it starts with: _register, _unregister, _next_batch (by name),
--- _open_batch (by batch id) and _partitioned (partition slots).
+-- an admin.  It is called by the lookup each operation on an existing
+-- consumer starts with: _register, _unregister, _next_batch (by name),
+-- _open_batch (by batch id) and _partitioned (partition slots, before any
+-- lease is touched; the slot subscription's own lookup then finds the same
+-- owner).
 create function pgque._authorize(i_owner regrole, i_queue_id int4, i_consumer text)
 returns void language plpgsql stable as $$
 declare
