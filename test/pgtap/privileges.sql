@@ -199,6 +199,17 @@ select is_empty($$select rel from expected_rel except select rel from actual_rel
 select is(a.privs, e.privs, a.relname || ': ' || e.privs)
   from actual_rel a join expected_rel e using (rel)
  order by a.relname;
+select is_empty($$select c.oid::regclass::text from pg_class c, aclexplode(c.relacl) a
+                   where c.relnamespace = 'pgque'::regnamespace and a.grantee = 0$$,
+                'no table, view or sequence of pgque is granted to PUBLIC');
+
+-- the schema: USAGE for the three roles (and the owner), not for PUBLIC
+select is((select string_agg(w.label, ' ' order by w.ord) from who w
+            where has_schema_privilege(w.r, 'pgque', 'usage')),
+          'writer reader admin app2 owner', 'schema pgque: usage for writer reader admin app2 owner');
+select is((select string_agg(w.label, ' ' order by w.ord) from who w
+            where has_schema_privilege(w.r, 'pgque', 'create')),
+          'owner', 'schema pgque: create for the owner only');
 
 select * from finish();
 \ir cleanup.psql
