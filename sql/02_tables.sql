@@ -23,8 +23,9 @@ create table pgque.queue (
     queue_tick_seq            text not null,
     queue_extra_maint         text[],
     -- addition: partition buckets (ADR 0013).  NULL: not chosen yet (the
-    -- first subscribe_slot picks a count); 0: none; B: every child table has
-    -- B bucket tables and keyed rows go to bucket hash(key) mod B.
+    -- first subscribe_slot by an admin picks a count); 0: none; B: every
+    -- child table has B bucket tables and keyed rows go to bucket
+    -- hash(key) mod B.
     -- buckets_step1/2 play the part of switch_step1/2 for the change from an
     -- unbucketed to a bucketed layout: transactions from step2 on never
     -- write a child table's own (unbucketed) heap.
@@ -51,6 +52,9 @@ create table pgque.subscription (
     -- window larger than max_return is handed out in parts and none is lost
     sub_batch_pos   bigint,
     sub_batch_last  bigint,
+    -- addition: the role that subscribed the consumer; only its members and
+    -- admins may use or change the subscription (pgque._authorize)
+    sub_owner       regrole not null,
     primary key (sub_queue, sub_consumer)
 ) with (fillfactor = 50);
 

@@ -96,3 +96,42 @@ begin
             using errcode = 'invalid_parameter_value';
     end if;
 end $$;
+
+-- Per-consumer authorization.  A consumer (its subscription, its partition
+-- slots, its batches) belongs to the role that subscribed it.  The caller
+-- is not current_user (inside the SECURITY DEFINER API that is the owner)
+-- but the session's current role, from C: src/caller.c.
+create function pgque._caller()
+returns regrole language c stable as 'MODULE_PATHNAME', 'pgque_caller';
+
+-- Whether the caller is a queue admin: a member of pgque_admin or of the
+-- extension's owner (superusers are members of every role).  Admins may use
+-- every consumer and make layout choices (partition buckets).
+create function pgque._caller_is_admin()
+returns boolean language sql stable as $$
+    select pg_catalog.pg_has_role(pgque._caller(), 'pgque_admin', 'member')
+        or coalesce((select pg_catalog.pg_has_role(pgque._caller(), e.extowner, 'member')
+                       from pg_catalog.pg_extension e where e.extname = 'pgque_bgw'), false)
+$$;
+
+-- Refuse the caller unless it is a member of the consumer's owning role or
+-- an admin.  It is called by the lookup each operation on an existing
+-- consumer starts with: _register, _unregister, _next_batch (by name),
+-- _open_batch (by batch id) and _partitioned (partition slots, before any
+-- lease is touched; the slot subscription's own lookup then finds the same
+-- owner).
+create function pgque._authorize(i_owner regrole, i_queue_id int4, i_consumer text)
+returns void language plpgsql stable as $$
+declare
+    me regrole := pgque._caller();
+begin
+    if me = i_owner or pg_catalog.pg_has_role(me, i_owner, 'member') or pgque._caller_is_admin() then
+        return;
+    end if;
+    raise exception 'permission denied for consumer "%" of queue "%", owned by role "%"',
+          i_consumer, (select queue_name from pgque.queue where queue_id = i_queue_id), i_owner
+        using errcode = 'insufficient_privilege',
+              detail = pg_catalog.format('Role "%s" is not a member of role "%s" or of pgque_admin.', me, i_owner),
+              hint = 'Use the consumer as the role that subscribed it (or a member of that role), '
+                     'subscribe a consumer of your own, or ask a pgque_admin.';
+end $$;

@@ -8,6 +8,9 @@ create table pgque.partition_consumer (
     queue_id  int4 not null references pgque.queue (queue_id) on delete cascade,
     co_name   text not null,
     n         int4 not null check (n >= 1),
+    -- the role that subscribed the first slot: it owns every slot
+    -- subscription "<co_name>#<k>/<n>" (pgque._authorize)
+    owner     regrole not null,
     primary key (queue_id, co_name)
 );
 select pg_catalog.pg_extension_config_dump('pgque.partition_consumer', '');
@@ -48,23 +51,28 @@ begin
     perform pgque._check_name('worker', i_worker, 64);
 end $$;
 
--- The persisted N of a partitioned consumer, after checking the caller's N
--- (if given) and the slot number against it.  Wrong N is refused before any
--- lease check, so it is never silently misrouted.
+-- The persisted N of a partitioned consumer, after checking that the caller
+-- may use the consumer, and the caller's N (if given) and the slot number
+-- against it.  Every slot operation starts here, so the owner check comes
+-- before any lease is touched.  Wrong N is refused before any lease check,
+-- so it is never silently misrouted.
 create function pgque._partitioned(q pgque.queue, i_consumer text, i_n int4, i_slot int4)
 returns int4 language plpgsql as $$
 declare
+    pc pgque.partition_consumer;
     pn int4;
 begin
     perform pgque._user_consumer_name(i_consumer);
     perform pgque._check_not_null('slot', i_slot);
-    select pc.n into pn from pgque.partition_consumer pc
-     where pc.queue_id = q.queue_id and pc.co_name = i_consumer;
+    select * into pc from pgque.partition_consumer p
+     where p.queue_id = q.queue_id and p.co_name = i_consumer;
     if not found then
         raise exception 'consumer "%" has no partition slots on queue "%"', i_consumer, q.queue_name
             using errcode = 'undefined_object',
                   hint = 'Subscribe its slots with pgque.subscribe_slot().';
     end if;
+    perform pgque._authorize(pc.owner, q.queue_id, i_consumer);
+    pn := pc.n;
     if i_n is not null and i_n <> pn then
         raise exception 'consumer "%" of queue "%" is pinned to n = %, not %', i_consumer, q.queue_name, pn, i_n
             using errcode = 'invalid_parameter_value';
@@ -77,14 +85,16 @@ begin
 end $$;
 
 -- subscribe_slot(queue, consumer, slot, n): subscribe slot k of n.  The
--- first call pins n for (queue, consumer); another n is refused; repeating
--- a call is harmless.
+-- first call pins n for (queue, consumer) and makes the caller the owner of
+-- every slot; another n is refused, another role too; repeating a call is
+-- harmless.
 create function pgque.subscribe_slot(queue_name text, consumer_name text, slot int4, n int4)
 returns void language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q   pgque.queue;
     pn  int4;
+    own regrole;
 begin
     q := pgque._queue(queue_name);
     perform pgque._user_consumer_name(consumer_name);
@@ -98,21 +108,24 @@ begin
         raise exception 'slot % is out of range 0..%', slot, n - 1
             using errcode = 'invalid_parameter_value';
     end if;
-    insert into pgque.partition_consumer as pc (queue_id, co_name, n)
-    values (q.queue_id, consumer_name, n)
+    insert into pgque.partition_consumer as pc (queue_id, co_name, n, owner)
+    values (q.queue_id, consumer_name, n, pgque._caller())
     on conflict (queue_id, co_name) do update set n = pc.n
-    returning pc.n into pn;
+    returning pc.n, pc.owner into pn, own;
+    perform pgque._authorize(own, q.queue_id, consumer_name);
     if pn <> n then
         raise exception 'consumer "%" of queue "%" is pinned to n = %, not %', consumer_name, queue_name, pn, n
             using errcode = 'invalid_parameter_value',
                   hint = 'Unsubscribe every slot first to choose another n.';
     end if;
-    perform pgque._register(q, pgque._slot_name(consumer_name, slot, n), null);
-    -- the queue's first partitioned consumer chooses its partition buckets
-    -- (ADR 0013): a multiple of n, at least 32, so that n and its divisors
-    -- read only their own buckets
+    perform pgque._register(q, pgque._slot_name(consumer_name, slot, n), null, own);
+    -- the queue's first partitioned consumer subscribed by an admin chooses
+    -- its partition buckets (ADR 0013): a multiple of n, at least 32, so
+    -- that n and its divisors read only their own buckets.  A layout is the
+    -- admins' choice, fixed for good: a reader's subscribe leaves the queue
+    -- unbucketed (slots then read the filtered child tables).
     select * into q from pgque.queue where queue_id = q.queue_id for update;
-    if q.queue_partition_buckets is null and n between 2 and 64 then
+    if q.queue_partition_buckets is null and n between 2 and 64 and pgque._caller_is_admin() then
         perform pgque._create_buckets(q, n * ((32 + n - 1) / n));
     end if;
 end $$;
@@ -131,9 +144,11 @@ begin
         raise exception 'slot % of consumer "%" is not subscribed to queue "%"', slot, consumer_name, queue_name
             using errcode = 'undefined_object';
     end if;
-    if not exists (select 1 from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
-                    where s.sub_queue = q.queue_id
-                      and c.co_name like pg_catalog.replace(pg_catalog.replace(consumer_name, '\', '\\'), '%', '\%') || '#%/' || pn) then
+    -- exact names of this consumer's slots (a pattern would match others)
+    if not exists (select 1 from pg_catalog.generate_series(0, pn - 1) k
+                     join pgque.consumer c on c.co_name = pgque._slot_name(consumer_name, k, pn)
+                     join pgque.subscription s on s.sub_consumer = c.co_id
+                    where s.sub_queue = q.queue_id) then
         delete from pgque.partition_consumer where queue_id = q.queue_id and co_name = consumer_name;
         perform pgque._slot_forget(q.queue_id, consumer_name);
     end if;

@@ -3,39 +3,56 @@
 -- event (fan-out) from one copy.
 
 -- Subscribe (or, with i_tick_pos, reposition) a consumer.  New cursors start
--- at the latest tick.  -> 1 new / 0 existed (repositioning returns 1).
-create function pgque._register(q pgque.queue, i_consumer_name text, i_tick_pos bigint)
+-- at the latest tick and belong to i_owner (default: the caller).  An
+-- existing subscription is the owner's: another role is refused, it never
+-- takes it over.  -> 1 new / 0 existed (repositioning returns 1).
+create function pgque._register(q pgque.queue, i_consumer_name text, i_tick_pos bigint,
+                                i_owner regrole default null)
 returns int4 language plpgsql as $$
 declare
     cid  int4;
+    s    pgque.subscription;
     pos  bigint;
     n    int4;
 begin
     insert into pgque.consumer (co_name) values (i_consumer_name) on conflict (co_name) do nothing;
     select co_id into cid from pgque.consumer where co_name = i_consumer_name;
 
+    select * into s from pgque.subscription where sub_queue = q.queue_id and sub_consumer = cid for update;
+    if found then
+        perform pgque._authorize(s.sub_owner, q.queue_id, i_consumer_name);
+    end if;
     if i_tick_pos is not null then
         if not exists (select 1 from pgque.tick where tick_queue = q.queue_id and tick_id = i_tick_pos) then
             raise exception 'tick % does not exist in queue "%"', i_tick_pos, q.queue_name
                 using errcode = 'invalid_parameter_value';
         end if;
-        -- repositioning drops an open batch
-        update pgque.subscription
-           set sub_last_tick = i_tick_pos, sub_batch = null, sub_next_tick = null,
-               sub_batch_pos = null, sub_batch_last = null, sub_active = now()
-         where sub_queue = q.queue_id and sub_consumer = cid;
-        if found then
-            return 1;
-        end if;
         pos := i_tick_pos;
     else
         select max(tick_id) into pos from pgque.tick where tick_queue = q.queue_id;
     end if;
+    if s.sub_id is not null then
+        if i_tick_pos is null then
+            return 0;
+        end if;
+        -- repositioning drops an open batch
+        update pgque.subscription
+           set sub_last_tick = i_tick_pos, sub_batch = null, sub_next_tick = null,
+               sub_batch_pos = null, sub_batch_last = null, sub_active = now()
+         where sub_id = s.sub_id;
+        return 1;
+    end if;
 
-    insert into pgque.subscription (sub_queue, sub_consumer, sub_last_tick)
-    values (q.queue_id, cid, pos)
+    insert into pgque.subscription (sub_queue, sub_consumer, sub_last_tick, sub_owner)
+    values (q.queue_id, cid, pos, coalesce(i_owner, pgque._caller()))
     on conflict (sub_queue, sub_consumer) do nothing;
     get diagnostics n = row_count;
+    if n = 0 then
+        -- a concurrent subscribe won: its owner decides, as above
+        perform pgque._authorize((select sub_owner from pgque.subscription
+                                   where sub_queue = q.queue_id and sub_consumer = cid),
+                                 q.queue_id, i_consumer_name);
+    end if;
     return n;
 end $$;
 
@@ -53,6 +70,7 @@ begin
     if not found then
         return 0;
     end if;
+    perform pgque._authorize(s.sub_owner, q.queue_id, i_consumer_name);
     delete from pgque.retry_queue where ev_owner = s.sub_id;
     delete from pgque.dead_letter where dl_queue_id = q.queue_id and dl_consumer_id = s.sub_consumer;
     delete from pgque.subscription where sub_id = s.sub_id;

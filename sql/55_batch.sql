@@ -38,6 +38,7 @@ declare
 begin
     s := pgque._subscription(i_queue_name, i_consumer_name);
     select * into s from pgque.subscription where sub_id = s.sub_id for update;
+    perform pgque._authorize(s.sub_owner, s.sub_queue, i_consumer_name);
     select * into prev from pgque.tick where tick_queue = s.sub_queue and tick_id = s.sub_last_tick;
 
     if s.sub_batch is not null then
@@ -176,7 +177,7 @@ create function pgque.get_batch_events(x_batch_id bigint,
 returns setof record language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 begin
-    perform pgque._check_not_null('batch_id', x_batch_id);
+    perform pgque._open_batch_or_raise(x_batch_id);
     return query
         select e.ev_id, e.ev_time, e.ev_txid::text::bigint, e.ev_retry, e.ev_type, e.ev_data,
                e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4
@@ -199,6 +200,7 @@ returns int4 language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform pgque._check_not_null('batch_id', x_batch_id);
+    perform pgque._open_batch(x_batch_id);
     if pgque._finish_batch(x_batch_id) = 0 then
         raise warning 'finish_batch: batch % is not open', x_batch_id;
         return 0;
@@ -206,14 +208,19 @@ begin
     return 1;
 end $$;
 
--- The open batch's subscription, locked (the receive lock); all NULL if the
--- batch is unknown.
+-- The open batch's subscription, locked (the receive lock), once the caller
+-- is known to be allowed to use its consumer; all NULL if the batch is
+-- unknown.  Every call that names a batch by id starts here.
 create function pgque._open_batch(i_batch_id bigint)
 returns pgque.subscription language plpgsql as $$
 declare
     s pgque.subscription;
 begin
     select * into s from pgque.subscription where sub_batch = i_batch_id for update;
+    if found then
+        perform pgque._authorize(s.sub_owner, s.sub_queue,
+                                 (select co_name from pgque.consumer where co_id = s.sub_consumer));
+    end if;
     return s;
 end $$;
 

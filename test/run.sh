@@ -3,6 +3,7 @@
 # preloaded.  Installs what is missing, builds with -Werror, then runs
 #   pg_regress            test/sql/*.sql      vs test/expected/*.out
 #   pg_isolation_regress  test/specs/*.spec   vs test/expected/*.out
+#   pg_prove (pgTAP)      test/pgtap/*.sql    the privilege matrix
 #   prove (TAP)           test/t/*.pl         PostgreSQL::Test::Cluster
 # and ends with one line "N passed, N failed".  Exit status: 0 only if all pass.
 set -uo pipefail
@@ -10,7 +11,7 @@ cd "$(dirname "$0")/.."
 . test/lib.sh
 
 ensure_packages postgresql-15 postgresql-server-dev-15 libipc-run-perl \
-	postgresql-15-pgtap postgresql-15-cron make gcc || exit 1
+	postgresql-15-pgtap pgtap postgresql-15-cron make gcc || exit 1
 build_and_install || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
 
 WORK=$(make_workdir pgque_test)
@@ -65,6 +66,31 @@ if [ "$rc" -ne 0 ]; then
 	failures+=("isolation")
 	[ -f "$WORK/isolation/regression.diffs" ] && cat "$WORK/isolation/regression.diffs"
 	grep -qE '\.\.\. (ok|FAILED|failed)' "$WORK/isolation.log" || failed=$((failed + 1))
+fi
+
+# pgTAP: each file installs the extension itself (as a non-superuser) in a
+# transaction it rolls back; the workers stay off.  Every "ok"/"not ok" line
+# counts; a run that cannot start or ends badly without a "not ok" counts as
+# one failure, never as a pass.
+echo "== pgTAP"
+as_pg mkdir -p "$WORK/pgtap"
+start_cluster "$WORK/pgtap" $((PORT_BASE + 2)) "pgque_bgw.enabled = off" "autovacuum = off"
+as_pg pg_prove -v -h "$WORK/pgtap" -p $((PORT_BASE + 2)) -U postgres -d postgres "$T"/pgtap/*.sql \
+	>"$WORK/pgtap.log" 2>&1
+rc=$?
+stop_cluster "$WORK/pgtap"
+ok=$(grep -cE '^ok [0-9]+' "$WORK/pgtap.log")
+bad=$(grep -cE '^not ok [0-9]+' "$WORK/pgtap.log")
+passed=$((passed + ok))
+failed=$((failed + bad))
+if [ "$rc" -ne 0 ] || [ "$bad" -ne 0 ] || [ "$ok" -eq 0 ]; then
+	[ "$bad" -eq 0 ] && failed=$((failed + 1))
+	failures+=("pgTAP")
+	echo "pgTAP ... FAILED ($ok ok, $bad not ok)"
+	cat "$WORK/pgtap.log"
+	tail -n 40 "$WORK/pgtap/server.log"
+else
+	echo "pgTAP ... ok ($ok assertions)"
 fi
 
 fi

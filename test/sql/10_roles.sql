@@ -1,16 +1,20 @@
 -- Roles: a writer cannot consume, a reader cannot produce, PUBLIC can do
 -- neither and cannot read payloads.  SECURITY DEFINER functions pin
 -- search_path, and a temp table cannot hijack them.
-select pgque.create_queue('sec');
-select pgque.subscribe('sec', 'app');
-select pgque.send('sec', 'secret payload');
-select pgque.ticker('sec') is not null as ticked;
-
 create role pgque_t_writer login in role pgque_writer;
 create role pgque_t_reader login in role pgque_reader;
 create role pgque_t_admin login in role pgque_admin;
 create role pgque_t_nobody login;
 grant usage on schema pgque_test to public;
+
+-- the reader's consumer is the reader's (per-consumer ownership: see
+-- test/pgtap/privileges.sql)
+select pgque.create_queue('sec');
+set role pgque_t_reader;
+select pgque.subscribe('sec', 'app');
+reset role;
+select pgque.send('sec', 'secret payload');
+select pgque.ticker('sec') is not null as ticked;
 
 -- the three roles exist, admin is a member of reader and writer
 select r.rolname, pg_has_role('pgque_admin', r.rolname, 'member') as admin_is_member

@@ -1,0 +1,215 @@
+-- The privilege matrix of pgque_bgw (issue #11), run by pg_prove from
+-- `make test` (test/run.sh) in a throwaway cluster.
+--
+-- Six roles: a plain login role (what PUBLIC gets), pgque_writer,
+-- pgque_reader (application 1), pgque_admin, the reader of another
+-- application (app2, a second role granted pgque_reader) and the owner of
+-- the extension (a non-superuser that installed it: a trusted install).
+--
+-- 1. Functions: who may execute each public function (every function of
+--    schema pgque not starting with "_"), from the catalog, against the
+--    matrix written below.  A function without a row, or a row without a
+--    function, fails: a new function needs its row.
+-- 2. Internal functions ("_") are executable by nobody but the owner.
+-- 3. Tables, views and sequences of the schema likewise (a queue's event
+--    tables and sequences, bucketed or not, under the name event_Q...).
+-- The per-consumer rules are in consumer_owner.sql.
+\ir setup.psql
+
+-------------------------------------------------------------------------------
+-- 1. functions: who may execute each public function
+create temp table expected_fn (fn text primary key, roles text not null);
+insert into expected_fn values
+    ('pgque.ack(bigint)', 'reader admin app2 owner'),
+    ('pgque.ack_partitioned(text,text,integer,integer,text)', 'reader admin app2 owner'),
+    ('pgque.batch_retry(bigint,integer)', 'admin owner'),
+    ('pgque.claim_slot(text,text,integer,text,interval)', 'reader admin app2 owner'),
+    ('pgque.create_queue(text)', 'admin owner'),
+    ('pgque.dlq_inspect(text,integer)', 'reader admin app2 owner'),
+    ('pgque.dlq_purge(text,interval)', 'admin owner'),
+    ('pgque.dlq_replay(bigint)', 'writer admin owner'),
+    ('pgque.dlq_replay_all(text)', 'writer admin owner'),
+    ('pgque.drop_queue(text)', 'admin owner'),
+    ('pgque.drop_queue(text,boolean)', 'admin owner'),
+    ('pgque.event_retry(bigint,bigint,integer)', 'reader admin app2 owner'),
+    ('pgque.event_retry(bigint,bigint,timestamp with time zone)', 'reader admin app2 owner'),
+    ('pgque.finish_batch(bigint)', 'reader admin app2 owner'),
+    ('pgque.force_next_tick(text)', 'admin owner'),
+    ('pgque.force_tick(text)', 'admin owner'),
+    ('pgque.get_batch_events(bigint)', 'reader admin app2 owner'),
+    ('pgque.get_batch_info(bigint)', 'reader admin app2 owner'),
+    ('pgque.get_consumer_info()', 'reader admin app2 owner'),
+    ('pgque.get_consumer_info(text)', 'reader admin app2 owner'),
+    ('pgque.get_consumer_info(text,text)', 'reader admin app2 owner'),
+    ('pgque.get_partition_slot_info()', 'reader admin app2 owner'),
+    ('pgque.get_queue_info()', 'reader admin app2 owner'),
+    ('pgque.get_queue_info(text)', 'reader admin app2 owner'),
+    ('pgque.insert_event(text,text,text)', 'writer admin owner'),
+    ('pgque.insert_event(text,text,text,text,text,text,text)', 'writer admin owner'),
+    ('pgque.maint()', 'admin owner'),
+    ('pgque.maint_alerts(interval)', 'admin owner'),
+    ('pgque.maint_idem()', 'admin owner'),
+    ('pgque.maint_idem(text)', 'admin owner'),
+    ('pgque.maint_retry_events()', 'admin owner'),
+    ('pgque.maint_rotate_tables_step1(text)', 'admin owner'),
+    ('pgque.maint_rotate_tables_step2()', 'admin owner'),
+    ('pgque.maint_tick_cleanup()', 'admin owner'),
+    ('pgque.metrics()', 'reader admin app2 owner'),
+    ('pgque.nack(bigint,pgque.message,interval,text)', 'reader admin app2 owner'),
+    ('pgque.nack_partitioned(text,text,integer,integer,text,pgque.message,interval,text)', 'reader admin app2 owner'),
+    ('pgque.next_batch(text,text)', 'reader admin app2 owner'),
+    ('pgque.next_batch_custom(text,text,interval,integer,interval)', 'reader admin app2 owner'),
+    ('pgque.next_batch_info(text,text)', 'reader admin app2 owner'),
+    ('pgque.receive(text,text,integer)', 'reader admin app2 owner'),
+    ('pgque.receive_partitioned(text,text,integer,integer,text,integer)', 'reader admin app2 owner'),
+    ('pgque.register_consumer(text,text)', 'reader admin app2 owner'),
+    ('pgque.register_consumer_at(text,text,bigint)', 'reader admin app2 owner'),
+    ('pgque.release_slot(text,text,integer,text)', 'reader admin app2 owner'),
+    ('pgque.send(text,jsonb)', 'writer admin owner'),
+    ('pgque.send(text,text)', 'writer admin owner'),
+    ('pgque.send(text,text,jsonb)', 'writer admin owner'),
+    ('pgque.send(text,text,jsonb,text)', 'writer admin owner'),
+    ('pgque.send(text,text,text)', 'writer admin owner'),
+    ('pgque.send(text,text,text,text)', 'writer admin owner'),
+    ('pgque.send_at(text,text,jsonb,timestamp with time zone)', 'writer admin owner'),
+    ('pgque.send_at(text,text,text,timestamp with time zone)', 'writer admin owner'),
+    ('pgque.send_batch(text,jsonb[])', 'writer admin owner'),
+    ('pgque.send_batch(text,text,jsonb[])', 'writer admin owner'),
+    ('pgque.send_batch(text,text,jsonb[],text[])', 'writer admin owner'),
+    ('pgque.send_batch(text,text,text[])', 'writer admin owner'),
+    ('pgque.send_batch(text,text,text[],text[])', 'writer admin owner'),
+    ('pgque.send_batch(text,text[])', 'writer admin owner'),
+    ('pgque.send_idem(text,text,jsonb,text,interval,text)', 'writer admin owner'),
+    ('pgque.send_idem(text,text,text,text,interval,text)', 'writer admin owner'),
+    ('pgque.set_queue_config(text,text,text)', 'admin owner'),
+    ('pgque.start()', 'admin owner'),
+    ('pgque.status()', 'admin owner'),
+    ('pgque.stop()', 'admin owner'),
+    ('pgque.subscribe(text,text)', 'reader admin app2 owner'),
+    ('pgque.subscribe_slot(text,text,integer,integer)', 'reader admin app2 owner'),
+    ('pgque.ticker()', 'admin owner'),
+    ('pgque.ticker(text)', 'admin owner'),
+    ('pgque.ticker(text,bigint,timestamp with time zone,bigint)', 'admin owner'),
+    ('pgque.ticker_loop(interval,interval)', 'admin owner'),
+    ('pgque.unregister_consumer(text,text)', 'reader admin app2 owner'),
+    ('pgque.unsubscribe(text,text)', 'reader admin app2 owner'),
+    ('pgque.unsubscribe_slot(text,text,integer)', 'reader admin app2 owner'),
+    ('pgque.version()', 'reader admin app2 owner');
+
+create temp view actual_fn as
+    select p.oid::regprocedure::text as fn,
+           (select string_agg(w.label, ' ' order by w.ord) from who w
+             where has_function_privilege(w.r, p.oid, 'execute')) as roles
+      from pg_proc p
+     where p.pronamespace = 'pgque'::regnamespace and p.proname !~ '^_';
+
+select is_empty($$select fn from actual_fn except select fn from expected_fn$$,
+                'every public function of pgque has a row in the expected matrix');
+select is_empty($$select fn from expected_fn except select fn from actual_fn$$,
+                'every row of the expected function matrix is a function of pgque');
+select is(a.roles, e.roles, e.fn || ' is executable by: ' || e.roles)
+  from expected_fn e left join actual_fn a using (fn)
+ order by e.fn;
+
+-- no EXECUTE granted to PUBLIC itself, on any function
+select is_empty($$select p.oid::regprocedure::text from pg_proc p, aclexplode(p.proacl) a
+                   where p.pronamespace = 'pgque'::regnamespace and a.grantee = 0$$,
+                'no function of pgque is granted to PUBLIC');
+
+-------------------------------------------------------------------------------
+-- 2. internal functions: the owner only
+select cmp_ok((select count(*) from pg_proc where pronamespace = 'pgque'::regnamespace and proname ~ '^_'),
+              '>=', 40::bigint, 'the internal functions are there to check');
+select is_empty($$select p.oid::regprocedure::text || ' by ' || w.label
+                    from pg_proc p, who w
+                   where p.pronamespace = 'pgque'::regnamespace and p.proname ~ '^_'
+                     and w.label <> 'owner' and has_function_privilege(w.r, p.oid, 'execute')$$,
+                'no internal function is executable by any role but the owner');
+select is_empty($$select p.oid::regprocedure::text from pg_proc p
+                   where p.pronamespace = 'pgque'::regnamespace and p.proname ~ '^_'
+                     and not has_function_privilege('pgque_t_owner', p.oid, 'execute')$$,
+                'the owner can execute every internal function');
+
+-------------------------------------------------------------------------------
+-- 3. tables, views, sequences: each role's privileges (a = insert, r =
+-- select, w = update, d = delete, D = truncate, x = references, t = trigger;
+-- sequences: r = select, w = update, U = usage; - = none).  Two queues make
+-- the per-queue relations exist, one of them with partition buckets.
+select ok(pg_temp.run_as('pgque_t_owner', $$select pgque.create_queue('mx') = 1 and pgque.create_queue('mxb') = 1
+                                                  and pgque.set_queue_config('mxb', 'partition_buckets', '2') is not null$$)::boolean,
+          'the owner creates queue mx, and mxb with 2 partition buckets');
+
+create temp table expected_rel (rel text primary key, privs text not null);
+insert into expected_rel values
+    ('alert', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
+    ('alert_alert_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
+    ('alerts', 'public:- writer:- reader:r admin:r app2:r owner:arwdDxt'),
+    ('batch_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
+    ('consumer', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
+    ('consumer_co_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
+    ('dead_letter', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
+    ('dead_letter_dl_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
+    ('delayed_event', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
+    ('event_Q', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
+    ('event_Q_0', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
+    ('event_Q_0_bK', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
+    ('event_Q_1', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
+    ('event_Q_1_bK', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
+    ('event_Q_2', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
+    ('event_Q_2_bK', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
+    ('event_Q_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
+    ('event_Q_tick_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
+    ('event_template', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
+    ('idem', 'public:- writer:- reader:- admin:- app2:- owner:arwdDxt'),
+    ('partition_consumer', 'public:- writer:- reader:- admin:- app2:- owner:arwdDxt'),
+    ('partition_slot_status', 'public:- writer:- reader:r admin:r app2:r owner:arwdDxt'),
+    ('queue', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
+    ('queue_queue_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
+    ('retry_queue', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
+    ('slot_epoch_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
+    ('subscription', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
+    ('subscription_sub_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
+    ('tick', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt');
+
+create temp view actual_rel as
+    select c.oid::regclass::text as relname,
+           regexp_replace(regexp_replace(c.relname, '^event_[0-9]+', 'event_Q'), '_b[0-9]+$', '_bK') as rel,
+           (select string_agg(w.label || ':' || coalesce(nullif(
+                case when c.relkind = 'S' then
+                    concat(case when has_sequence_privilege(w.r, c.oid, 'select') then 'r' end,
+                           case when has_sequence_privilege(w.r, c.oid, 'update') then 'w' end,
+                           case when has_sequence_privilege(w.r, c.oid, 'usage') then 'U' end)
+                else
+                    concat(case when has_table_privilege(w.r, c.oid, 'insert') then 'a' end,
+                           case when has_table_privilege(w.r, c.oid, 'select') then 'r' end,
+                           case when has_table_privilege(w.r, c.oid, 'update') then 'w' end,
+                           case when has_table_privilege(w.r, c.oid, 'delete') then 'd' end,
+                           case when has_table_privilege(w.r, c.oid, 'truncate') then 'D' end,
+                           case when has_table_privilege(w.r, c.oid, 'references') then 'x' end,
+                           case when has_table_privilege(w.r, c.oid, 'trigger') then 't' end)
+                end, ''), '-'), ' ' order by w.ord)
+              from who w) as privs
+      from pg_class c
+     where c.relnamespace = 'pgque'::regnamespace and c.relkind in ('r', 'p', 'v', 'm', 'S', 'f');
+
+select is_empty($$select relname from actual_rel where rel not in (select rel from expected_rel)$$,
+                'every table, view and sequence of pgque has a row in the expected matrix');
+select is_empty($$select rel from expected_rel except select rel from actual_rel$$,
+                'every row of the expected relation matrix is a relation of pgque');
+select is(a.privs, e.privs, a.relname || ': ' || e.privs)
+  from actual_rel a join expected_rel e using (rel)
+ order by a.relname;
+select is_empty($$select c.oid::regclass::text from pg_class c, aclexplode(c.relacl) a
+                   where c.relnamespace = 'pgque'::regnamespace and a.grantee = 0$$,
+                'no table, view or sequence of pgque is granted to PUBLIC');
+
+-- the schema: USAGE for the three roles (and the owner), not for PUBLIC
+select is((select string_agg(w.label, ' ' order by w.ord) from who w
+            where has_schema_privilege(w.r, 'pgque', 'usage')),
+          'writer reader admin app2 owner', 'schema pgque: usage for writer reader admin app2 owner');
+select is((select string_agg(w.label, ' ' order by w.ord) from who w
+            where has_schema_privilege(w.r, 'pgque', 'create')),
+          'owner', 'schema pgque: create for the owner only');
+
+select * from finish();
+\ir cleanup.psql
