@@ -139,7 +139,7 @@ declare
 begin
     q := pgque._producer_queue(queue_name);
     perform pgque._type(type_name);
-    perform pgque._check_not_null('deliver_at', deliver_at);
+    perform pgque._check_timestamp('deliver_at', deliver_at);
     if deliver_at <= now() then
         return pgque._insert_event(queue_name, null, null, null, null, type_name, payload,
                                    null, null, null, null, true);
