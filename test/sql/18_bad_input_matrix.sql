@@ -258,6 +258,7 @@ declare
     c          record;
     cat0       text;
     lease0     text;
+    lease1     text;
     ok         boolean;
     st         text;
     msg        text;
@@ -282,10 +283,11 @@ begin
                 msg := sqlerrm;
             end if;
         end;
+        lease1 := pgque_test.bim_lease_state();
         residue := concat_ws(', ',
             case when pgque_test.bim_catalog_state() <> cat0 then 'catalog rows' end,
-            case when pgque_test.bim_lease_state() <> lease0 then 'slot leases' end);
-        if pgque_test.bim_lease_state() <> lease0 then
+            case when lease1 <> lease0 then 'slot leases' end);
+        if lease1 <> lease0 then
             perform pgque._slot_forget((select queue_id from pgque.queue where queue_name = 'bim'), null);
             perform pgque.claim_slot('bim', 'bim_p', 0, 'bim_w', '1 hour');
         end if;
