@@ -59,8 +59,8 @@ create table pgque_test.bim_arg (
 );
 insert into pgque_test.bim_arg
 select a, w, v, r::text[] from (values
-    ('queue_name',     null,      quote_literal('bim'),     '{null,empty,huge,unknown}'),
-    ('queue_name',     'tick_id', quote_literal('bim_ext'), '{null,empty,huge,unknown}'),
+    ('queue_name',     null,      quote_literal('bim'),     '{null,empty,huge,unknown,odd_chars}'),
+    ('queue_name',     'tick_id', quote_literal('bim_ext'), '{null,empty,huge,unknown,odd_chars}'),
     ('queue_name',     'create_queue', quote_literal('bim'), '{null,empty,huge}'),
     ('consumer_name',  null,      quote_literal('bim_c'),   '{null,empty,huge}'),
     ('consumer_name',  'slot',    quote_literal('bim_p'),   '{null,empty,huge}'),
@@ -77,9 +77,9 @@ select a, w, v, r::text[] from (values
     ('ev_extra3',      null,      quote_literal('e3'),      '{}'),
     ('ev_extra4',      null,      quote_literal('e4'),      '{}'),
     ('payload',        null,      quote_literal('{"p": 1}'), '{}'),
-    ('payloads',       null,      quote_literal('{"{}","[]"}'), '{null}'),
+    ('payloads',       null,      quote_literal('{"{}","[]"}'), '{null,two_dim}'),
     ('partition_key',  null,      quote_literal('k1'),      '{}'),
-    ('partition_keys', null,      quote_literal('{k1,k2}'), '{null}'),
+    ('partition_keys', null,      quote_literal('{k1,k2}'), '{null,two_dim}'),
     ('reason',         null,      quote_literal('bim'),     '{}'),
     ('slot',           null,      '0',                      '{null,negative,max}'),
     ('n',              null,      '1',                      '{null,negative,zero,max}'),
@@ -119,6 +119,8 @@ insert into pgque_test.bim_variant values
     ('text',    'empty',    '''''',                           '{22023}'),
     ('text',    'huge',     'repeat(''x'', 100000)',          '{42622,22023}'),
     ('text',    'unknown',  '''bim_nope''',                   '{42704}'),
+    -- quotes, LIKE wildcards, a backslash and a newline: never SQL, never a pattern
+    ('text',    'odd_chars', 'E''b''''i"m%_\\\n''',              '{42704}'),
     ('integer', 'null',     'null',                           '{22004}'),
     ('integer', 'negative', '-1',                             '{22023}'),
     ('integer', 'zero',     '0',                              '{22023}'),
@@ -387,7 +389,9 @@ select what, pgque_test.error_of(sql) as error from (values
  ('14 parameter name of 100,000 bytes (was: echoed in the error)',
   $$select pgque.set_queue_config('bim', repeat('p', 100000), '1')$$),
  ('15 parameter value of 100,000 bytes (was: echoed in the error)',
-  $$select pgque.set_queue_config('bim', 'max_retries', repeat('9', 100000))$$)) v(what, sql)
+  $$select pgque.set_queue_config('bim', 'max_retries', repeat('9', 100000))$$),
+ ('16 send_batch of a two-dimensional jsonb[] (was: flattened; text[] was refused)',
+  $$select pgque.send_batch('bim', '{{1,2},{3,4}}'::jsonb[])$$)) v(what, sql)
  order by what collate "C";
 -- the limits themselves are accepted
 select count(*) >= 0 as max_return_max_ok from pgque.receive('bim', 'bim_c', 2147483647);
