@@ -214,6 +214,32 @@ select v.fn, v.func, v.arg, v.pos::int4, x.variant, x.variant = any(v.refuse), x
        pgque_test.bim_sql(v.fn, v.pos, x.expr)
   from pgque_test.bim_fn_valid v join pgque_test.bim_variant x on x.typ = v.typ;
 
+-- set_queue_config: every queue parameter (the list its own hint gives, so
+-- a new parameter is covered too) with values that no parameter takes, and
+-- with limits ('0', 2^31) that some take.
+create function pgque_test.bim_queue_params() returns setof text
+language plpgsql as $$
+declare
+    h text;
+begin
+    perform pgque.set_queue_config('bim', 'bim_no_such_parameter', null);
+exception when invalid_parameter_value then
+    get stacked diagnostics h = pg_exception_hint;
+    return query select btrim(p)
+                   from regexp_split_to_table(regexp_replace(h, '^Known parameters: |\.$', '', 'g'), ',') p;
+end $$;
+select count(*) as queue_parameters from pgque_test.bim_queue_params();
+
+insert into pgque_test.bim_call
+select 'pgque.set_queue_config(text,text,text)'::regprocedure, 'set_queue_config(text,text,text)',
+       'param_value:' || p, 3, v.variant, v.refuse, '{22023,22P02,22007,22003}',
+       format('select * from pgque.set_queue_config(%L, %L, %s)', 'bim', p, v.expr)
+  from pgque_test.bim_queue_params() p,
+       (values ('empty', '''''', true), ('garbage', '''garbage''', true), ('negative', '''-1''', true),
+               ('far', '''1000000 years''', true), ('infinity', '''infinity''', true),
+               ('huge', 'repeat(''9'', 300)', true), ('zero', '''0''', false),
+               ('max', '''2147483648''', false)) v(variant, expr, refuse);
+
 -- What a failed call could leave behind: row counts of every pgque
 -- catalog table (a parent's count covers its inheritance children; not the
 -- event tables: rolled-back sends leave thousands of dead rows there, which
