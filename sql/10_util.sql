@@ -80,7 +80,10 @@ begin
     end if;
 end $$;
 
--- A positive interval, or a clear error.
+-- A positive interval of at most 100 years, or a clear error.  The upper
+-- bound keeps now() + interval (and now() - interval) inside the range of
+-- timestamptz, so a far-future value is refused here rather than
+-- overflowing later (or being accepted for good).
 create function pgque._check_interval(i_what text, i_value interval, i_allow_zero boolean default false)
 returns void language plpgsql
 -- pinned: ticker_loop(), which cannot pin its own path, calls it
@@ -93,6 +96,29 @@ begin
     if i_value < interval '0' or (i_value = interval '0' and not i_allow_zero) then
         raise exception '% must be %, got %', i_what,
               case when i_allow_zero then 'zero or positive' else 'positive' end, i_value
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if i_value > interval '100 years' then
+        raise exception '% must be at most 100 years, got %', i_what, i_value
+            using errcode = 'invalid_parameter_value';
+    end if;
+end $$;
+
+-- A finite point in time at most 100 years ahead, or a clear error: an
+-- infinite or far-future delivery, retry or tick time would never come.
+create function pgque._check_timestamp(i_what text, i_value timestamptz)
+returns void language plpgsql as $$
+begin
+    if i_value is null then
+        raise exception '% must not be null', i_what
+            using errcode = 'null_value_not_allowed';
+    end if;
+    if not pg_catalog.isfinite(i_value) then
+        raise exception '% must be a finite time, got %', i_what, i_value
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if i_value > pg_catalog.now() + interval '100 years' then
+        raise exception '% must be at most 100 years ahead, got %', i_what, i_value
             using errcode = 'invalid_parameter_value';
     end if;
 end $$;

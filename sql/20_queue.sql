@@ -213,7 +213,13 @@ declare
     n      int4;
 begin
     q := pgque._queue(x_queue_name);
-    perform pgque._check_not_null('parameter name', x_param_name);
+    perform pgque._check_name('parameter', x_param_name, 63);
+    if pg_catalog.octet_length(x_param_value) > 256 then
+        raise exception 'value of queue parameter "%" is too long (% bytes)', x_param_name,
+              pg_catalog.octet_length(x_param_value)
+            using errcode = 'invalid_parameter_value',
+                  detail = 'The limit is 256 bytes.';
+    end if;
     p := pg_catalog.regexp_replace(pg_catalog.lower(x_param_name), '^queue_', '');
 
     if p in ('ticker_max_lag', 'ticker_idle_period', 'rotation_period') then

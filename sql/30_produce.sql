@@ -87,12 +87,19 @@ set search_path = pgque, pg_catalog, pg_temp as $$
 $$;
 
 -- send_batch: one INSERT ... SELECT per call, in C; ids in input order.
+-- A multi-dimensional array is refused, as the text[] forms do (src/insert.c),
+-- rather than flattened.
 create function pgque._jsonb_texts(i_payloads jsonb[])
-returns text[] language sql immutable as $$
-    select case when i_payloads is null then null
+returns text[] language plpgsql immutable as $$
+begin
+    if pg_catalog.array_ndims(i_payloads) > 1 then
+        raise exception 'payloads must be a one-dimensional array'
+            using errcode = 'array_subscript_error';
+    end if;
+    return case when i_payloads is null then null
                 else coalesce((select pg_catalog.array_agg(p::text order by o)
-                                 from pg_catalog.unnest(i_payloads) with ordinality u(p, o)), '{}') end
-$$;
+                                 from pg_catalog.unnest(i_payloads) with ordinality u(p, o)), '{}') end;
+end $$;
 
 create function pgque.send_batch(queue_name text, type_name text, payloads text[])
 returns bigint[] language c security definer
@@ -139,7 +146,7 @@ declare
 begin
     q := pgque._producer_queue(queue_name);
     perform pgque._type(type_name);
-    perform pgque._check_not_null('deliver_at', deliver_at);
+    perform pgque._check_timestamp('deliver_at', deliver_at);
     if deliver_at <= now() then
         return pgque._insert_event(queue_name, null, null, null, null, type_name, payload,
                                    null, null, null, null, true);

@@ -34,6 +34,12 @@ begin
         raise exception 'idem_key must not be empty'
             using errcode = 'invalid_parameter_value';
     end if;
+    -- the key is a primary-key column: a bound, not btree's row-size error
+    if pg_catalog.octet_length(idem_key) > 1024 then
+        raise exception 'idem_key is too long (% bytes)', pg_catalog.octet_length(idem_key)
+            using errcode = 'invalid_parameter_value',
+                  detail = 'The limit is 1024 bytes.';
+    end if;
     perform pgque._check_interval('ttl', ttl);
 
     for attempt in 1 .. 2 loop

@@ -159,7 +159,7 @@ declare
 begin
     q := pgque._queue(i_queue_name);
     perform pgque._check_not_null('tick_id', i_tick_id);
-    perform pgque._check_not_null('timestamp', i_orig_timestamp);
+    perform pgque._check_timestamp('timestamp', i_orig_timestamp);
     perform pgque._check_not_null('event_seq', i_event_seq);
     select * into q from pgque.queue where queue_id = q.queue_id for update;
     if not q.queue_external_ticker then

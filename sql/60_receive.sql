@@ -29,7 +29,8 @@ begin
                 select e.*
                   from pgque._batch_source(b.batch_id, i_n, i_slot) w,
                        pgque._window_rows(w.source, w.lo_xmax, w.hi_xmax, w.lo_xip, w.hi, w.sub_id,
-                                          w.pos, null, i_max_return + 1, i_n, i_slot)
+                                          w.pos, null, least(i_max_return::int8 + 1, 2147483647)::int4,
+                                          i_n, i_slot)
                        with ordinality as e(ev_id, ev_time, ev_txid, ev_owner, ev_retry, ev_type, ev_data,
                                             ev_extra1, ev_extra2, ev_extra3, ev_extra4, rn)),
             m as (

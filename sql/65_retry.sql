@@ -42,7 +42,7 @@ declare
 begin
     s := pgque._open_batch_or_raise(x_batch_id);
     perform pgque._check_not_null('event_id', x_event_id);
-    perform pgque._check_not_null('retry_time', x_retry_time);
+    perform pgque._check_timestamp('retry_time', x_retry_time);
     select * into e from pgque._batch_rows(x_batch_id, 1, x_event_id);
     if not found then
         raise exception 'event % is not part of batch %', x_event_id, x_batch_id
