@@ -89,10 +89,7 @@ returns void language plpgsql
 -- pinned: ticker_loop(), which cannot pin its own path, calls it
 set search_path = pgque, pg_catalog, pg_temp as $$
 begin
-    if i_value is null then
-        raise exception '% must not be null', i_what
-            using errcode = 'null_value_not_allowed';
-    end if;
+    perform pgque._check_not_null(i_what, i_value);
     if i_value < interval '0' or (i_value = interval '0' and not i_allow_zero) then
         raise exception '% must be %, got %', i_what,
               case when i_allow_zero then 'zero or positive' else 'positive' end, i_value
@@ -109,10 +106,7 @@ end $$;
 create function pgque._check_timestamp(i_what text, i_value timestamptz)
 returns void language plpgsql as $$
 begin
-    if i_value is null then
-        raise exception '% must not be null', i_what
-            using errcode = 'null_value_not_allowed';
-    end if;
+    perform pgque._check_not_null(i_what, i_value);
     if not pg_catalog.isfinite(i_value) then
         raise exception '% must be a finite time, got %', i_what, i_value
             using errcode = 'invalid_parameter_value';
