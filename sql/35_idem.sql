@@ -35,6 +35,13 @@ begin
             using errcode = 'invalid_parameter_value';
     end if;
     perform pgque._check_interval('ttl', ttl);
+    -- bounded, so that every key is collected some day (and now() + ttl
+    -- cannot overflow)
+    if ttl > interval '30 days' then
+        raise exception 'ttl must be at most 30 days, got %', ttl
+            using errcode = 'invalid_parameter_value',
+                  hint = 'A key is kept, and deduplicates, until its ttl runs out; for longer windows, deduplicate in the consumer.';
+    end if;
 
     for attempt in 1 .. 2 loop
         -- a live claim: a duplicate, answered without writing anything
