@@ -40,6 +40,14 @@ begin
             using errcode = 'invalid_parameter_value',
                   detail = 'The limit is 1024 bytes.';
     end if;
+    -- bounded, so that every key is collected some day (and now() + ttl
+    -- cannot overflow); checked before the general bound, whose message
+    -- would name 100 years
+    if ttl > interval '30 days' then
+        raise exception 'ttl must be at most 30 days, got %', ttl
+            using errcode = 'invalid_parameter_value',
+                  hint = 'A key is kept, and deduplicates, until its ttl runs out; for longer windows, deduplicate in the consumer.';
+    end if;
     perform pgque._check_interval('ttl', ttl);
 
     for attempt in 1 .. 2 loop

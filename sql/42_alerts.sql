@@ -1,7 +1,7 @@
 -- Watchdog alerts (SPEC §6): the watchdog worker evaluates the rules every
 -- pgque_bgw.watchdog_interval with _watchdog_pass().  An alert opens once
--- (WARNING in the server log, NOTIFY pgque_alert with a JSON payload, a row
--- in pgque.alert) and clears once (LOG, NOTIFY, cleared_at); nothing is
+-- (WARNING in the server log, NOTIFY pgque_alert with the alert's id and
+-- kind only, a row in pgque.alert) and clears once (LOG, NOTIFY, cleared_at); nothing is
 -- written while nothing changes.  Nothing depends on pg_locks or backend
 -- pids, so alerts work through poolers.
 
@@ -166,9 +166,10 @@ begin
                 when 'rotation_pinned' then 'A subscription is not consuming and holds rotation: fix its consumer or unsubscribe it.'
                 when 'ticker_stalled' then 'Check the ticker: pgque.status(), ticker_paused, pgque_bgw.enabled.'
                 end;
+        -- any role may LISTEN: the payload names the alert, pgque.alerts
+        -- (which needs pgque rights) has what it is about
         perform pg_catalog.pg_notify('pgque_alert', pg_catalog.jsonb_build_object(
-            'event', 'opened', 'alert_id', a.alert_id, 'kind', a.kind, 'queue', a.queue_name,
-            'consumer', a.consumer, 'slot', a.slot, 'opened_at', a.opened_at, 'details', a.details)::text);
+            'event', 'opened', 'alert_id', a.alert_id, 'kind', a.kind)::text);
         opened := opened + 1;
     end loop;
 
@@ -179,9 +180,7 @@ begin
              returning x.* loop
         raise log 'pgque_bgw alert % cleared: %, open since %', a.kind, pgque._alert_where(a), a.opened_at;
         perform pg_catalog.pg_notify('pgque_alert', pg_catalog.jsonb_build_object(
-            'event', 'cleared', 'alert_id', a.alert_id, 'kind', a.kind, 'queue', a.queue_name,
-            'consumer', a.consumer, 'slot', a.slot, 'opened_at', a.opened_at,
-            'cleared_at', a.cleared_at)::text);
+            'event', 'cleared', 'alert_id', a.alert_id, 'kind', a.kind)::text);
         cleared := cleared + 1;
     end loop;
 end $$;

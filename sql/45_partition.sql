@@ -167,9 +167,10 @@ begin
     perform pgque._partitioned(q, consumer_name, null, slot);
     perform pgque._check_worker(worker);
     perform pgque._check_not_null('ttl', ttl);
-    if ttl < interval '1 second' then
-        raise exception 'ttl must be at least 1 second, got %', ttl
-            using errcode = 'invalid_parameter_value';
+    if ttl < interval '1 second' or ttl > interval '1 day' then
+        raise exception 'ttl must be between 1 second and 1 day, got %', ttl
+            using errcode = 'invalid_parameter_value',
+                  hint = 'A worker renews its lease with every receive and ack; a short ttl hands a dead worker''s slots over sooner.';
     end if;
     return pgque._slot_claim(q.queue_id, consumer_name, slot, worker,
                              (extract(epoch from ttl) * 1000)::int8);

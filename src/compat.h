@@ -27,6 +27,13 @@
 #define MarkGUCPrefixReserved(prefix) EmitWarningsOnPlaceholders(prefix)
 #endif
 
+/* PostgreSQL 16 folded the per-class ownership checks into object_ownercheck. */
+#if PG_VERSION_NUM >= 160000
+#define pgque_database_ownercheck(dboid, roleid) object_ownercheck(DatabaseRelationId, (dboid), (roleid))
+#else
+#define pgque_database_ownercheck(dboid, roleid) pg_database_ownercheck((dboid), (roleid))
+#endif
+
 /* PG18 moved the module magic to carry name and version. */
 #if PG_VERSION_NUM >= 180000
 #define PGQUE_MODULE_MAGIC() PG_MODULE_MAGIC_EXT(.name = "pgque_bgw", .version = "0.1.0")

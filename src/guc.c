@@ -126,6 +126,20 @@ pgque_define_gucs(void)
 								&pgque_max_slots, 4096, 16, 1000000, PGC_POSTMASTER, 0,
 								NULL, NULL, NULL);
 
+	/*
+	 * SUSET: a session cannot raise its own cap; a superuser may set it
+	 * per database or per role (ALTER DATABASE/ROLE ... SET).
+	 */
+	DefineCustomIntVariable("pgque_bgw.max_slots_per_database",
+							"How many slot lease entries one database may hold.",
+							"Keeps one database from filling the table that every database shares.",
+							&pgque_max_slots_per_database, 1024, 1, 1000000, PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("pgque_bgw.max_slots_per_consumer",
+							"How many slot lease entries one partitioned consumer may hold.",
+							NULL, &pgque_max_slots_per_consumer, 1024, 1, 1000000, PGC_SUSET, 0,
+							NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("pgque_bgw");
 }
 

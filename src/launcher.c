@@ -11,8 +11,21 @@
  * to RUNNING (the launcher then starts the other two) or NO_EXTENSION (it
  * exits and nothing is restarted until CREATE EXTENSION commits there).
  * A worker that dies is restarted after a back-off that doubles with each
- * short-lived run (0.5 s ... 60 s).  Workers are dynamic and
- * BGW_NEVER_RESTART: the launcher, not the postmaster, decides.
+ * short-lived run (0.5 s ... 60 s); one the launcher stopped on purpose
+ * (a paused database, a fair-share rebalance, workers switched off) does
+ * not count.  Workers are dynamic and BGW_NEVER_RESTART: the launcher, not
+ * the postmaster, decides, and it stops them through their
+ * BackgroundWorkerHandles (a user backend asks it to, by pausing the
+ * database in the state table).
+ *
+ * Fair share of pgque_bgw.max_workers: each database that wants workers
+ * may hold share = max_workers / (databases wanting workers), at least one.
+ * Workers start kind by kind across databases (every ticker before any
+ * maintenance worker), first up to the share, then spare budget to
+ * whoever still wants one; when a database is below its share and the
+ * budget is spent, a database above its share gives up its last worker
+ * kind.  So no database takes the budget from the others, and each gets
+ * its ticker as long as max_workers >= the number of databases.
  */
 #include "postgres.h"
 
@@ -142,6 +155,37 @@ reset_db_entry(PgqueDb *db, Oid dboid, const char *name, PgqueDbState state)
 		db->workers[k].pgprocno = -1;
 }
 
+/*
+ * Ask a worker to stop, through its handle; the caller holds the lock.  Its
+ * end does not count towards the back-off.  false: nothing runs.
+ */
+static bool
+stop_worker(int dbidx, PgqueWorkerKind kind)
+{
+	PgqueWorkerSlot *slot = &pgque_shared->dbs[dbidx].workers[kind];
+	BackgroundWorkerHandle *h = handles[dbidx * PGQUE_NKINDS + kind];
+
+	if (h != NULL)
+	{
+		if (!slot->stop_requested)
+			TerminateBackgroundWorker(h);
+		slot->stop_requested = true;
+		return true;
+	}
+	if (slot->pid > 0)
+	{
+		/*
+		 * Started by an earlier launcher (this one restarted): no handle
+		 * here, only the pid it recorded.
+		 */
+		if (!slot->stop_requested)
+			kill(slot->pid, SIGTERM);
+		slot->stop_requested = true;
+		return true;
+	}
+	return false;
+}
+
 /* Bring the state table in step with pg_database. */
 static void
 sync_databases(void)
@@ -172,12 +216,7 @@ sync_databases(void)
 			continue;
 		for (k = 0; k < PGQUE_NKINDS; k++)
 		{
-			if (db->workers[k].pid > 0)
-			{
-				kill(db->workers[k].pid, SIGTERM);
-				any = true;
-			}
-			if (handles[i * PGQUE_NKINDS + k] != NULL)
+			if (stop_worker(i, (PgqueWorkerKind) k))
 				any = true;
 		}
 		if (any)
@@ -258,23 +297,53 @@ start_worker(int dbidx, PgqueDb *db, PgqueWorkerKind kind)
 	slots_warned = false;
 	handles[dbidx * PGQUE_NKINDS + kind] = handle;
 	db->workers[kind].started_at = GetCurrentTimestamp();
+	db->workers[kind].registered = true;
+	db->workers[kind].stop_requested = false;
 	return true;
 }
 
-/* Start, reap and restart the workers the state table asks for. */
+/* How many workers a database wants now: the ticker probes first. */
+static int
+wanted_kinds(PgqueDb *db)
+{
+	if (!pgque_enabled)
+		return 0;
+	if (db->state == PGQUE_DB_UNKNOWN)
+		return 1;
+	if (db->state == PGQUE_DB_RUNNING)
+		return PGQUE_NKINDS;
+	return 0;
+}
+
+static bool
+worker_present(int dbidx, int kind)
+{
+	return handles[dbidx * PGQUE_NKINDS + kind] != NULL ||
+		pgque_shared->dbs[dbidx].workers[kind].pid > 0;
+}
+
+/* Start, reap, stop and restart the workers the state table asks for. */
 static long
 manage_workers(void)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	long		next_ms = pgque_launcher_naptime * 1000L;
 	int			running = 0;
-	int			i,
+	int			wanting = 0;
+	int			stopping = 0;	/* stopped on purpose, not yet gone */
+	int			share;
+	int			ndbs = pgque_shared->max_dbs;
+	int		   *held;
+	int			pass,
+				i,
 				k;
+	bool		short_of_budget = false;
 
+	held = palloc0(sizeof(int) * ndbs);
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
 
 	/* reap: handles of workers that stopped */
-	for (i = 0; i < pgque_shared->max_dbs; i++)
+	for (i = 0; i < ndbs; i++)
 	{
 		PgqueDb    *db = &pgque_shared->dbs[i];
 
@@ -290,10 +359,20 @@ manage_workers(void)
 
 				pfree(*h);
 				*h = NULL;
-				slot->failures = ran_ms < SHORT_RUN_MS ? Min(slot->failures + 1, 20) : 0;
-				slot->restart_at = TimestampTzPlusMilliseconds(now,
-															   Min((long) BACKOFF_MIN_MS << Min(slot->failures, 10),
-																   BACKOFF_MAX_MS));
+				slot->registered = false;
+				if (slot->stop_requested)
+				{
+					/* stopped on purpose (paused, rebalanced, off): no back-off */
+					slot->stop_requested = false;
+					slot->restart_at = 0;
+				}
+				else
+				{
+					slot->failures = ran_ms < SHORT_RUN_MS ? Min(slot->failures + 1, 20) : 0;
+					slot->restart_at = TimestampTzPlusMilliseconds(now,
+																   Min((long) BACKOFF_MIN_MS << Min(slot->failures, 10),
+																	   BACKOFF_MAX_MS));
+				}
 				if (slot->pid != 0 && kill(slot->pid, 0) != 0)
 				{
 					/* died without running its exit callback */
@@ -301,63 +380,121 @@ manage_workers(void)
 					slot->pgprocno = -1;
 				}
 			}
-			if (*h != NULL || slot->pid > 0)
-				running++;
+			if (worker_present(i, k))
+			{
+				running++;		/* it takes budget until it is gone */
+				if (slot->stop_requested)
+					stopping++;
+				else
+					held[i]++;
+			}
 		}
+		if (db->state != PGQUE_DB_UNUSED && wanted_kinds(db) > 0)
+			wanting++;
 	}
 
-	/* start what is missing */
-	for (i = 0; i < pgque_shared->max_dbs && pgque_enabled; i++)
+	/* stop what should not run: paused databases, everything when off */
+	for (i = 0; i < ndbs; i++)
 	{
 		PgqueDb    *db = &pgque_shared->dbs[i];
-		int			nkinds;
 
-		if (db->state == PGQUE_DB_UNKNOWN)
-			nkinds = 1;			/* the ticker probes first */
-		else if (db->state == PGQUE_DB_RUNNING)
-			nkinds = PGQUE_NKINDS;
-		else
+		if (db->state == PGQUE_DB_UNUSED)
 			continue;
-
-		for (k = 0; k < nkinds; k++)
+		if (db->state != PGQUE_DB_PAUSED && pgque_enabled)
+			continue;
+		for (k = 0; k < PGQUE_NKINDS; k++)
 		{
-			PgqueWorkerSlot *slot = &db->workers[k];
-
-			if (handles[i * PGQUE_NKINDS + k] != NULL || slot->pid > 0)
-				continue;
-			if (slot->restart_at > now)
+			if (worker_present(i, k) && !db->workers[k].stop_requested)
 			{
-				next_ms = Min(next_ms, TimestampDifferenceMilliseconds(now, slot->restart_at) + 1);
-				continue;
+				(void) stop_worker(i, (PgqueWorkerKind) k);
+				held[i]--;
+				stopping++;
 			}
-			if (running >= pgque_max_workers)
-			{
-				if (!budget_warned)
-					ereport(WARNING,
-							(errmsg("pgque_bgw: worker budget of %d reached; the %s for database \"%s\" is not started",
-									pgque_max_workers, pgque_kind_name(k), db->dbname),
-							 errhint("Raise pgque_bgw.max_workers (three per database, restart needed) or limit pgque_bgw.databases.")));
-				budget_warned = true;
-				continue;
-			}
-			if (start_worker(i, db, (PgqueWorkerKind) k))
-				running++;
-			else
-				next_ms = Min(next_ms, 1000);
 		}
 	}
-	if (running < pgque_max_workers)
+
+	/*
+	 * Start what is missing, kind by kind across databases: pass 0 up to
+	 * each database's fair share, pass 1 the spare budget.
+	 */
+	share = Max(1, pgque_max_workers / Max(wanting, 1));
+	for (pass = 0; pass < 2; pass++)
+	{
+		for (k = 0; k < PGQUE_NKINDS; k++)
+		{
+			for (i = 0; i < ndbs; i++)
+			{
+				PgqueDb    *db = &pgque_shared->dbs[i];
+				PgqueWorkerSlot *slot = &db->workers[k];
+
+				if (db->state == PGQUE_DB_UNUSED || k >= wanted_kinds(db) || worker_present(i, k))
+					continue;
+				if (pass == 0 && held[i] >= share)
+					continue;
+				if (slot->restart_at > now)
+				{
+					next_ms = Min(next_ms, TimestampDifferenceMilliseconds(now, slot->restart_at) + 1);
+					continue;
+				}
+				if (running >= pgque_max_workers)
+				{
+					short_of_budget = true;
+					if (!budget_warned)
+						ereport(WARNING,
+								(errmsg("pgque_bgw: worker budget of %d reached; the %s for database \"%s\" is not started",
+										pgque_max_workers, pgque_kind_name(k), db->dbname),
+								 errhint("Raise pgque_bgw.max_workers (three per database, restart needed) or limit pgque_bgw.databases.")));
+					budget_warned = true;
+					if (pass == 0 && stopping > 0)
+						stopping--;		/* a worker on its way out makes room */
+					else if (pass == 0)
+					{
+						/*
+						 * Below its share and the budget spent: the database
+						 * furthest above its share gives up its last kind
+						 * (it is started again when budget is spare).
+						 */
+						int			over = -1;
+						int			j;
+
+						for (j = 0; j < ndbs; j++)
+							if (held[j] > share && (over < 0 || held[j] > held[over]))
+								over = j;
+						if (over >= 0)
+						{
+							int			kk;
+
+							for (kk = PGQUE_NKINDS - 1; kk > PGQUE_TICKER; kk--)
+							{
+								if (worker_present(over, kk) &&
+									!pgque_shared->dbs[over].workers[kk].stop_requested)
+								{
+									/* its room is this database's (next pass) */
+									(void) stop_worker(over, (PgqueWorkerKind) kk);
+									held[over]--;
+									next_ms = Min(next_ms, 100);
+									break;
+								}
+							}
+						}
+					}
+					continue;
+				}
+				if (start_worker(i, db, (PgqueWorkerKind) k))
+				{
+					running++;
+					held[i]++;
+				}
+				else
+					next_ms = Min(next_ms, 1000);
+			}
+		}
+	}
+	if (!short_of_budget)
 		budget_warned = false;
 
-	/* switched off: ask every worker to leave */
-	if (!pgque_enabled)
-	{
-		for (i = 0; i < pgque_shared->max_dbs; i++)
-			for (k = 0; k < PGQUE_NKINDS; k++)
-				if (pgque_shared->dbs[i].workers[k].pid > 0)
-					kill(pgque_shared->dbs[i].workers[k].pid, SIGTERM);
-	}
 	LWLockRelease(pgque_shared->lock);
+	pfree(held);
 	return next_ms;
 }
 

@@ -55,8 +55,10 @@ typedef enum PgqueWorkerKind
  *   RUNNING      -> the extension is there: all three workers are kept
  *   NO_EXTENSION -> nothing runs; CREATE EXTENSION (at commit) or a new
  *                   scan puts it back to UNKNOWN
- *   PAUSED       -> DROP/CREATE ... TEMPLATE/RENAME DATABASE is running:
- *                   workers are stopped and not restarted until it ends
+ *   PAUSED       -> DROP/CREATE ... TEMPLATE/RENAME DATABASE is running
+ *                   (by a role PostgreSQL will let run it): the launcher
+ *                   stops the workers through their handles and does not
+ *                   restart them until it ends
  */
 typedef enum PgqueDbState
 {
@@ -77,6 +79,8 @@ typedef struct PgqueWorkerSlot
 	TimestampTz last_run;		/* end of the last completed pass */
 	TimestampTz restart_at;		/* back-off: do not start before */
 	int			failures;		/* consecutive short-lived runs */
+	bool		registered;		/* the launcher holds its handle (starting or running) */
+	bool		stop_requested; /* stopped on purpose: no back-off when it ends */
 	TimestampTz last_error_at;
 	char		last_error[PGQUE_ERRMSG_LEN];
 	char		detail[PGQUE_ERRMSG_LEN];	/* what the worker reports of itself */

@@ -70,10 +70,17 @@ pgque_slot_claim_sql(PG_FUNCTION_ARGS)
 {
 	SlotKey		key;
 	int64		epoch;
+	int64		ttl_ms = PG_GETARG_INT64(4);
 
 	require_slots();
+	/* checked here too, so that no caller can make lease_until overflow */
+	if (ttl_ms < 1000 || ttl_ms > PGQUE_LEASE_TTL_MAX_MS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("lease ttl must be between 1 second and 1 day, got " INT64_FORMAT " ms", ttl_ms),
+				 errhint("A worker renews its lease with every receive and ack; a short ttl hands a dead worker's slots over sooner.")));
 	make_key(fcinfo, &key);
-	epoch = pgque_slot_claim(&key, text_to_cstring(PG_GETARG_TEXT_PP(3)), PG_GETARG_INT64(4), next_epoch);
+	epoch = pgque_slot_claim(&key, text_to_cstring(PG_GETARG_TEXT_PP(3)), ttl_ms, next_epoch);
 	if (epoch < 0)
 		PG_RETURN_NULL();
 	PG_RETURN_INT64(epoch);

@@ -41,7 +41,12 @@ typedef enum SlotVerdict
 	SLOT_FENCED					/* another worker holds or took over the lease */
 } SlotVerdict;
 
+/* the longest lease claim_slot accepts: one day (docs/partition-keys.md) */
+#define PGQUE_LEASE_TTL_MAX_MS ((int64) 24 * 3600 * 1000)
+
 extern int	pgque_max_slots;
+extern int	pgque_max_slots_per_database;
+extern int	pgque_max_slots_per_consumer;
 extern void pgque_slots_request(void);
 extern void pgque_slots_startup(void);
 extern bool pgque_slots_available(void);

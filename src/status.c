@@ -60,10 +60,14 @@ put_row(Tuplestorestate *ts, TupleDesc desc, const char *component, const char *
 	tuplestore_putvalues(ts, desc, values, nulls);
 }
 
+/*
+ * A copy: timestamptz_to_str returns a static buffer, and one format takes
+ * two timestamps.
+ */
 static const char *
 ts_text(TimestampTz t)
 {
-	return t == 0 ? "never" : timestamptz_to_str(t);
+	return t == 0 ? "never" : pstrdup(timestamptz_to_str(t));
 }
 
 Datum

@@ -3,44 +3,69 @@
  *		Keep DROP DATABASE, CREATE DATABASE ... TEMPLATE and ALTER DATABASE
  *		... RENAME working: they refuse while other sessions are connected to
  *		the database, and our workers are such sessions.  The utility hook
- *		pauses the database's workers (they are asked to leave and the
- *		launcher does not restart them), runs the command, and resumes.
+ *		pauses the database's workers (the launcher stops them through their
+ *		handles and does not restart them), runs the command, and resumes.
+ *
+ * The hook runs before PostgreSQL's own permission checks, so it makes
+ * them itself first: only a command PostgreSQL would let this role run
+ * pauses anything.  Otherwise any role could stop another database's
+ * workers with a DROP DATABASE that is then refused.
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "catalog/pg_database.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "tcop/utility.h"
+#include "utils/acl.h"
+#include "utils/syscache.h"
 
 #include "compat.h"
 #include "pgque_bgw.h"
 
 static ProcessUtility_hook_type prev_utility_hook = NULL;
 
-/* Ask the database's workers to leave, and wait (up to 5 s) until they have. */
+/*
+ * Pause the database: the launcher stops its workers through their handles
+ * (a user backend holds none) and starts none while it is paused.  Wait
+ * (up to 5 s) until they have left.
+ */
 static void
 pause_database(Oid dboid)
 {
 	int			waited;
 
+	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
+	{
+		PgqueDb    *db = pgque_find_db(dboid);
+
+		if (db != NULL)
+			db->state = PGQUE_DB_PAUSED;
+	}
+	LWLockRelease(pgque_shared->lock);
+	pgque_wake_launcher();
+
 	for (waited = 0; waited < 500; waited++)
 	{
 		PgqueDb    *db;
 		bool		any = false;
+		bool		launcher;
 		int			k;
 
-		LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
+		LWLockAcquire(pgque_shared->lock, LW_SHARED);
+		launcher = pgque_shared->launcher_pid != 0;
 		db = pgque_find_db(dboid);
 		if (db != NULL)
 		{
-			db->state = PGQUE_DB_PAUSED;
 			for (k = 0; k < PGQUE_NKINDS; k++)
 			{
-				if (db->workers[k].pid > 0)
+				if (db->workers[k].pid > 0 || db->workers[k].registered)
 				{
-					if (waited % 50 == 0)
+					/* no launcher to stop them (it is restarting): signal */
+					if (!launcher && db->workers[k].pid > 0 && waited % 50 == 0)
 						kill(db->workers[k].pid, SIGTERM);
 					any = true;
 				}
@@ -69,32 +94,74 @@ resume_database(Oid dboid)
 	pgque_wake_launcher();
 }
 
-/* The database a utility statement needs to itself, or InvalidOid. */
+static bool
+database_is_template(Oid dboid)
+{
+	HeapTuple	tup = SearchSysCache1(DATABASEOID, ObjectIdGetDatum(dboid));
+	bool		result = false;
+
+	if (HeapTupleIsValid(tup))
+	{
+		result = ((Form_pg_database) GETSTRUCT(tup))->datistemplate;
+		ReleaseSysCache(tup);
+	}
+	return result;
+}
+
+/*
+ * The database a utility statement needs to itself, or InvalidOid; only
+ * when PostgreSQL's permission checks would pass (dbcommands.c: dropdb,
+ * RenameDatabase, createdb), and the command is not refused at once for
+ * another reason we can see (the current database, a name taken).
+ */
 static Oid
 database_needing_exclusive_use(Node *parsetree)
 {
+	Oid			dboid;
+
 	switch (nodeTag(parsetree))
 	{
 		case T_DropdbStmt:
-			return get_database_oid(((DropdbStmt *) parsetree)->dbname, true);
+			dboid = get_database_oid(((DropdbStmt *) parsetree)->dbname, true);
+			if (!OidIsValid(dboid) || dboid == MyDatabaseId ||
+				!pgque_database_ownercheck(dboid, GetUserId()))
+				return InvalidOid;
+			return dboid;
 		case T_RenameStmt:
 			{
 				RenameStmt *stmt = (RenameStmt *) parsetree;
 
-				if (stmt->renameType == OBJECT_DATABASE)
-					return get_database_oid(stmt->subname, true);
-				return InvalidOid;
+				if (stmt->renameType != OBJECT_DATABASE)
+					return InvalidOid;
+				dboid = get_database_oid(stmt->subname, true);
+				if (!OidIsValid(dboid) || dboid == MyDatabaseId ||
+					OidIsValid(get_database_oid(stmt->newname, true)) ||
+					!pgque_database_ownercheck(dboid, GetUserId()) ||
+					!have_createdb_privilege())
+					return InvalidOid;
+				return dboid;
 			}
 		case T_CreatedbStmt:
 			{
+				CreatedbStmt *stmt = (CreatedbStmt *) parsetree;
 				ListCell   *lc;
 
-				foreach(lc, ((CreatedbStmt *) parsetree)->options)
+				if (OidIsValid(get_database_oid(stmt->dbname, true)) || !have_createdb_privilege())
+					return InvalidOid;
+				foreach(lc, stmt->options)
 				{
 					DefElem    *opt = (DefElem *) lfirst(lc);
 
 					if (strcmp(opt->defname, "template") == 0 && opt->arg != NULL)
-						return get_database_oid(defGetString(opt), true);
+					{
+						dboid = get_database_oid(defGetString(opt), true);
+						/* a template is open to CREATEDB roles; any other, to its owner */
+						if (!OidIsValid(dboid) ||
+							(!database_is_template(dboid) &&
+							 !pgque_database_ownercheck(dboid, GetUserId())))
+							return InvalidOid;
+						return dboid;
+					}
 				}
 				return InvalidOid;
 			}

@@ -22,24 +22,39 @@
 #include "pgque_bgw.h"
 #include "slots.h"
 
-static bool xact_inserted = false;
-static bool xact_created_extension = false;
-static bool xact_dropped_extension = false;
+/*
+ * What the transaction did, each flag as the subtransaction that first set
+ * it (InvalidSubTransactionId: not set).  The flags follow subtransactions:
+ * a savepoint rolled back unsets what it set (a DROP EXTENSION rolled back
+ * to a savepoint must not wipe the database's leases at commit), one
+ * released hands its flags to its parent.
+ */
+static SubTransactionId xact_inserted = InvalidSubTransactionId;
+static SubTransactionId xact_created_extension = InvalidSubTransactionId;
+static SubTransactionId xact_dropped_extension = InvalidSubTransactionId;
 static int	cached_db_index = -1;
 
 PG_FUNCTION_INFO_V1(pgque_wake_launcher_at_commit);
+
+/* Set a flag, unless an enclosing (sub)transaction set it already. */
+static inline void
+set_flag(SubTransactionId *flag)
+{
+	if (*flag == InvalidSubTransactionId)
+		*flag = GetCurrentSubTransactionId();
+}
 
 /* DROP EXTENSION pgque_bgw: forget this database's leases when it commits */
 void
 pgque_forget_leases_at_commit(void)
 {
-	xact_dropped_extension = true;
+	set_flag(&xact_dropped_extension);
 }
 
 void
 pgque_note_event_inserted(void)
 {
-	xact_inserted = true;
+	set_flag(&xact_inserted);
 }
 
 /* Wake the ticker of a database, if one runs and it is not already woken. */
@@ -79,15 +94,23 @@ pgque_wake_ticker(Oid dboid)
 }
 
 static void
+clear_flags(void)
+{
+	xact_inserted = InvalidSubTransactionId;
+	xact_created_extension = InvalidSubTransactionId;
+	xact_dropped_extension = InvalidSubTransactionId;
+}
+
+static void
 xact_callback(XactEvent event, void *arg)
 {
 	switch (event)
 	{
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
-			if (xact_inserted)
+			if (xact_inserted != InvalidSubTransactionId)
 				pgque_wake_ticker(MyDatabaseId);
-			if (xact_created_extension && pgque_shared != NULL)
+			if (xact_created_extension != InvalidSubTransactionId && pgque_shared != NULL)
 			{
 				PgqueDb    *db;
 
@@ -99,20 +122,54 @@ xact_callback(XactEvent event, void *arg)
 				LWLockRelease(pgque_shared->lock);
 				pgque_wake_launcher();
 			}
-			if (xact_dropped_extension && pgque_slots_available())
+			if (xact_dropped_extension != InvalidSubTransactionId && pgque_slots_available())
 				pgque_slot_forget(MyDatabaseId, -1, NULL);
-			xact_inserted = false;
-			xact_created_extension = false;
-			xact_dropped_extension = false;
+			clear_flags();
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+			/*
+			 * COMMIT PREPARED may run in another session, which would not
+			 * know to forget the leases: refuse, while an error is allowed.
+			 */
+			if (xact_dropped_extension != InvalidSubTransactionId)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that dropped extension pgque_bgw"),
+						 errdetail("The slot leases of the database are forgotten when the DROP commits, in the session that ran it."),
+						 errhint("Commit the DROP EXTENSION directly.")));
+			break;
+		case XACT_EVENT_PREPARE:
+			/*
+			 * Nothing to wake: the events are not visible until COMMIT
+			 * PREPARED, whose ticker finds them at its next pass, and a new
+			 * extension is found by the launcher's next scan.
+			 */
+			clear_flags();
 			break;
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
-			xact_inserted = false;
-			xact_created_extension = false;
-			xact_dropped_extension = false;
+			clear_flags();
 			break;
 		default:
 			break;
+	}
+}
+
+static void
+subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+				 SubTransactionId parentSubid, void *arg)
+{
+	SubTransactionId *flags[] = {&xact_inserted, &xact_created_extension, &xact_dropped_extension};
+	int			i;
+
+	for (i = 0; i < lengthof(flags); i++)
+	{
+		if (*flags[i] != mySubid)
+			continue;
+		if (event == SUBXACT_EVENT_ABORT_SUB)
+			*flags[i] = InvalidSubTransactionId;
+		else if (event == SUBXACT_EVENT_COMMIT_SUB)
+			*flags[i] = parentSubid;
 	}
 }
 
@@ -120,6 +177,7 @@ void
 pgque_register_xact_callback(void)
 {
 	RegisterXactCallback(xact_callback, NULL);
+	RegisterSubXactCallback(subxact_callback, NULL);
 }
 
 /*
@@ -131,6 +189,6 @@ pgque_register_xact_callback(void)
 Datum
 pgque_wake_launcher_at_commit(PG_FUNCTION_ARGS)
 {
-	xact_created_extension = true;
+	set_flag(&xact_created_extension);
 	PG_RETURN_VOID();
 }

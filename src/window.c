@@ -178,8 +178,12 @@ typedef struct WindowCache
 
 static WindowCache wcache;
 
-/* the key's types, for datumIsEqual/datumCopy */
-static const bool key_byval[WINDOW_NPARAMS] = {true, true, false, false, true, true, true, true, true, true};
+/*
+ * the key's types, for datumIsEqual/datumCopy: xid8 and int8 are passed by
+ * value only where a Datum holds 8 bytes (FLOAT8PASSBYVAL)
+ */
+static const bool key_byval[WINDOW_NPARAMS] = {FLOAT8PASSBYVAL, FLOAT8PASSBYVAL, false, false, true,
+	FLOAT8PASSBYVAL, FLOAT8PASSBYVAL, true, true, true};
 static const int key_len[WINDOW_NPARAMS] = {8, 8, -1, -1, 4, 8, 8, 4, 4, 4};
 
 static bool

@@ -340,9 +340,7 @@ select role, count(*) as calls, count(distinct func) as functions, count(*) filt
 select func, state from pgque_test.bim_result
  where role = '1 owner' and variant = 'valid' and failed order by func;
 
--- Offenders.  Known ones, fixed on other branches of issue #11, are listed
--- in bim_known (the lead removes the list once they are merged): a known
--- entry that no longer matches is shown by the query after this one.
+-- Offenders: every call the matrix finds wrong (none expected).
 create table pgque_test.bim_offender as
 select r.*,
        case
@@ -358,31 +356,10 @@ select r.*,
   from pgque_test.bim_result r
   left join pgque_test.bim_result b on b.role = r.role and b.func = r.func and b.variant = 'valid';
 
--- Known, fixed on branch harden/authz (role '*': every role that may call
--- the function).  The lead removes these entries after merging those
--- branches; an entry that no longer matches shows up below.
-create table pgque_test.bim_known (role text, func text, arg text, variant text, offence text, why text);
-insert into pgque_test.bim_known values
-    -- harden: claim_slot's TTL is capped (a 1,000,000-year lease overflows
-    -- lease_until and breaks partition_slot_status for everyone)
-    ('*', 'claim_slot(text,text,integer,text,interval)', 'ttl', 'far', 'accepted',
-     'harden caps the claim_slot TTL');
-
 select o.role, o.func, o.arg, o.variant, o.offence, o.state, left(o.message, 100) as message
   from pgque_test.bim_offender o
  where o.offence is not null
-   and not exists (select 1 from pgque_test.bim_known k
-                    where (k.role = '*' or k.role = o.role) and k.func = o.func and k.arg = o.arg
-                      and k.variant = o.variant and k.offence = o.offence)
  order by o.func, o.pos, o.variant, o.role;
-
--- known offences that no longer happen: remove them from bim_known
-select k.role, k.func, k.arg, k.variant, k.offence
-  from pgque_test.bim_known k
- where not exists (select 1 from pgque_test.bim_offender o
-                    where (k.role = '*' or k.role = o.role) and k.func = o.func and k.arg = o.arg
-                      and k.variant = o.variant and k.offence = o.offence)
- order by 2, 3, 4, 1;
 
 -- What the matrix found, one by one (each was an offender before the fix).
 select what, pgque_test.error_of(sql) as error from (values
@@ -417,7 +394,9 @@ select what, pgque_test.error_of(sql) as error from (values
  ('15 parameter value of 100,000 bytes (was: echoed in the error)',
   $$select pgque.set_queue_config('bim', 'max_retries', repeat('9', 100000))$$),
  ('16 send_batch of a two-dimensional jsonb[] (was: flattened; text[] was refused)',
-  $$select pgque.send_batch('bim', '{{1,2},{3,4}}'::jsonb[])$$)) v(what, sql)
+  $$select pgque.send_batch('bim', '{{1,2},{3,4}}'::jsonb[])$$),
+ ('17 claim_slot ttl 1000000 years (was: accepted, lease_until overflowed)',
+  $$select pgque.claim_slot('bim', 'bim_p', 0, 'w', '1000000 years')$$)) v(what, sql)
  order by what collate "C";
 -- the limits themselves are accepted
 select count(*) >= 0 as max_return_max_ok from pgque.receive('bim', 'bim_c', 2147483647);

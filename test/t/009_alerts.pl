@@ -32,12 +32,17 @@ sub log_count
     return scalar(@m);
 }
 
-# a listener for NOTIFY pgque_alert
+# a listener for NOTIFY pgque_alert, and one by a role with no pgque rights
+# (LISTEN has no access control: the payload must not carry the details)
+$node->safe_psql('postgres', q{create role outsider login});
 my $listener = $node->background_psql('postgres');
 $listener->query_safe('listen pgque_alert');
+my $outsider = $node->background_psql('postgres', extra_params => [ '-U', 'outsider' ]);
+$outsider->query_safe('listen pgque_alert');
 sub notifications
 {
-    my $out = $listener->query_safe('select 1');
+    my ($session) = @_;
+    my $out = ($session // $listener)->query_safe('select 1');
     my @n = ($out =~ /Asynchronous notification "pgque_alert" with payload "([^\n]*)" received/g);
     return @n;
 }
@@ -80,7 +85,20 @@ is(log_count(qr/WARNING:  pgque_bgw alert slot_unpolled opened: queue "pq", cons
    'one WARNING naming queue, consumer and slot');
 my @n = grep { /"kind": "slot_unpolled"/ && /"event": "opened"/ } notifications();
 is(scalar(@n), 1, 'one NOTIFY pgque_alert, received by a LISTEN session');
-like($n[0] // '', qr/"pending_events": 5/, 'its JSON payload carries the figures');
+like($n[0] // '', qr/^\{"kind": "slot_unpolled", "event": "opened", "alert_id": \d+\}$/,
+     'its JSON payload carries the event, the alert id and the kind only');
+my ($alert_id) = ($n[0] // '') =~ /"alert_id": (\d+)/;
+is($node->safe_psql('postgres', qq{select details->>'pending_events' from pgque.alerts where alert_id = $alert_id}),
+   '5', 'the figures are in pgque.alerts under that id');
+my @o = notifications($outsider);
+is(scalar(grep { /"kind": "slot_unpolled"/ } @o), 1, 'a role with no pgque rights receives the notification too');
+is(scalar(grep { !/^\{"kind": "[a-z_]+", "event": "(opened|cleared)", "alert_id": \d+\}$/ } @o), 0,
+   'but every payload it gets has the kind, event and alert id only');
+unlike(join(' ', @o), qr/"pq"|worker-1|pending|details|lease_owner/,
+       'no queue name, lease owner or figures');
+my ($rc, $out, $err) = $node->psql('postgres', 'select count(*) from pgque.alerts',
+                                   extra_params => [ '-U', 'outsider' ]);
+like($err, qr/permission denied/, 'and cannot read pgque.alerts');
 is($node->safe_psql('postgres', qq{select alert from pgque.partition_slot_status where slot = $slot}),
    'slot_unpolled', 'partition_slot_status shows the alert');
 like($node->safe_psql('postgres', q{select status || ': ' || detail from pgque.status() where component = 'alerts'}),
@@ -207,5 +225,6 @@ ok($node->poll_query_until('postgres', q{select count(*) = 0 from pgque.alerts w
    'the ticker ticks the queue and the watchdog clears its alert');
 
 $listener->quit;
+$outsider->quit;
 $node->stop('fast');
 done_testing();

@@ -1,0 +1,82 @@
+# The installing role's name is data, never code (issue 11).  The install
+# script used to paste the owner's quoted name (PostgreSQL's extowner
+# substitution) inside dollar-quoted literals: a role named
+#   a$q$||public.f()||$q$
+# would close the literal and have the script call public.f(), a function
+# of the role's own, with the rights of the bootstrap superuser a trusted
+# install runs as.  PostgreSQL 15.4 and later (CVE-2023-39417) refuse to
+# substitute a name holding a quote, so there the install failed instead
+# ("invalid character in extension owner").  Now the owner is read from
+# pg_extension and quoted with format('%I'): the script does not depend on
+# the server's patch level, and every kind of awkward name installs and
+# owns the objects.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('owner_name');
+$node->init;
+$node->append_conf('postgresql.conf', q{
+shared_preload_libraries = 'pgque_bgw'
+pgque_bgw.enabled = off
+});
+$node->start;
+
+my @names = (
+    'a$q$||public.f()||$q$',            # the attack on the dollar quote
+    'b$owner$||public.f()||$owner$',    # the same on the DO block's quote
+    "c'||public.f()||'",                # single quotes
+    'd"||public.f()||"',                # double quotes (doubled by quoting)
+    "e;select public.f();--",           # statement separator and comment
+    "f\nselect public.f();",            # a newline ends a line comment
+);
+
+my $i = 0;
+for my $name (@names)
+{
+    $i++;
+    my $db = "db$i";
+    (my $lit = $name) =~ s/'/''/g;
+    (my $ident = $name) =~ s/"/""/g;
+    $node->safe_psql('postgres', qq{
+        create role "$ident" nologin;
+        create database $db owner "$ident";
+    });
+    # the attacker's own function: it records who ran it
+    $node->safe_psql($db, qq{
+        set role "$ident";
+        create table public.ran(by_role text, super boolean);
+        create function public.f() returns text language plpgsql as \$f\$
+        begin
+            insert into public.ran
+            select current_user, rolsuper from pg_roles where rolname = current_user;
+            return '';
+        end \$f\$;
+    });
+    my ($ret, $out, $err) = $node->psql($db, qq{
+        set role "$ident";
+        create extension pgque_bgw;
+    });
+    (my $shown = $name) =~ s/\n/\\n/g;
+    is($ret, 0, "a role named '$shown' installs (trusted)") or diag($err);
+    is($node->safe_psql($db, q{select count(*) from public.ran}), '0',
+       "'$shown': no code of the role's name ran during the install");
+    is($node->safe_psql($db, qq{
+        select pg_get_userbyid(nspowner) = '$lit' from pg_namespace where nspname = 'pgque'}),
+       't', "'$shown': owns the schema");
+    is($node->safe_psql($db, qq{
+        select count(*) from pg_proc where pronamespace = 'pgque'::regnamespace
+           and pg_get_userbyid(proowner) <> '$lit'}),
+       '0', "'$shown': owns every function");
+    is($node->safe_psql($db, qq{
+        select count(*) from pg_class where relnamespace = 'pgque'::regnamespace
+           and relkind in ('r', 'v', 'S') and pg_get_userbyid(relowner) <> '$lit'}),
+       '0', "'$shown': owns every table, view and sequence");
+    is($node->safe_psql($db, qq{select rolsuper from pg_roles where rolname = '$lit'}),
+       'f', "'$shown': still not a superuser");
+}
+
+$node->stop('fast');
+done_testing();
