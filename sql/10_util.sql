@@ -41,7 +41,7 @@ begin
     perform pgque._check_name('queue', i_queue_name, 57);
     select * into q from pgque.queue where queue_name = i_queue_name;
     if not found then
-        raise exception 'queue "%" does not exist', i_queue_name
+        raise exception 'queue not found: %', i_queue_name
             using errcode = 'undefined_object';
     end if;
     return q;
@@ -62,7 +62,7 @@ begin
       join pgque.consumer c on c.co_id = sub.sub_consumer
      where sub.sub_queue = q.queue_id and c.co_name = i_consumer_name;
     if not found then
-        raise exception 'consumer "%" is not subscribed to queue "%"', i_consumer_name, i_queue_name
+        raise exception 'Not subscriber to queue: %/%', i_queue_name, i_consumer_name
             using errcode = 'undefined_object',
                   hint = 'Subscribe it with pgque.subscribe().';
     end if;

@@ -31,8 +31,9 @@ declare
 begin
     q := pgque._queue(i_queue_name);
     if q.queue_disable_insert and pg_catalog.current_setting('session_replication_role') <> 'replica' then
-        raise exception 'insert into queue "%" is disabled', i_queue_name
+        raise exception 'Insert into queue disallowed'
             using errcode = 'object_not_in_prerequisite_state',
+                  detail = pg_catalog.format('Queue %s has disable_insert set.', i_queue_name),
                   hint = 'pgque.set_queue_config(queue, ''disable_insert'', ''false'') re-enables it.';
     end if;
     return q;

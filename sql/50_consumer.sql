@@ -24,7 +24,7 @@ begin
     end if;
     if i_tick_pos is not null then
         if not exists (select 1 from pgque.tick where tick_queue = q.queue_id and tick_id = i_tick_pos) then
-            raise exception 'tick % does not exist in queue "%"', i_tick_pos, q.queue_name
+            raise exception 'tick not found: % (queue %)', i_tick_pos, q.queue_name
                 using errcode = 'invalid_parameter_value';
         end if;
         pos := i_tick_pos;

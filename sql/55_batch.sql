@@ -119,7 +119,7 @@ declare
 begin
     select * into w from pgque._batch_source(i_batch_id, i_n, i_slot);
     if not found then
-        raise exception 'batch % is not open', i_batch_id
+        raise exception 'batch not found: %', i_batch_id
             using errcode = 'undefined_object',
                   hint = 'It was finished (acked) already, or never existed.';
     end if;
@@ -202,7 +202,7 @@ begin
     perform pgque._check_not_null('batch_id', x_batch_id);
     perform pgque._open_batch(x_batch_id);
     if pgque._finish_batch(x_batch_id) = 0 then
-        raise warning 'finish_batch: batch % is not open', x_batch_id;
+        raise warning 'batch not found: %', x_batch_id;
         return 0;
     end if;
     return 1;
@@ -233,7 +233,7 @@ begin
     perform pgque._check_not_null('batch_id', i_batch_id);
     s := pgque._open_batch(i_batch_id);
     if s.sub_id is null then
-        raise exception 'batch % is not open', i_batch_id
+        raise exception 'batch not found: %', i_batch_id
             using errcode = 'undefined_object',
                   hint = 'It was finished (acked) already, or never existed.';
     end if;

@@ -128,7 +128,7 @@ declare
 begin
     select * into e from pgque._batch_rows(s.sub_batch, 1, i_ev_id, i_n, i_slot);
     if not found then
-        raise exception 'event % is not part of batch %', i_ev_id, s.sub_batch
+        raise exception 'msg_id % not found in batch %', i_ev_id, s.sub_batch
             using errcode = 'invalid_parameter_value';
     end if;
     select * into q from pgque.queue where queue_id = s.sub_queue;

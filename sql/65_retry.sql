@@ -45,7 +45,7 @@ begin
     perform pgque._check_timestamp('retry_time', x_retry_time);
     select * into e from pgque._batch_rows(x_batch_id, 1, x_event_id);
     if not found then
-        raise exception 'event % is not part of batch %', x_event_id, x_batch_id
+        raise exception 'msg_id % not found in batch %', x_event_id, x_batch_id
             using errcode = 'invalid_parameter_value';
     end if;
     return pgque._retry_event(s, e, x_retry_time);
@@ -114,7 +114,7 @@ begin
     perform pgque._check_not_null('dead_letter_id', dead_letter_id);
     select * into d from pgque.dead_letter where dl_id = dead_letter_id for update;
     if not found then
-        raise exception 'dead letter % does not exist', dead_letter_id
+        raise exception 'dead letter entry not found: %', dead_letter_id
             using errcode = 'undefined_object';
     end if;
     select * into q from pgque.queue where queue_id = d.dl_queue_id;

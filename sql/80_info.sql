@@ -173,7 +173,7 @@ begin
       join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
      where s.sub_batch = x_batch_id;
     if not found then
-        raise exception 'batch % is not open', x_batch_id
+        raise exception 'batch not found: %', x_batch_id
             using errcode = 'undefined_object';
     end if;
 end $$;

@@ -369,7 +369,7 @@ lookup_queue(text *queue_name, QueueInfo *info)
 	if (SPI_processed == 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("queue \"%s\" does not exist", text_to_cstring(queue_name))));
+				 errmsg("queue not found: %s", text_to_cstring(queue_name))));
 
 	info->queue_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
 	info->cur_table = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &null));
@@ -425,7 +425,8 @@ refuse_disabled(text *queue_name, bool disabled)
 	if (disabled && SessionReplicationRole != SESSION_REPLICATION_ROLE_REPLICA)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("insert into queue \"%s\" is disabled", text_to_cstring(queue_name)),
+				 errmsg("Insert into queue disallowed"),
+				 errdetail("Queue %s has disable_insert set.", text_to_cstring(queue_name)),
 				 errhint("pgque.set_queue_config(queue, 'disable_insert', 'false') re-enables it.")));
 }
 
