@@ -139,6 +139,15 @@ create type pgque.message as (
     extra4       text
 );
 
+-- PgQue's settings row: tick_period_ms is the period of ticker_loop(), the
+-- scheduler of the pg_cron and manual modes (the workers tick on commit).
+create table pgque.config (
+    one             boolean primary key default true check (one),
+    tick_period_ms  int4 not null default 100
+                    check (tick_period_ms between 1 and 1000 and 1000 % tick_period_ms = 0)
+);
+insert into pgque.config default values;
+
 -- pg_dump keeps the queue state with the data (event tables are not
 -- extension members, so they are dumped as ordinary tables).
 select pg_catalog.pg_extension_config_dump('pgque.queue', '');
@@ -153,6 +162,7 @@ select pg_catalog.pg_extension_config_dump('pgque.retry_queue', '');
 select pg_catalog.pg_extension_config_dump('pgque.delayed_event', '');
 select pg_catalog.pg_extension_config_dump('pgque.dead_letter', '');
 select pg_catalog.pg_extension_config_dump('pgque.dead_letter_dl_id_seq', '');
+select pg_catalog.pg_extension_config_dump('pgque.config', '');
 
 -- Producers cache queue rows per backend (src/insert.c); every change of
 -- pgque.queue sends a relcache invalidation that flushes those caches.

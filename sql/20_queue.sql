@@ -259,3 +259,47 @@ begin
     end if;
     return 1;
 end $$;
+
+-- create_queue(queue_name, options) -> as create_queue(queue_name): 1
+-- created, 0 existed.  Each key of the options object is then applied with
+-- set_queue_config (to an existing queue too), in the same transaction: an
+-- unknown key or a bad value undoes the whole call.  Values may be JSON
+-- strings, numbers or booleans; JSON null restores the default.
+create function pgque.create_queue(i_queue_name text, i_options jsonb)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    created int4;
+    kv      record;
+begin
+    perform pgque._check_not_null('options', i_options);
+    if pg_catalog.jsonb_typeof(i_options) <> 'object' then
+        raise exception 'options must be a JSON object, got %', pg_catalog.jsonb_typeof(i_options)
+            using errcode = 'invalid_parameter_value',
+                  hint = 'For example {"max_retries": 10, "rotation_period": "1 hour"}.';
+    end if;
+    created := pgque.create_queue(i_queue_name);
+    for kv in select o.key, o.value from pg_catalog.jsonb_each(i_options) o order by o.key loop
+        if pg_catalog.jsonb_typeof(kv.value) not in ('string', 'number', 'boolean', 'null') then
+            raise exception 'option "%" must be a string, number, boolean or null, got %', kv.key, pg_catalog.jsonb_typeof(kv.value)
+                using errcode = 'invalid_parameter_value';
+        end if;
+        perform pgque.set_queue_config(i_queue_name, kv.key, kv.value #>> '{}');
+    end loop;
+    return created;
+end $$;
+
+-- pause_queue / resume_queue: the ticker stops / resumes ticking the queue
+-- (set_queue_config 'ticker_paused').  Producers keep appending; consumers
+-- see nothing new until it resumes.
+create function pgque.pause_queue(i_queue_name text)
+returns void language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque.set_queue_config(i_queue_name, 'ticker_paused', 'true');
+$$;
+
+create function pgque.resume_queue(i_queue_name text)
+returns void language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque.set_queue_config(i_queue_name, 'ticker_paused', 'false');
+$$;

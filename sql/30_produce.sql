@@ -163,3 +163,11 @@ returns bigint language sql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
     select pgque.send_at(queue_name, type_name, payload::text, deliver_at)
 $$;
+
+-- insert_event_bulk(queue_name, ev_type, ev_data_list) -> ids in input
+-- order: PgQue's internal set-based primitive behind send_batch, the same C
+-- entry point.  Granted to nobody (the owner may call it), as in PgQue.
+create function pgque.insert_event_bulk(queue_name text, ev_type text, ev_data_list text[])
+returns bigint[] language c security definer
+set search_path = pgque, pg_catalog, pg_temp
+as 'MODULE_PATHNAME', 'pgque_send_batch';

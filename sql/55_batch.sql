@@ -184,6 +184,62 @@ begin
           from pgque._batch_rows(x_batch_id, null, null) e;
 end $$;
 
+-- get_batch_cursor(batch_id, cursor_name, quick_limit[, extra_where]): PgQ's
+-- cursor over a batch.  Declares cursor_name over the batch's events (the
+-- columns of get_batch_events, in ev_id order) and returns its first
+-- quick_limit rows; FETCH the rest from the cursor in the same transaction.
+-- extra_where is a trusted SQL condition pasted into the cursor's query, as
+-- in PgQ.  So that it cannot run with more rights than its caller, the
+-- function is SECURITY INVOKER: the events come from get_batch_events()
+-- (which checks the batch and the caller's right to its consumer), the
+-- condition runs as the caller.
+create function pgque.get_batch_cursor(i_batch_id bigint, i_cursor_name text, i_quick_limit int4,
+                                       i_extra_where text,
+    out ev_id bigint, out ev_time timestamptz, out ev_txid bigint, out ev_retry int4,
+    out ev_type text, out ev_data text, out ev_extra1 text, out ev_extra2 text,
+    out ev_extra3 text, out ev_extra4 text)
+returns setof record language plpgsql
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._check_not_null('batch_id', i_batch_id);
+    perform pgque._check_name('cursor', i_cursor_name, 63);
+    perform pgque._check_not_null('quick_limit', i_quick_limit);
+    if i_quick_limit < 0 then
+        raise exception 'quick_limit must be zero or positive, got %', i_quick_limit
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if i_extra_where is not null and pg_catalog.btrim(i_extra_where) = '' then
+        raise exception 'extra_where must not be empty'
+            using errcode = 'invalid_parameter_value',
+                  hint = 'Pass NULL, or use the three-argument form, for no condition.';
+    end if;
+    begin
+        execute pg_catalog.format(
+            'declare %I no scroll cursor for select * from pgque.get_batch_events(%s) b%s order by b.ev_id',
+            i_cursor_name, i_batch_id,
+            case when i_extra_where is null then '' else ' where (' || i_extra_where || ')' end);
+    exception when others then
+        -- a condition that does not parse or name the batch's columns is
+        -- bad input, said so; anything else (a permission) as it is
+        if i_extra_where is null or left(sqlstate, 2) <> '42' or sqlstate = '42501' then
+            raise;
+        end if;
+        raise exception 'extra_where is not a valid condition on the batch events: %', sqlerrm
+            using errcode = 'invalid_parameter_value',
+                  hint = 'Columns: ev_id, ev_time, ev_txid, ev_retry, ev_type, ev_data, ev_extra1..ev_extra4.';
+    end;
+    return query execute pg_catalog.format('fetch %s from %I', i_quick_limit, i_cursor_name);
+end $$;
+
+create function pgque.get_batch_cursor(i_batch_id bigint, i_cursor_name text, i_quick_limit int4,
+    out ev_id bigint, out ev_time timestamptz, out ev_txid bigint, out ev_retry int4,
+    out ev_type text, out ev_data text, out ev_extra1 text, out ev_extra2 text,
+    out ev_extra3 text, out ev_extra4 text)
+returns setof record language sql
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select * from pgque.get_batch_cursor(i_batch_id, i_cursor_name, i_quick_limit, null);
+$$;
+
 -- Close a batch: the cursor moves to the batch's end tick.  -> 1 / 0 unknown.
 create function pgque._finish_batch(i_batch_id bigint)
 returns int4 language plpgsql as $$

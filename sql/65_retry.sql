@@ -33,6 +33,36 @@ begin
     return n;
 end $$;
 
+-- event_dead(batch_id, event_id, reason, ev_time, ev_txid, ev_retry, ev_type,
+-- ev_data, ev_extra1..4) -> 1 / 0 if the event is dead-lettered already for
+-- the batch's consumer.  PgQue's primitive under nack(): the row is the
+-- caller's (an admin's) description of the event, stored as given.
+create function pgque.event_dead(batch_id bigint, event_id bigint, reason text, ev_time timestamptz,
+                                 ev_txid xid8, ev_retry int4, ev_type text, ev_data text,
+                                 ev_extra1 text default null, ev_extra2 text default null,
+                                 ev_extra3 text default null, ev_extra4 text default null)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    s  pgque.subscription;
+    e  pgque.event_template;
+begin
+    s := pgque._open_batch_or_raise(batch_id);
+    perform pgque._check_not_null('event_id', event_id);
+    perform pgque._check_not_null('ev_time', ev_time);
+    e.ev_id := event_id;
+    e.ev_time := ev_time;
+    e.ev_txid := ev_txid;
+    e.ev_retry := ev_retry;
+    e.ev_type := ev_type;
+    e.ev_data := ev_data;
+    e.ev_extra1 := ev_extra1;
+    e.ev_extra2 := ev_extra2;
+    e.ev_extra3 := ev_extra3;
+    e.ev_extra4 := ev_extra4;
+    return pgque._dead_letter(s, e, reason);
+end $$;
+
 create function pgque.event_retry(x_batch_id bigint, x_event_id bigint, x_retry_time timestamptz)
 returns int4 language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$

@@ -72,41 +72,60 @@ begin
     return n + nb;
 end $$;
 
--- Move every due retry and delayed event into its queue's current table.
--- Drains all that is due (not 10 rows per call).  -> events moved.
-create function pgque.maint_retry_events()
-returns int4 language plpgsql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
+-- Move every due retry (i_retries) and/or delayed event (i_delayed) into
+-- its queue's current table, through the producers' insert (C: it routes
+-- rows to partition buckets).  Drains all that is due.  -> events moved.
+create function pgque._deliver_due(i_retries boolean, i_delayed boolean)
+returns int4 language plpgsql as $$
 declare
     q      pgque.queue;
     n      int4 := 0;
     moved  int4;
 begin
     for q in select * from pgque.queue
-              where queue_id in (select ev_queue from pgque.retry_queue where ev_retry_after <= now()
+              where queue_id in (select ev_queue from pgque.retry_queue where i_retries and ev_retry_after <= now()
                                  union
-                                 select de_queue from pgque.delayed_event where de_deliver_at <= now())
+                                 select de_queue from pgque.delayed_event where i_delayed and de_deliver_at <= now())
               order by queue_id loop
-        -- through the producers' insert (C): it routes rows to partition buckets
-        with m as (delete from pgque.retry_queue where ev_queue = q.queue_id and ev_retry_after <= now()
-                   returning *)
-        select count(pgque._insert_event(q.queue_name, m2.ev_id, m2.ev_time, m2.ev_owner, m2.ev_retry,
-                                         m2.ev_type, m2.ev_data, m2.ev_extra1, m2.ev_extra2,
-                                         m2.ev_extra3, m2.ev_extra4, false))
-          into moved
-          from (select * from m order by m.ev_id) m2;
-        n := n + moved;
-        with m as (delete from pgque.delayed_event where de_queue = q.queue_id and de_deliver_at <= now()
-                   returning *)
-        select count(pgque._insert_event(q.queue_name, m2.ev_id, m2.ev_time, null, null,
-                                         m2.ev_type, m2.ev_data, m2.ev_extra1, m2.ev_extra2,
-                                         m2.ev_extra3, m2.ev_extra4, false))
-          into moved
-          from (select * from m order by m.ev_id) m2;
-        n := n + moved;
+        if i_retries then
+            with m as (delete from pgque.retry_queue where ev_queue = q.queue_id and ev_retry_after <= now()
+                       returning *)
+            select count(pgque._insert_event(q.queue_name, m2.ev_id, m2.ev_time, m2.ev_owner, m2.ev_retry,
+                                             m2.ev_type, m2.ev_data, m2.ev_extra1, m2.ev_extra2,
+                                             m2.ev_extra3, m2.ev_extra4, false))
+              into moved
+              from (select * from m order by m.ev_id) m2;
+            n := n + moved;
+        end if;
+        if i_delayed then
+            with m as (delete from pgque.delayed_event where de_queue = q.queue_id and de_deliver_at <= now()
+                       returning *)
+            select count(pgque._insert_event(q.queue_name, m2.ev_id, m2.ev_time, null, null,
+                                             m2.ev_type, m2.ev_data, m2.ev_extra1, m2.ev_extra2,
+                                             m2.ev_extra3, m2.ev_extra4, false))
+              into moved
+              from (select * from m order by m.ev_id) m2;
+            n := n + moved;
+        end if;
     end loop;
     return n;
 end $$;
+
+-- maint_retry_events(): every due retry and delayed event (not 10 rows per
+-- call, as PgQ).  -> events moved.
+create function pgque.maint_retry_events()
+returns int4 language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque._deliver_due(true, true);
+$$;
+
+-- maint_deliver_delayed(): only the send_at() events whose time has come
+-- (PgQue's name; maint_retry_events() and maint() deliver them too).
+create function pgque.maint_deliver_delayed()
+returns int4 language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select pgque._deliver_due(false, true);
+$$;
 
 -- Tick history: ticks behind every cursor and older than a rotation period
 -- serve nobody.  -> ticks deleted.
@@ -126,8 +145,44 @@ begin
     return n;
 end $$;
 
+-- The queues' extra maintenance hooks (PgQ's queue_extra_maint: function
+-- names, each called as fn(queue_name) -> int4).  Only the extension owner
+-- can write pgque.queue, so only it sets hooks; a hook is run only if it
+-- exists with that signature and belongs to the extension owner (else a
+-- WARNING), and runs with the owner's rights.  -> the hooks' sum.
+create function pgque._maint_extra()
+returns int4 language plpgsql
+-- pinned: the maintenance worker calls it directly
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    r      record;
+    fn     regprocedure;
+    owner  oid := (select e.extowner from pg_catalog.pg_extension e where e.extname = 'pgque_bgw');
+    n      int4 := 0;
+    got    int4;
+begin
+    for r in select q.queue_name, h.hook
+               from pgque.queue q, pg_catalog.unnest(q.queue_extra_maint) with ordinality h(hook, pos)
+              order by q.queue_id, h.pos loop
+        fn := pg_catalog.to_regprocedure(r.hook || '(text)');
+        if fn is null then
+            raise warning 'extra maintenance hook % of queue % does not exist as %(text)', r.hook, r.queue_name, r.hook;
+            continue;
+        end if;
+        if (select p.proowner from pg_catalog.pg_proc p where p.oid = fn) <> owner then
+            raise warning 'extra maintenance hook % of queue % is skipped: it is not owned by the extension owner', fn, r.queue_name
+                using hint = 'Only functions of the role that installed pgque_bgw run as hooks.';
+            continue;
+        end if;
+        execute pg_catalog.format('select (%s(%L::pg_catalog.text))::pg_catalog.int4', fn::oid::regproc, r.queue_name) into got;
+        n := n + coalesce(got, 0);
+    end loop;
+    return n;
+end $$;
+
 -- maint(): every maintenance step, for every queue (rotation, retries and
--- delayed events, tick history, expired idempotency keys).  Rotation step 2 of a
+-- delayed events, tick history, expired idempotency keys, the queues'
+-- extra maintenance hooks).  Rotation step 2 of a
 -- switch made by an earlier transaction runs first, then step 1 where due,
 -- so repeated maint() calls (one transaction each) keep rotating.
 -- -> number of actions taken.
@@ -145,5 +200,6 @@ begin
     n := n + pgque.maint_retry_events();
     n := n + pgque.maint_tick_cleanup();
     n := n + pgque.maint_idem();
+    n := n + pgque._maint_extra();
     return n;
 end $$;

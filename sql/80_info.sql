@@ -28,9 +28,19 @@ begin
     using 'pgque_ticker_' || pg_catalog.current_database(), 'pgque_maint_' || pg_catalog.current_database();
 end $$;
 
+-- Do the background workers tick this database?  Only where its ticker
+-- runs: not merely where the library is loaded and enabled (a database
+-- outside pgque_bgw.databases, or not yet taken on, is not served).
+create function pgque._workers_serve()
+returns boolean language sql stable as $$
+    select exists (select 1 from pgque._worker_status() w
+                    where w.component = 'ticker' and w.status = 'running');
+$$;
+
 -- status() -> (component, status, detail): versions, whether the library
 -- is preloaded, each worker (state, pid, last tick, last maintenance, last
--- error), the scheduler in effect, counts.
+-- error), the scheduler in effect, counts.  Rows that only inform say
+-- 'info' (PgQue's word); the others say what state the part is in.
 create function pgque.status(out component text, out status text, out detail text)
 returns setof record language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
@@ -38,9 +48,9 @@ declare
     workers_on boolean;
     jobs text;
 begin
-    component := 'postgresql'; status := 'ok'; detail := pg_catalog.version();
+    component := 'postgresql'; status := 'info'; detail := pg_catalog.version();
     return next;
-    component := 'pgque_bgw'; status := 'ok'; detail := 'version ' || pgque.version();
+    component := 'pgque'; status := 'info'; detail := 'pgque_bgw ' || pgque.version();
     return next;
     component := 'library';
     if pgque._preloaded() then
@@ -52,7 +62,7 @@ begin
     return next;
     return query select * from pgque._worker_status();
 
-    workers_on := pgque._preloaded() and pg_catalog.current_setting('pgque_bgw.enabled', true) = 'on';
+    workers_on := pgque._workers_serve();
     select pg_catalog.string_agg(j.jobname || ' (job ' || j.jobid || ', ' || j.schedule || ')', ', ')
       into jobs from pgque._cron_jobs() j;
     component := 'scheduler';
@@ -70,10 +80,10 @@ begin
                     'no open alert')
       into status, detail from pgque.alert a where a.cleared_at is null;
     return next;
-    component := 'queues'; status := 'ok';
+    component := 'queues'; status := 'info';
     detail := (select count(*) from pgque.queue)::text || ' queue(s)';
     return next;
-    component := 'consumers'; status := 'ok';
+    component := 'consumers'; status := 'info';
     detail := (select count(*) from pgque.subscription)::text || ' subscription(s)';
     return next;
 end $$;
@@ -177,3 +187,10 @@ begin
             using errcode = 'undefined_object';
     end if;
 end $$;
+
+-- delayed_events: the send_at() events waiting for their time (PgQue's
+-- relation name), without payloads (readers get those by receiving).
+create view pgque.delayed_events as
+select q.queue_name, d.ev_id, d.de_deliver_at as deliver_at, d.ev_time, d.ev_type
+  from pgque.delayed_event d
+  join pgque.queue q on q.queue_id = d.de_queue;

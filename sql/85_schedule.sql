@@ -7,12 +7,18 @@
 -- procedure that commits cannot pin one with SET), so every function and
 -- operator in it is qualified: a database owner's "operator public.+" is
 -- never picked (ADR 0014).
+-- A NULL period (the default) is pgque.config.tick_period_ms, read at the
+-- start: set_tick_period_ms() changes the rate from the next call on.
 create procedure pgque.ticker_loop(i_duration interval default '59 seconds',
-                                   i_period interval default '100 milliseconds')
+                                   i_period interval default null)
 language plpgsql as $$
 declare
     stop_at timestamptz;
 begin
+    if i_period is null then
+        i_period := pg_catalog.make_interval(secs => (select c.tick_period_ms from pgque.config c)
+                                                     operator(pg_catalog./) 1000.0);
+    end if;
     perform pgque._check_interval('duration', i_duration);
     perform pgque._check_interval('period', i_period);
     if i_period operator(pg_catalog.>) i_duration then
@@ -66,4 +72,33 @@ begin
     for j in select * from pgque._cron_jobs() loop
         execute 'select cron.unschedule($1)' using j.jobid;
     end loop;
+end $$;
+
+-- set_tick_period_ms(ms) -> ms: the period of ticker_loop() (pg_cron and
+-- manual modes), an exact divisor of 1000 in 1..1000; effective from the
+-- next ticker_loop() call.  The background workers tick on commit and are
+-- not affected (pgque_bgw.tick_interval is their idle period).
+create function pgque.set_tick_period_ms(p_period_ms int4)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._check_not_null('period_ms', p_period_ms);
+    if p_period_ms < 1 or p_period_ms > 1000 or 1000 % p_period_ms <> 0 then
+        raise exception 'tick period must be an exact divisor of 1000 between 1 and 1000 ms, got %', p_period_ms
+            using errcode = 'invalid_parameter_value',
+                  hint = 'For example 50 (20 ticks a second), 100 (the default) or 1000.';
+    end if;
+    update pgque.config set tick_period_ms = p_period_ms;
+    return p_period_ms;
+end $$;
+
+-- uninstall(): stop() the pg_cron jobs, then DROP EXTENSION pgque_bgw (the
+-- extension's form of PgQue's "drop schema pgque cascade").  The roles
+-- stay, as in PgQue.  The extension owner's only: granted to nobody.
+create function pgque.uninstall()
+returns void language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque.stop();
+    drop extension pgque_bgw;
 end $$;

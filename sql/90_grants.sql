@@ -57,8 +57,14 @@ grant execute on function
     pgque.maint_idem(), pgque.maint_idem(text),
     pgque.maint_rotate_tables_step1(text), pgque.maint_rotate_tables_step2(),
     pgque.batch_retry(bigint, int4), pgque.dlq_purge(text, interval), pgque.status(),
-    pgque.start(), pgque.stop(), pgque.maint_alerts(interval)
+    pgque.start(), pgque.stop(), pgque.maint_alerts(interval),
+    pgque.create_queue(text, jsonb), pgque.pause_queue(text), pgque.resume_queue(text),
+    pgque.set_tick_period_ms(int4), pgque.maint_deliver_delayed(),
+    pgque.event_dead(bigint, bigint, text, timestamptz, xid8, int4, text, text, text, text, text, text),
+    pgque.get_batch_cursor(bigint, text, int4), pgque.get_batch_cursor(bigint, text, int4, text)
   to pgque_admin;
+-- PgQue's internal insert_event_bulk() and uninstall() stay the owner's.
+grant select on pgque.delayed_events, pgque.config to pgque_admin;
 grant select on pgque.alerts to pgque_reader, pgque_admin;
 grant select on pgque.alert to pgque_admin;
 grant execute on procedure pgque.ticker_loop(interval, interval) to pgque_admin;

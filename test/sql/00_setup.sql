@@ -54,4 +54,4 @@ end $$;
 
 select extname, extversion from pg_extension where extname = 'pgque_bgw';
 select pgque.version();
-select component, status from pgque.status() where component in ('pgque_bgw', 'library');
+select component, status from pgque.status() where component in ('pgque', 'library');

@@ -82,7 +82,18 @@ insert into cases values
  ('maint_alerts(interval)', 'negative retention', $$select pgque.maint_alerts('-1 day')$$),
  ('metrics()', 'no arguments',            $$select 'metrics() takes no input'$$),
  ('status()', 'no arguments',              $$select 'status() takes no input'$$),
- ('version()', 'no arguments',             $$select 'version() takes no input'$$);
+ ('version()', 'no arguments',             $$select 'version() takes no input'$$),
+ ('create_queue(text,jsonb)', 'array options', $$select pgque.create_queue('bi', '[]')$$),
+ ('pause_queue(text)', 'unknown',          $$select pgque.pause_queue('nope')$$),
+ ('resume_queue(text)', 'null',            $$select pgque.resume_queue(null)$$),
+ ('insert_event_bulk(text,text,text[])', 'null list', $$select pgque.insert_event_bulk('bi', 't', null)$$),
+ ('get_batch_cursor(bigint,text,integer)', 'negative limit', $$select * from pgque.get_batch_cursor(1, 'c', -1)$$),
+ ('get_batch_cursor(bigint,text,integer,text)', 'empty condition', $$select * from pgque.get_batch_cursor(1, 'c', 1, '')$$),
+ ('event_dead(bigint,bigint,text,timestamp with time zone,xid8,integer,text,text,text,text,text,text)', 'unknown batch',
+                                           $$select pgque.event_dead(424242, 1, 'r', now(), null, 0, 't', 'p')$$),
+ ('maint_deliver_delayed()', 'no arguments', $$select 'maint_deliver_delayed() takes no input'$$),
+ ('set_tick_period_ms(integer)', 'not a divisor', $$select pgque.set_tick_period_ms(7)$$),
+ ('uninstall()', 'no arguments',           $$select 'uninstall() takes no input'$$);
 
 select func, what, pgque_test.error_of(sql) as error from cases order by func, what;
 
