@@ -92,13 +92,17 @@ begin
     return p_period_ms;
 end $$;
 
--- uninstall(): stop() the pg_cron jobs, then DROP EXTENSION pgque_bgw (the
--- extension's form of PgQue's "drop schema pgque cascade").  The roles
--- stay, as in PgQue.  The extension owner's only: granted to nobody.
+-- uninstall(): stop() the pg_cron jobs, then DROP EXTENSION pgque_bgw
+-- CASCADE and the schema: PgQue's "drop schema pgque cascade".  Queues,
+-- events and anything built on pgque's objects go.  The roles stay,
+-- as in PgQue.  The extension owner's only: granted to nobody.
 create function pgque.uninstall()
 returns void language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform pgque.stop();
-    drop extension pgque_bgw;
+    drop extension pgque_bgw cascade;
+    -- the schema outlives its extension (CREATE EXTENSION made it for the
+    -- control file's "schema = pgque"); PgQue drops it with what is in it
+    drop schema if exists pgque cascade;
 end $$;

@@ -64,5 +64,25 @@ is($node->safe_psql('appdb', q{
 ($ret, $out, $err) = $node->psql('appdb', 'create extension pgque_bgw', extra_params => [ '-U', 'app_owner' ]);
 is($ret, 0, 're-install after drop works') or diag($err);
 
+# PgQue's uninstall(): the extension owner's only; drops everything, queues
+# included; the roles stay
+$node->safe_psql('appdb', q{
+    select pgque.create_queue('gone');
+    select pgque.subscribe('gone', 'c');
+    select pgque.send('gone', 'x');
+}, extra_params => [ '-U', 'app_owner' ]);
+($ret, $out, $err) = $node->psql('appdb', 'select pgque.uninstall()', extra_params => [ '-U', 'app_admin' ]);
+like($err, qr/permission denied for function uninstall/, 'pgque_admin may not uninstall');
+($ret, $out, $err) = $node->psql('appdb', 'select pgque.uninstall()', extra_params => [ '-U', 'app_owner' ]);
+is($ret, 0, 'the extension owner uninstalls with queues in place') or diag($err);
+is($node->safe_psql('appdb', q{
+    select (select count(*) from pg_extension where extname = 'pgque_bgw')
+         + (select count(*) from pg_namespace where nspname = 'pgque')}),
+   '0', 'uninstall() leaves neither the extension nor the schema');
+is($node->safe_psql('appdb', q{select count(*) from pg_roles where rolname like 'pgque\_%'}),
+   '3', 'the roles stay, as in PgQue');
+($ret, $out, $err) = $node->psql('appdb', 'create extension pgque_bgw', extra_params => [ '-U', 'app_owner' ]);
+is($ret, 0, 're-install after uninstall() works') or diag($err);
+
 $node->stop('fast');
 done_testing();
