@@ -201,9 +201,23 @@ create function pgque.get_batch_cursor(i_batch_id bigint, i_cursor_name text, i_
 returns setof record language plpgsql
 set search_path = pgque, pg_catalog, pg_temp as $$
 begin
-    perform pgque._check_not_null('batch_id', i_batch_id);
-    perform pgque._check_name('cursor', i_cursor_name, 63);
-    perform pgque._check_not_null('quick_limit', i_quick_limit);
+    -- checked here, not by the owner-only helpers of sql/10_util.sql: this
+    -- function runs as its caller
+    if i_batch_id is null or i_cursor_name is null or i_quick_limit is null then
+        raise exception '% must not be null',
+              case when i_batch_id is null then 'batch_id'
+                   when i_cursor_name is null then 'cursor name' else 'quick_limit' end
+            using errcode = 'null_value_not_allowed';
+    end if;
+    if i_cursor_name operator(pg_catalog.=) '' then
+        raise exception 'cursor name must not be empty'
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if pg_catalog.octet_length(i_cursor_name) > 63 then
+        raise exception 'cursor name is too long (% bytes)', pg_catalog.octet_length(i_cursor_name)
+            using errcode = 'name_too_long',
+                  detail = 'The limit is 63 bytes.';
+    end if;
     if i_quick_limit < 0 then
         raise exception 'quick_limit must be zero or positive, got %', i_quick_limit
             using errcode = 'invalid_parameter_value';

@@ -61,6 +61,14 @@ close bc;
 select ev_data from pgque.get_batch_cursor((select current_batch from pgque.get_consumer_info('pf', 'c')), 'bc2', 10,
                                            $$ev_data <> 'b'$$);
 commit;
+-- an admin's condition cannot read what only the extension owner may
+create role pf_admin in role pgque_admin;
+begin;
+set local role pf_admin;
+select ev_data from pgque.get_batch_cursor((select current_batch from pgque.get_consumer_info('pf', 'c')), 'bc6', 10,
+                                           $$exists (select 1 from pgque.idem)$$);
+rollback;
+drop role pf_admin;
 select p.prosecdef as cursor_is_security_definer
   from pg_proc p where p.oid = 'pgque.get_batch_cursor(bigint,text,int4,text)'::regprocedure;
 select pgque.get_batch_cursor(999999, 'bc3', 1);
