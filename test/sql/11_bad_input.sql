@@ -81,6 +81,14 @@ insert into cases values
  ('get_partition_slot_info()', 'no arguments', $$select 'get_partition_slot_info() takes no input'$$),
  ('maint_alerts(interval)', 'negative retention', $$select pgque.maint_alerts('-1 day')$$),
  ('metrics()', 'no arguments',            $$select 'metrics() takes no input'$$),
+ ('queue_stats()', 'no arguments',        $$select 'queue_stats() takes no input'$$),
+ ('consumer_stats()', 'no arguments',     $$select 'consumer_stats() takes no input'$$),
+ ('queue_health()', 'no arguments',       $$select 'queue_health() takes no input'$$),
+ ('otel_metrics()', 'no arguments',       $$select 'otel_metrics() takes no input'$$),
+ ('stuck_consumers(interval)', 'negative threshold', $$select * from pgque.stuck_consumers('-1 hour')$$),
+ ('in_flight(text)', 'unknown',           $$select * from pgque.in_flight('nope')$$),
+ ('throughput(text,interval,interval)', 'bucket > period', $$select * from pgque.throughput('bi', '1 minute', '1 hour')$$),
+ ('error_rate(text,interval,interval)', 'too many buckets', $$select * from pgque.error_rate('bi', '1 day', '1 second')$$),
  ('status()', 'no arguments',              $$select 'status() takes no input'$$),
  ('version()', 'no arguments',             $$select 'version() takes no input'$$);
 

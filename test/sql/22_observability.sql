@@ -57,7 +57,8 @@ begin;
 select count(*) as rows, bool_and(s.lag = i.lag and s.pending_events = i.pending_events
                                   and s.batch_id is not distinct from i.current_batch) as same_as_consumer_info
   from pgque.consumer_stats() s
-  join pgque.get_consumer_info() i using (queue_name, consumer_name);
+  join pgque.get_consumer_info() i using (queue_name, consumer_name)
+ where queue_name = 'ob';
 commit;
 select consumer_name, estimated_events, batch_age < '1 minute' as batch_young,
        batch_id = (select batch_id from pgque.consumer_stats() where consumer_name = 'c_batch') as same_batch
@@ -183,9 +184,12 @@ select (select count(*) from pgque.metrics()) = (select count(*) from pgque.otel
                    except all select labels, metric_value from pgque.otel_metrics())
        and not exists (select labels, metric_value from pgque.otel_metrics()
                        except all select labels, value::numeric from pgque.metrics()) as same_values;
--- the names and types (counter for *_total), and as many rows as metrics() has
-select metric_name, metric_type, count(*) as n from pgque.otel_metrics() group by 1, 2 order by 1;
-select metric, count(*) as n from pgque.metrics() group by 1 order by 1;
+-- the names and types (counter for *_total), each with as many rows as
+-- its metric in metrics()
+select metric_name, metric_type from pgque.otel_metrics() group by 1, 2 order by 1;
+select (select array_agg(n order by n) from (select count(*) as n from pgque.metrics() group by metric) a)
+     = (select array_agg(n order by n) from (select count(*) as n from pgque.otel_metrics() group by metric_name) b)
+       as same_rows_per_metric;
 commit;
 
 -------------------------------------------------------------------------------
