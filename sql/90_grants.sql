@@ -43,7 +43,10 @@ grant execute on function
     pgque.receive_partitioned(text, text, int4, int4, text, int4),
     pgque.ack_partitioned(text, text, int4, int4, text),
     pgque.nack_partitioned(text, text, int4, int4, text, pgque.message, interval, text),
-    pgque.get_partition_slot_info(), pgque.metrics()
+    pgque.get_partition_slot_info(), pgque.metrics(),
+    pgque.queue_stats(), pgque.consumer_stats(), pgque.queue_health(), pgque.otel_metrics(),
+    pgque.stuck_consumers(interval), pgque.in_flight(text),
+    pgque.throughput(text, interval, interval), pgque.error_rate(text, interval, interval)
   to pgque_reader;
 grant select on pgque.partition_slot_status to pgque_reader, pgque_admin;
 

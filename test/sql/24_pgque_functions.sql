@@ -65,9 +65,11 @@ commit;
 create role pf_admin in role pgque_admin;
 begin;
 set local role pf_admin;
+\set VERBOSITY terse
 select ev_data from pgque.get_batch_cursor((select current_batch from pgque.get_consumer_info('pf', 'c')), 'bc6', 10,
                                            $$exists (select 1 from pgque.idem)$$);
 rollback;
+\set VERBOSITY default
 drop role pf_admin;
 select p.prosecdef as cursor_is_security_definer
   from pg_proc p where p.oid = 'pgque.get_batch_cursor(bigint,text,int4,text)'::regprocedure;
