@@ -36,7 +36,7 @@ begin
     foreach r in array array['pgque_reader', 'pgque_writer', 'pgque_admin'] loop
         if not exists (select 1 from pg_catalog.pg_roles where rolname = r) then
             begin
-                execute format('create role %I nologin', r);
+                execute pg_catalog.format('create role %I nologin', r);
             exception when insufficient_privilege then
                 raise exception 'role "%" does not exist and cannot be created by the installing role', r
                     using errcode = 'insufficient_privilege',
@@ -46,7 +46,7 @@ begin
     end loop;
     foreach r in array array['pgque_reader', 'pgque_writer'] loop
         if not pg_catalog.pg_has_role('pgque_admin', r, 'member') then
-            execute format('grant %I to pgque_admin', r);
+            execute pg_catalog.format('grant %I to pgque_admin', r);
         end if;
     end loop;
 end

@@ -133,6 +133,9 @@ end $$;
 
 -- dlq_replay(dead_letter_id) -> the event id.  The event goes back, with its
 -- id and a fresh retry budget, to the consumer that dead-lettered it only.
+-- That acts on the consumer (it removes its dead letter and makes it
+-- process the event again), so the caller must be allowed to use it
+-- (_authorize): a writer of another application may not.
 create function pgque.dlq_replay(dead_letter_id bigint)
 returns bigint language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
@@ -140,6 +143,7 @@ declare
     d    pgque.dead_letter;
     q    pgque.queue;
     sid  int4;
+    own  regrole;
 begin
     perform pgque._check_not_null('dead_letter_id', dead_letter_id);
     select * into d from pgque.dead_letter where dl_id = dead_letter_id for update;
@@ -148,37 +152,47 @@ begin
             using errcode = 'undefined_object';
     end if;
     select * into q from pgque.queue where queue_id = d.dl_queue_id;
-    select sub_id into sid from pgque.subscription
+    select sub_id, sub_owner into sid, own from pgque.subscription
      where sub_queue = d.dl_queue_id and sub_consumer = d.dl_consumer_id;
     if sid is null then
         raise exception 'the consumer of dead letter % is no longer subscribed to queue "%"', dead_letter_id, q.queue_name
             using errcode = 'object_not_in_prerequisite_state';
     end if;
+    perform pgque._authorize(own, q.queue_id, (select co_name from pgque.consumer where co_id = d.dl_consumer_id));
     perform pgque._insert_event(q.queue_name, d.ev_id, d.ev_time, sid, null, d.ev_type, d.ev_data,
                                 d.ev_extra1, d.ev_extra2, d.ev_extra3, d.ev_extra4, false);
     delete from pgque.dead_letter where dl_id = dead_letter_id;
     return d.ev_id;
 end $$;
 
--- dlq_replay_all(queue_name) -> (replayed, failed, first_error).
+-- dlq_replay_all(queue_name) -> (replayed, failed, first_error).  Replays
+-- the dead letters of the consumers the caller may use (_authorize: its
+-- own, or every one for an admin); those of other roles' consumers stay.
+-- failed: dead letters whose consumer is no longer subscribed.
 create function pgque.dlq_replay_all(queue_name text,
                                      out replayed bigint, out failed bigint, out first_error text)
 language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
-    q pgque.queue;
+    q      pgque.queue;
+    me     regrole := pgque._caller();
+    admin  boolean := pgque._caller_is_admin();
 begin
     q := pgque._queue(queue_name);
     with d as (delete from pgque.dead_letter dl using pgque.subscription s
                 where dl.dl_queue_id = q.queue_id and s.sub_queue = dl.dl_queue_id
                   and s.sub_consumer = dl.dl_consumer_id
+                  and (admin or s.sub_owner = me or pg_catalog.pg_has_role(me, s.sub_owner, 'member'))
             returning dl.*, s.sub_id)
     select count(pgque._insert_event(q.queue_name, d2.ev_id, d2.ev_time, d2.sub_id, null, d2.ev_type,
                                      d2.ev_data, d2.ev_extra1, d2.ev_extra2, d2.ev_extra3,
                                      d2.ev_extra4, false))
       into replayed
       from (select * from d order by d.ev_id) d2;
-    select count(*) into failed from pgque.dead_letter where dl_queue_id = q.queue_id;
+    select count(*) into failed from pgque.dead_letter dl
+     where dl.dl_queue_id = q.queue_id
+       and not exists (select 1 from pgque.subscription s
+                        where s.sub_queue = dl.dl_queue_id and s.sub_consumer = dl.dl_consumer_id);
     if failed > 0 then
         first_error := 'consumer no longer subscribed';
     end if;

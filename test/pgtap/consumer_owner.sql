@@ -158,5 +158,44 @@ select is(pg_temp.run_as('pgque_t_owner', $$select pgque.unsubscribe_slot('bq', 
           'the owner unsubscribes slot 1');
 select is((select count(*)::int4 from pgque.partition_consumer where co_name = 'p'), 0, 'p is gone');
 
+-------------------------------------------------------------------------------
+-- dead letters: they are the consumer's.  Another application's writer may
+-- neither replay app1's (which removes them and makes c1 process the events
+-- again) one by one nor with replay_all; app1's own role, an admin and the
+-- owner may.
+select is(pg_temp.run_as('pgque_t_admin', $$select pgque.create_queue('dq') + pgque.set_queue_config('dq', 'max_retries', '0')$$),
+          '2', 'admin creates queue dq, no retries');
+select is(pg_temp.run_as('pgque_t_reader', $$select pgque.subscribe('dq', 'c1')$$), '1', 'app1 subscribes c1 to dq');
+select is(pg_temp.run_as('pgque_t_app2', $$select pgque.subscribe('dq', 'c2')$$), '1', 'app2 subscribes c2 to dq');
+select is(pg_temp.run_as('pgque_t_writer', $$select count(pgque.send('dq', 'ev', 'd' || k)) from generate_series(1, 3) k$$),
+          '3', 'writer sends 3 events');
+select isnt(pg_temp.run_as('pgque_t_admin', $$select pgque.ticker('dq')$$), null, 'admin ticks dq');
+select is(pg_temp.run_as('pgque_t_reader',
+          $$select sum(pgque.nack(m.batch_id, m, '0 s', 'poison')) from pgque.receive('dq', 'c1') m$$),
+          '3', 'c1 dead-letters the 3 events');
+select is(pg_temp.run_as('pgque_t_app2',
+          $$select sum(pgque.nack(m.batch_id, m, '0 s', 'poison')) from pgque.receive('dq', 'c2') m$$),
+          '3', 'c2 dead-letters them too');
+select (select min(dl_id) from pgque.dead_letter d join pgque.consumer c on c.co_id = d.dl_consumer_id
+         where c.co_name = 'c1') as dl1 \gset
+create role pgque_t_app2_writer login in role pgque_writer, pgque_t_app2;
+select pg_temp.denied('pgque_t_writer', format('select pgque.dlq_replay(%s)', :dl1),
+                      'a writer of no application cannot replay c1''s dead letter');
+select pg_temp.denied('pgque_t_app2_writer', format('select pgque.dlq_replay(%s)', :dl1),
+                      'app2''s writer cannot replay c1''s dead letter');
+select is(pg_temp.run_as('pgque_t_app2_writer', $$select replayed || ' ' || failed from pgque.dlq_replay_all('dq')$$),
+          '3 0', 'app2''s writer replay_all replays c2''s dead letters only');
+select is((select count(*)::int4 from pgque.dead_letter d join pgque.consumer c on c.co_id = d.dl_consumer_id
+            where c.co_name = 'c1'), 3, 'c1 keeps its 3 dead letters');
+select is(pg_temp.run_as('pgque_t_writer', $$select replayed || ' ' || failed from pgque.dlq_replay_all('dq')$$),
+          '0 0', 'a writer of no application replays nothing');
+grant pgque_writer to pgque_t_app1_worker;
+select is(pg_temp.run_as('pgque_t_app1_worker', format('select pgque.dlq_replay(%s) > 0', :dl1)), 'true',
+          'a writer that is a member of app1''s role replays c1''s dead letter');
+select is(pg_temp.run_as('pgque_t_admin', $$select replayed || ' ' || failed from pgque.dlq_replay_all('dq')$$),
+          '2 0', 'admin replays the rest of c1''s');
+revoke pgque_writer from pgque_t_app1_worker;
+drop role pgque_t_app2_writer;
+
 select * from finish();
 \ir cleanup.psql
