@@ -32,6 +32,7 @@
 #include "catalog/pg_extension.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
+#include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "postmaster/bgworker.h"
@@ -230,19 +231,33 @@ pgque_worker_exit_if_gone(void)
 	}
 }
 
+/*
+ * Copy src into a PGQUE_ERRMSG_LEN buffer of the state table, cut at a
+ * character boundary: status() returns it as text, and half a multibyte
+ * character would be invalid in the database encoding.
+ */
+static void
+copy_clipped(char *dst, const char *src)
+{
+	int			len = pg_mbcliplen(src, strlen(src), PGQUE_ERRMSG_LEN - 1);
+
+	memcpy(dst, src, len);
+	dst[len] = '\0';
+}
+
 /* Publish a short description of what this worker is doing (status()). */
 void
 pgque_worker_report(const char *fmt,...)
 {
 	va_list		ap;
-	char		buf[PGQUE_ERRMSG_LEN];
+	char		buf[PGQUE_ERRMSG_LEN * 2];
 
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	va_end(ap);
 
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
-	strlcpy(pgque_worker_db->workers[pgque_worker_kind].detail, buf, PGQUE_ERRMSG_LEN);
+	copy_clipped(pgque_worker_db->workers[pgque_worker_kind].detail, buf);
 	pgque_worker_db->workers[pgque_worker_kind].last_run = GetCurrentTimestamp();
 	LWLockRelease(pgque_shared->lock);
 }
@@ -342,6 +357,7 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 	{
 		ErrorData  *edata;
 		PgqueWorkerSlot *slot;
+		char	   *msg;
 
 		MemoryContextSwitchTo(oldcxt);
 		edata = CopyErrorData();
@@ -353,12 +369,14 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 						pgque_kind_name(pgque_worker_kind), what, edata->message),
 				 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
 
+		msg = psprintf("%s: %s", what, edata->message);
 		LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
 		slot = &pgque_worker_db->workers[pgque_worker_kind];
-		snprintf(slot->last_error, PGQUE_ERRMSG_LEN, "%s: %s", what, edata->message);
+		copy_clipped(slot->last_error, msg);
 		slot->last_error_at = GetCurrentTimestamp();
 		LWLockRelease(pgque_shared->lock);
 
+		pfree(msg);
 		FreeErrorData(edata);
 		ok = false;
 	}
