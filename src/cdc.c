@@ -679,7 +679,7 @@ cdc_fire(FunctionCallInfo fcinfo, CdcFormat fmt, const char *fname)
 	initStringInfo(&s);
 	if (fmt == CDC_JSON)
 		appendStringInfo(&s, "{\"op\":\"%s\",\"table\":%s,\"pkey\":%s}", op_name, e->table_json,
-						 truncate ? "[]" : e->pkey_json);
+						 e->pkey_json);
 	else
 	{
 		appendStringInfoChar(&s, op);
