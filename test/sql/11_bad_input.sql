@@ -82,7 +82,10 @@ insert into cases values
  ('maint_alerts(interval)', 'negative retention', $$select pgque.maint_alerts('-1 day')$$),
  ('metrics()', 'no arguments',            $$select 'metrics() takes no input'$$),
  ('status()', 'no arguments',              $$select 'status() takes no input'$$),
- ('version()', 'no arguments',             $$select 'version() takes no input'$$);
+ ('version()', 'no arguments',             $$select 'version() takes no input'$$),
+ ('logutriga()', 'called directly',        $$select pgque.logutriga()$$),
+ ('jsontriga()', 'called directly',        $$select pgque.jsontriga()$$),
+ ('sqltriga()', 'called directly',         $$select pgque.sqltriga()$$);
 
 select func, what, pgque_test.error_of(sql) as error from cases order by func, what;
 
