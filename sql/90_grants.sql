@@ -72,6 +72,11 @@ grant select on pgque.alerts to pgque_reader, pgque_admin;
 grant select on pgque.alert to pgque_admin;
 grant execute on procedure pgque.ticker_loop(interval, interval) to pgque_admin;
 
+-- change-data-capture triggers: CREATE TRIGGER needs EXECUTE on them (a
+-- firing does not); the table's owner must also be a pgque_writer when
+-- they fire (ADR 0015)
+grant execute on function pgque.logutriga(), pgque.jsontriga(), pgque.sqltriga() to pgque_admin;
+
 -- catalog tables are readable by admin; payloads only through the API
 grant select on pgque.queue, pgque.consumer, pgque.subscription, pgque.tick,
                  pgque.retry_queue, pgque.delayed_event, pgque.dead_letter, pgque.event_template

@@ -485,6 +485,29 @@ clear_args(Datum *args, bool *isnull)
 }
 
 /*
+ * Append one event for a producer written in C (the change-data-capture
+ * triggers, src/cdc.c): fields[0..5] are ev_type, ev_data, ev_extra1..4,
+ * nulls[] their NULL flags.  The same queue cache, kept plan, bucket
+ * routing and disable_insert rule as send().  The caller has chosen the
+ * role it runs as.
+ */
+int64
+pgque_insert_fields(struct varlena *queue_name, const Datum *fields, const bool *nulls)
+{
+	Datum		args[INS_NPARAMS];
+	bool		isnull[INS_NPARAMS];
+	int			i;
+
+	clear_args(args, isnull);
+	for (i = 0; i < 2 + PGQUE_EXTRA_COLS; i++)
+	{
+		args[INS_TYPE + i] = nulls[i] ? (Datum) 0 : fields[i];
+		isnull[INS_TYPE + i] = nulls[i];
+	}
+	return insert_event_internal((text *) queue_name, args, isnull, true);
+}
+
+/*
  * send(queue_name, payload)                         type 'default'
  * send(queue_name, type_name, payload)
  * send(queue_name, type_name, payload, partition_key)

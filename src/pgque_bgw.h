@@ -6,7 +6,8 @@
  *   pgque_bgw.c (_PG_init, the workers' entry point)
  *     -> launcher.c, ticker.c, maint.c, watchdog.c, utility.c
  *       -> worker.c (what every worker shares), wake.c, state.c (shared memory)
- *         -> guc.c, insert.c
+ *         -> guc.c, insert.c (cdc.c, the CDC triggers, sits beside the SQL entry
+ *            points and calls insert.c's pgque_insert_fields)
  *           -> compat.h
  */
 #ifndef PGQUE_BGW_H
@@ -172,5 +173,7 @@ extern MemoryContext pgque_materialize(struct FunctionCallInfoBaseData *fcinfo,
 /* ---- insert.c ---- */
 struct varlena;
 extern void pgque_check_queue_name(struct varlena *name);
+extern int64 pgque_insert_fields(struct varlena *queue_name, const Datum *fields,
+								 const bool *nulls);
 
 #endif							/* PGQUE_BGW_H */

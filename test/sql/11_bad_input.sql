@@ -101,7 +101,10 @@ insert into cases values
                                            $$select pgque.event_dead(424242, 1, 'r', now(), null, 0, 't', 'p')$$),
  ('maint_deliver_delayed()', 'no arguments', $$select 'maint_deliver_delayed() takes no input'$$),
  ('set_tick_period_ms(integer)', 'not a divisor', $$select pgque.set_tick_period_ms(7)$$),
- ('uninstall()', 'no arguments',           $$select 'uninstall() takes no input'$$);
+ ('uninstall()', 'no arguments',           $$select 'uninstall() takes no input'$$),
+ ('logutriga()', 'called directly',        $$select pgque.logutriga()$$),
+ ('jsontriga()', 'called directly',        $$select pgque.jsontriga()$$),
+ ('sqltriga()', 'called directly',         $$select pgque.sqltriga()$$);
 
 select func, what, pgque_test.error_of(sql) as error from cases order by func, what;
 
