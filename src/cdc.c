@@ -198,7 +198,7 @@ mark_columns(Relation rel, const char *arg, const char *list, bool *flags, Strin
 static void
 primary_key(Relation rel, bool *is_pk, StringInfo order, StringInfo order_json)
 {
-	Oid			pkoid = RelationGetPrimaryKeyIndex(rel);
+	Oid			pkoid = pgque_primary_key_index(rel);
 	HeapTuple	tup;
 	Form_pg_index idx;
 	int			i;

@@ -34,6 +34,28 @@
 #define pgque_database_ownercheck(dboid, roleid) pg_database_ownercheck((dboid), (roleid))
 #endif
 
+/*
+ * This backend's index in ProcGlobal->allProcs, kept in shared memory so
+ * others can set its latch.  PostgreSQL 17 dropped PGPROC.pgprocno for
+ * GetNumberFromPGProc (both need storage/proc.h where used).
+ */
+#if PG_VERSION_NUM >= 170000
+#define pgque_my_procno() ((int) GetNumberFromPGProc(MyProc))
+#else
+#define pgque_my_procno() (MyProc->pgprocno)
+#endif
+
+/*
+ * PostgreSQL 18 lets the caller accept a deferrable primary key; the CDC
+ * triggers keep the earlier meaning (an immediate one only).  Needs
+ * utils/relcache.h where used.
+ */
+#if PG_VERSION_NUM >= 180000
+#define pgque_primary_key_index(rel) RelationGetPrimaryKeyIndex((rel), false)
+#else
+#define pgque_primary_key_index(rel) RelationGetPrimaryKeyIndex(rel)
+#endif
+
 /* PG18 moved the module magic to carry name and version. */
 #if PG_VERSION_NUM >= 180000
 #define PGQUE_MODULE_MAGIC() PG_MODULE_MAGIC_EXT(.name = "pgque_bgw", .version = "0.1.0")

@@ -515,7 +515,7 @@ pgque_launcher_main(Datum arg)
 
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
 	pgque_shared->launcher_pid = MyProcPid;
-	pgque_shared->launcher_pgprocno = MyProc->pgprocno;
+	pgque_shared->launcher_pgprocno = pgque_my_procno();
 	LWLockRelease(pgque_shared->lock);
 	before_shmem_exit(launcher_detach, (Datum) 0);
 

@@ -174,7 +174,7 @@ pgque_worker_attach(PgqueWorkerKind kind)
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
 	slot = &pgque_worker_db->workers[kind];
 	slot->pid = MyProcPid;
-	slot->pgprocno = MyProc->pgprocno;
+	slot->pgprocno = pgque_my_procno();
 	slot->started_at = GetCurrentTimestamp();
 	LWLockRelease(pgque_shared->lock);
 

@@ -2,8 +2,12 @@
 # what is missing, build and install the extension, start throwaway servers.
 # Sourced, not run.
 
-PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
-PGXS_TEST=${PGXS_TEST:-/usr/lib/postgresql/15/lib/pgxs/src/test}
+# PG: the PostgreSQL major to build and test against (make test PG=NN);
+# 15 is the one of this project's machines (Debian bookworm).
+PG=${PG:-15}
+PGBIN=${PGBIN:-/usr/lib/postgresql/$PG/bin}
+PGXS_TEST=${PGXS_TEST:-/usr/lib/postgresql/$PG/lib/pgxs/src/test}
+export PG_CONFIG=${PG_CONFIG:-$PGBIN/pg_config}
 
 # ensure_packages pkg...: apt-get install what is not installed (root only).
 ensure_packages() {

@@ -10,15 +10,17 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 . test/lib.sh
 
-ensure_packages postgresql-15 postgresql-server-dev-15 libipc-run-perl \
-	postgresql-15-pgtap pgtap postgresql-15-cron make gcc || exit 1
+ensure_packages postgresql-$PG postgresql-server-dev-$PG libipc-run-perl \
+	postgresql-$PG-pgtap pgtap postgresql-$PG-cron make gcc || exit 1
+echo "== PostgreSQL $("$PG_CONFIG" --version | sed 's/^PostgreSQL //')"
 build_and_install || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
 
 WORK=$(make_workdir pgque_test)
 cp -r test examples "$WORK/"
 [ "$(id -u)" -eq 0 ] && chown -R postgres: "$WORK"
 T="$WORK/test"
-PORT_BASE=${PGQUE_TEST_PORT:-56500}
+# one port range per major, so suites of different versions can run at once
+PORT_BASE=${PGQUE_TEST_PORT:-$((56500 + (PG - 15) * 10))}
 
 passed=0
 failed=0
