@@ -1,6 +1,8 @@
 # pgque_bgw: PGXS build, plus the two commands of the README:
 #   make demo   run the end-to-end demo on a throwaway cluster
 #   make test   run every test (pg_regress, isolation, TAP) on throwaway clusters
+#               of PostgreSQL 15; make test PG=17 (or 18) in a cached Debian
+#               trixie (sid) chroot when this machine's Debian lacks that major
 # Both install what they need (apt-get, as root) before building.
 
 EXTENSION  = pgque_bgw
@@ -19,7 +21,13 @@ SQL_PARTS  = $(sort $(wildcard sql/[0-9][0-9]_*.sql))
 PG_CFLAGS  = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
              -Wno-missing-field-initializers -Wno-cast-function-type
 
-PG_CONFIG ?= $(firstword $(wildcard /usr/lib/postgresql/15/bin/pg_config) pg_config)
+# PG_CONFIG from the environment or the command line wins; PG=NN picks
+# Debian's /usr/lib/postgresql/NN; else the pg_config on PATH (Debian's
+# wrapper: the newest installed server-dev).  make test without PG is 15.
+ifneq ($(PG),)
+PG_CONFIG ?= /usr/lib/postgresql/$(PG)/bin/pg_config
+endif
+PG_CONFIG ?= pg_config
 PGXS      := $(shell $(PG_CONFIG) --pgxs 2>/dev/null)
 
 .DEFAULT_GOAL := all
@@ -33,7 +41,7 @@ ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
 else
 all:
-	@echo "postgresql-server-dev-15 is not installed: run 'make test' or 'make demo' (they install it)" >&2; exit 1
+	@echo "no PostgreSQL server headers ($(PG_CONFIG)): install postgresql-server-dev-NN, or run 'make test' or 'make demo' (they install it)" >&2; exit 1
 endif
 
 $(DATA_built): $(SQL_PARTS)
@@ -41,10 +49,10 @@ $(DATA_built): $(SQL_PARTS)
 
 .PHONY: test demo bench
 test:
-	test/run.sh
+	PG=$(PG) test/run.sh
 
 demo:
-	test/demo.sh
+	PG=$(PG) test/demo.sh
 
 bench:
 	QUICK=$(QUICK) benchmark/run.sh

@@ -103,5 +103,5 @@ while IFS='=' read -r name _; do
 	passthru+=("$name=${!name}")
 done < <(env | grep -E '^PGQUE_(TEST_PORT|SKIP_TAP|TAP_ONLY)=')
 chroot "$ROOT" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
-	HOME=/root LANG=C.UTF-8 TERM=dumb PG="$PG" "${passthru[@]}" \
+	HOME=/root LANG=C.UTF-8 TERM=dumb PG="$PG" PGQUE_CHROOT=0 "${passthru[@]}" \
 	bash -c 'cd "$1" && shift && test/run.sh "$@"' chroot-run "/${BUILD#"$ROOT"/}" "$@"

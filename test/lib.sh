@@ -5,6 +5,22 @@
 # PG: the PostgreSQL major to build and test against (make test PG=NN);
 # 15 is the one of this project's machines (Debian bookworm).
 PG=${PG:-15}
+
+# use_chroot: true when PostgreSQL $PG must run in a Debian root of another
+# release (test/chroot.sh): its pg_config is not installed here and it is not
+# the major this machine's Debian release ships.  PGQUE_CHROOT=1/0 forces.
+use_chroot() {
+	case "${PGQUE_CHROOT:-auto}" in 1) return 0 ;; 0) return 1 ;; esac
+	[ -x "/usr/lib/postgresql/$PG/bin/pg_config" ] && return 1
+	local codename own
+	codename=$(. /etc/os-release 2>/dev/null && echo "${VERSION_CODENAME:-}")
+	case "$codename" in
+		bookworm) own=15 ;;
+		trixie) own=17 ;;
+		*) own=18 ;;
+	esac
+	[ "$PG" != "$own" ]
+}
 PGBIN=${PGBIN:-/usr/lib/postgresql/$PG/bin}
 PGXS_TEST=${PGXS_TEST:-/usr/lib/postgresql/$PG/lib/pgxs/src/test}
 export PG_CONFIG=${PG_CONFIG:-$PGBIN/pg_config}

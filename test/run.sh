@@ -9,6 +9,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 . test/lib.sh
+use_chroot && exec test/chroot.sh "$PG"
 
 ensure_packages postgresql-$PG postgresql-server-dev-$PG libipc-run-perl \
 	postgresql-$PG-pgtap pgtap postgresql-$PG-cron make gcc || exit 1
@@ -107,7 +108,9 @@ for t in test/t/*${PGQUE_TAP_ONLY:-}*.pl; do
 	[ -n "${PGQUE_SKIP_TAP:-}" ] && break
 	name=$(basename "$t")
 	as_pg mkdir -p "$WORK/tap/$name"
+	# TESTDIR for PostgreSQL 15-16, TESTDATADIR/TESTLOGDIR for 17 on
 	as_pg env TESTDIR="$WORK/tap/$name" PG_REGRESS="$PGXS_TEST/regress/pg_regress" \
+		TESTDATADIR="$WORK/tap/$name/tmp_check" TESTLOGDIR="$WORK/tap/$name/tmp_check/log" \
 		PGQUE_SRC="$T" \
 		prove -I "$PGXS_TEST/perl" -I "$T/t" -v "$T/t/$name" >"$WORK/tap_$name.log" 2>&1
 	rc=$?
