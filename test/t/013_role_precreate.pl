@@ -16,9 +16,12 @@ $node->safe_psql('postgres', q{
     create role app_owner login;
     create database appdb owner app_owner;
     create database otherdb owner app_owner;
-    create role mallory login createrole;
-    create role mallory_group nologin;
+    create role mallory login createrole createdb;
 });
+# mallory's own group: from PostgreSQL 16 on, CREATEROLE grants only the
+# attributes it has and the roles it has ADMIN OPTION on (its own)
+$node->safe_psql('postgres', q{create role mallory_group nologin},
+    extra_params => [ '-U', 'mallory' ]);
 
 sub install
 {
