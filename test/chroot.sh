@@ -96,7 +96,7 @@ if [ ${#MOUNTS[@]} -ne 3 ]; then
 	echo "mounting /proc, /dev, /dev/shm in $ROOT failed"; echo "0 passed, 1 failed"; exit 1
 fi
 
-echo "== PostgreSQL $PG in the Debian $SUITE root $ROOT"
+echo "== PostgreSQL $PG in the Debian $SUITE root $ROOT (paths below are inside it)"
 # PGQUE_* settings of the caller (ports, TAP selection) go through
 passthru=()
 while IFS='=' read -r name _; do
