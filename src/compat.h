@@ -3,7 +3,8 @@
  *		Every PG_VERSION_NUM branch of pgque_bgw lives here, so the rest of
  *		the code reads as if there were one PostgreSQL version.
  *
- * Supported: PostgreSQL 14 to 18.  Built and tested on 15 (Debian bookworm).
+ * Supported: PostgreSQL 14 to 18.  Built with -Werror and tested on 15
+ * (Debian bookworm), 17 (trixie) and 18 (sid): make test PG=NN, ADR 0018.
  */
 #ifndef PGQUE_COMPAT_H
 #define PGQUE_COMPAT_H
