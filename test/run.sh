@@ -30,9 +30,10 @@ failures=()
 # count_pg_regress LOG: add the tally of a pg_regress/isolation run
 count_pg_regress() {
 	local ok bad
-	ok=$(grep -cE '\.\.\. ok' "$1")
+	# "name ... ok" up to PostgreSQL 15, "ok 1 - name" (TAP) from 16 on
+	ok=$(grep -cE '\.\.\. ok|^ok [0-9]+ +[-+] ' "$1")
 	# a test whose expected file is missing aborts the run with "diff command failed"
-	bad=$(grep -cE '\.\.\. FAILED|\.\.\. failed|diff command failed' "$1")
+	bad=$(grep -cE '\.\.\. FAILED|\.\.\. failed|^not ok [0-9]+ +[-+] |diff command failed' "$1")
 	passed=$((passed + ok))
 	failed=$((failed + bad))
 }
@@ -53,7 +54,7 @@ count_pg_regress "$WORK/regress.log"
 if [ "$rc" -ne 0 ]; then
 	failures+=("pg_regress")
 	[ -f "$WORK/regress/regression.diffs" ] && cat "$WORK/regress/regression.diffs"
-	grep -qE '\.\.\. (ok|FAILED|failed)' "$WORK/regress.log" || failed=$((failed + 1))
+	grep -qE '\.\.\. (ok|FAILED|failed)|^(not )?ok [0-9]+ +[-+] ' "$WORK/regress.log" || failed=$((failed + 1))
 fi
 
 isolation_tests=$(cd test/specs && ls *.spec | sed 's/\.spec$//' | sort)
@@ -68,7 +69,7 @@ count_pg_regress "$WORK/isolation.log"
 if [ "$rc" -ne 0 ]; then
 	failures+=("isolation")
 	[ -f "$WORK/isolation/regression.diffs" ] && cat "$WORK/isolation/regression.diffs"
-	grep -qE '\.\.\. (ok|FAILED|failed)' "$WORK/isolation.log" || failed=$((failed + 1))
+	grep -qE '\.\.\. (ok|FAILED|failed)|^(not )?ok [0-9]+ +[-+] ' "$WORK/isolation.log" || failed=$((failed + 1))
 fi
 
 # pgTAP: each file installs the extension itself (as a non-superuser) in a
