@@ -50,7 +50,13 @@ fi
 # complete, so an interrupted build is never mistaken for a cached root.
 build_root() {
 	local tmp="$ROOT.new"
-	rm -rf "$tmp" "$ROOT"
+	# never delete through a mount left by a killed run (its /dev is the host's)
+	if grep -qF " $ROOT" /proc/mounts; then
+		echo "$ROOT still has mounts (a killed run?): umount them first" >&2
+		grep -F " $ROOT" /proc/mounts >&2
+		return 1
+	fi
+	rm -rf --one-file-system "$tmp" "$ROOT"
 	echo "== building a Debian $SUITE root for PostgreSQL $PG in $ROOT (first run only)"
 	# no "main" cluster: the tests make their own throwaway ones
 	# sid's Release files carry a one-week Valid-Until that a mirror
