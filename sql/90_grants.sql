@@ -1,3 +1,4 @@
+-- pgque:replay-on-upgrade (idempotent: ALTER EXTENSION UPDATE runs this part again, ADR 0019)
 -- Privileges: least privilege for the three roles, nothing for PUBLIC.
 -- Internal functions (names starting with "_") are granted to nobody: they
 -- run only inside the SECURITY DEFINER API, as the owner.
