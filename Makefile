@@ -27,6 +27,19 @@ UPGRADE_PRE  = sql/upgrade/$(PREV_VERSION)--$(EXTVERSION).pre.sql
 UPGRADE_POST = $(wildcard sql/upgrade/$(PREV_VERSION)--$(EXTVERSION).post.sql)
 PG_CPPFLAGS = -DPGQUE_VERSION='"$(EXTVERSION)"'
 
+# make installcheck: the tests of make test against a server you run
+# (PGHOST/PGPORT, started with test/pgque_test.conf: docs/install.md).
+REGRESS        = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
+REGRESS_OPTS   = --inputdir=test
+ISOLATION      = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
+ISOLATION_OPTS = --inputdir=test
+# TAP tests make their own throwaway servers (PostgreSQL::Test::Cluster);
+# TAP_TESTS= on the command line leaves them out
+TAP_TESTS      = 1
+PROVE_TESTS    = test/t/*.pl
+PROVE_FLAGS    = -I test/t
+installcheck: export PGQUE_SRC = $(CURDIR)/test
+
 # Warnings are errors; the exceptions are what PostgreSQL's own headers trip.
 PG_CFLAGS  = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
              -Wno-missing-field-initializers -Wno-cast-function-type
