@@ -47,6 +47,26 @@ begin
     return q;
 end $$;
 
+-- A queue's DDL lock (ADR 0020): a transaction-level advisory lock on the
+-- queue id.  DDL that drops or replaces a queue's relations (drop_queue)
+-- takes it exclusively before any other lock; the workers' units take it
+-- shared with a try before they read the queue's sequences or event tables,
+-- and skip the queue when it is taken.  Without it, a worker holding a
+-- sequence or table lock and waiting for the queue row deadlocked with
+-- drop_queue holding the row and waiting for that relation.
+create function pgque._queue_lock_class()
+returns int4 language sql immutable as $$ select 1885827445 $$;   -- 'pgqu'
+
+create function pgque._queue_ddl_lock(i_queue_id int4)
+returns void language sql as $$
+    select pg_catalog.pg_advisory_xact_lock(pgque._queue_lock_class(), i_queue_id);
+$$;
+
+create function pgque._queue_try_share(i_queue_id int4)
+returns boolean language sql as $$
+    select pg_catalog.pg_try_advisory_xact_lock_shared(pgque._queue_lock_class(), i_queue_id);
+$$;
+
 -- The subscription of a consumer to a queue, or a clear error.
 create function pgque._subscription(i_queue_name text, i_consumer_name text)
 returns pgque.subscription language plpgsql stable as $$

@@ -67,6 +67,9 @@ declare
 begin
     perform pgque._check_not_null('force', x_force);
     q := pgque._queue(x_queue_name);
+    -- the queue's DDL lock first: the workers skip the queue from now on
+    -- and this waits for the ones that have it in hand (ADR 0020)
+    perform pgque._queue_ddl_lock(q.queue_id);
     select * into q from pgque.queue where queue_id = q.queue_id for update;
     select count(*) into nsubs from pgque.subscription where sub_queue = q.queue_id;
     if nsubs > 0 and not x_force then

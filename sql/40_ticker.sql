@@ -88,7 +88,8 @@ end $$;
 create function pgque._tick_if_due(q pgque.queue)
 returns bigint language plpgsql as $$
 begin
-    if not pgque._tick_due(q) then
+    -- a queue being dropped is skipped (its DDL lock, ADR 0020)
+    if not pgque._queue_try_share(q.queue_id) or not pgque._tick_due(q) then
         return null;
     end if;
     select * into q from pgque.queue where queue_id = q.queue_id for update;

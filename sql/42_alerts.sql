@@ -146,6 +146,12 @@ declare
 begin
     opened := 0;
     cleared := 0;
+    -- the pass reads every queue's sequences and event tables: while a
+    -- queue is being dropped, skip the pass (ADR 0020); alerts stay as
+    -- they are
+    if exists (select 1 from pgque.queue q where not pgque._queue_try_share(q.queue_id)) then
+        return;
+    end if;
     conds := array(select x from pgque._alert_conditions(i_slot_unpolled_after, i_slot_stale_after,
                                                          i_lag_alert_after, i_ticker_stalled_after,
                                                          i_rotation_grace) x);

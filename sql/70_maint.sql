@@ -87,6 +87,9 @@ begin
                                  union
                                  select de_queue from pgque.delayed_event where i_delayed and de_deliver_at <= now())
               order by queue_id loop
+        if not pgque._queue_try_share(q.queue_id) then
+            continue;   -- being dropped (ADR 0020)
+        end if;
         if i_retries then
             with m as (delete from pgque.retry_queue where ev_queue = q.queue_id and ev_retry_after <= now()
                        returning *)
