@@ -3,7 +3,7 @@
 create function pgque.version()
 returns text language sql immutable security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
-    select '0.1.0'::text
+    select '@PGQUE_VERSION@'::text
 $$;
 
 create function pgque._preloaded()

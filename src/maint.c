@@ -116,7 +116,9 @@ maint_pass(void *state, MemoryContext cxt)
 		pgque_wake_ticker(MyDatabaseId);
 
 	run_simple(pass, "tick history cleanup", "select pgque.maint_tick_cleanup()::pg_catalog.int8");
-	run_simple(pass, "extra maintenance hooks", "select pgque._maint_extra()::pg_catalog.int8");
+	/* 0.2.0's: an older SQL not yet updated has no hooks (ADR 0019) */
+	if (pgque_schema_current)
+		run_simple(pass, "extra maintenance hooks", "select pgque._maint_extra()::pg_catalog.int8");
 
 	/* expired idempotency keys: bounded batches, each its own transaction */
 	do

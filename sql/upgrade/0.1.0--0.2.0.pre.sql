@@ -1,0 +1,37 @@
+-- 0.1.0 -> 0.2.0, hand-written steps: what "create or replace" of the
+-- parts cannot do (ADR 0019).  Runs before every function of 0.2.0 is
+-- replayed, so the functions find the columns and tables they use.  Each
+-- step leaves the object exactly as a fresh 0.2.0 install makes it
+-- (test/t/017_upgrade.pl compares them).
+
+-- Consumers belong to a role (docs/security.md, pgque._authorize).  0.1.0
+-- let every pgque_reader use every consumer; the consumers it made are
+-- given to pgque_reader, so the applications that use them keep working
+-- after the update, as before.  An admin narrows one to its application's
+-- role with UPDATE pgque.subscription SET sub_owner = ... (and
+-- pgque.partition_consumer.owner for slot consumers): docs/install.md.
+alter table pgque.subscription add column sub_owner regrole;
+update pgque.subscription set sub_owner = 'pgque_reader'::regrole;
+alter table pgque.subscription alter column sub_owner set not null;
+
+alter table pgque.partition_consumer add column owner regrole;
+update pgque.partition_consumer set owner = 'pgque_reader'::regrole;
+alter table pgque.partition_consumer alter column owner set not null;
+
+-- PgQue's settings row (set_tick_period_ms, ticker_loop's period).
+create table pgque.config (
+    one             boolean primary key default true check (one),
+    tick_period_ms  int4 not null default 100
+                    check (tick_period_ms between 1 and 1000 and 1000 % tick_period_ms = 0)
+);
+insert into pgque.config default values;
+select pg_catalog.pg_extension_config_dump('pgque.config', '');
+
+-- _register gained the owner argument: the old signature would stay beside
+-- the new one as an overload.
+drop function pgque._register(pgque.queue, text, bigint);
+
+-- ticker_loop's period now defaults to NULL (read from pgque.config):
+-- "create or replace" may not change a default, so it is made again (its
+-- grant comes back with sql/90_grants.sql).
+drop procedure pgque.ticker_loop(interval, interval);
