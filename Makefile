@@ -10,7 +10,7 @@ MODULE_big = pgque_bgw
 OBJS       = src/pgque_bgw.o src/guc.o src/state.o src/wake.o src/worker.o \
              src/launcher.o src/ticker.o src/maint.o src/watchdog.o src/utility.o \
              src/status.o src/slots.o src/slot_sql.o src/insert.o src/window.o \
-             src/caller.o
+             src/caller.o src/coop.o
 
 DATA_built = pgque_bgw--$(EXTVERSION).sql
 SQL_PARTS  = $(sort $(wildcard sql/[0-9][0-9]_*.sql))
