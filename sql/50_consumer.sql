@@ -35,6 +35,12 @@ begin
         if i_tick_pos is null then
             return 0;
         end if;
+        if s.sub_role = 'coop_main' then
+            raise exception 'consumer % on queue % is a cooperative main consumer; it cannot be repositioned',
+                  i_consumer_name, q.queue_name
+                using errcode = 'wrong_object_type',
+                      hint = 'Its members hold windows after its cursor; unregister them first.';
+        end if;
         -- repositioning drops an open batch
         update pgque.subscription
            set sub_last_tick = i_tick_pos, sub_batch = null, sub_next_tick = null,

@@ -81,7 +81,10 @@ begin
         returning cw_next_tick)
     select count(*), max(cw_next_tick) into n, hw from ins;
     hw := greatest(g.sub_coop_hw, hw);
-    select coalesce(min(cw_prev_tick), hw) into pos from pgque.coop_window where cw_sub = g.sub_id;
+    -- no window starts before the cursor: the bound lets the index scan
+    -- skip the entries of windows finished (deleted) since the last vacuum
+    select coalesce(min(cw_prev_tick), hw) into pos from pgque.coop_window
+     where cw_sub = g.sub_id and cw_prev_tick >= g.sub_last_tick;
     pos := greatest(pos, g.sub_last_tick);
     if hw is distinct from g.sub_coop_hw or pos is distinct from g.sub_last_tick then
         update pgque.subscription set sub_coop_hw = hw, sub_last_tick = pos where sub_id = g.sub_id;
@@ -258,6 +261,7 @@ begin
     if i_dead is not null then
         select * into w from pgque.coop_window
          where cw_sub = g.sub_id and cw_member is not null and cw_member <> i_member
+           and cw_prev_tick >= g.sub_last_tick
            and greatest(cw_claimed_at, pgque._coop_seen(g.sub_id, cw_member)) < now() - i_dead
          order by cw_prev_tick limit 1
            for update skip locked;
@@ -276,6 +280,7 @@ begin
     loop
         select * into w from pgque.coop_window
          where cw_sub = g.sub_id and cw_member is null
+           and cw_prev_tick >= (select sub_last_tick from pgque.subscription where sub_id = g.sub_id)
          order by cw_prev_tick limit 1
            for update skip locked;
         exit when found;
@@ -604,9 +609,14 @@ create function pgque._coop_member_info(out sub_id int4, out member text, out la
                                         out claimed_at timestamptz)
 returns setof record language sql volatile as $$
     select m.cm_sub, m.cm_name,
-           greatest(sm.last_seen, w.cw_claimed_at, m.cm_registered),
+           -- a heartbeat or the claim of the window it holds; else registration
+           coalesce(greatest(sm.last_seen, w.cw_claimed_at), m.cm_registered),
            w.cw_batch, w.cw_prev_tick, w.cw_next_tick, w.cw_claimed_at
       from pgque.coop_member m
       left join pgque.coop_window w on w.cw_sub = m.cm_sub and w.cw_member = m.cm_name
       left join pgque._coop_members() sm on sm.sub_id = m.cm_sub and sm.member = m.cm_name
 $$;
+
+-- A re-created extension starts with no member heartbeats of this database
+-- (the shared-memory table outlives DROP EXTENSION; group ids restart).
+select pgque._coop_forget(null, null);

@@ -31,6 +31,7 @@ select count(*) as same from pgque.receive_coop('cq', 'grp', 'a', 3) r
 -- plain receive / next_batch refuse the group, with PgQue's message
 select pgque_test.error_of($$select * from pgque.receive('cq', 'grp')$$);
 select pgque_test.error_of($$select pgque.next_batch('cq', 'grp')$$);
+select pgque_test.error_of($$select pgque.register_consumer_at('cq', 'grp', 1)$$);
 
 -- the group's cursor stays before the oldest unfinished window: b finishes
 -- window 2 first, the cursor does not move; a finishes window 1, it jumps
@@ -68,6 +69,10 @@ create temp table old as select distinct batch_id from pgque.receive_coop('cq', 
 select count(*) from pgque.receive_coop('cq', 'grp', 'b', 100, '1 hour') as not_dead_yet;
 update pgque.coop_window set cw_claimed_at = now() - interval '2 hours' where cw_member = 'a';
 select pgque._coop_forget(null, null) >= 0 as heartbeats_forgotten;
+-- the watchdog sees a silent member holding a batch
+select kind, consumer, details ? 'seconds_silent' as has_silence
+  from pgque._alert_conditions('1 hour', '1 minute', '1 day', '1 hour', '1 hour')
+ where kind = 'coop_member_silent';
 create temp table new as select distinct batch_id from pgque.receive_coop('cq', 'grp', 'b', 100, '1 hour');
 select n.batch_id > o.batch_id as newer_batch from old o, new n;
 select pgque_test.error_of(format('select pgque.ack(%s)', batch_id)) from old;
@@ -111,6 +116,18 @@ select pgque.subscribe_slot('cq', 'part', 0, 1);
 select pgque_test.error_of($$select pgque.register_subconsumer('cq', 'part', 'a')$$);
 select pgque_test.error_of($$select pgque.subscribe_slot('cq', 'grp', 0, 1)$$);
 select pgque_test.error_of($$select pgque.register_subconsumer('cq', 'part#0/1', 'a')$$);
+
+-- a group belongs to the role that subscribed it: another reader is refused
+create role coop_other in role pgque_reader;
+grant usage on schema pgque_test to coop_other;
+set role coop_other;
+select pgque_test.error_of($$select * from pgque.receive_coop('cq', 'grp', 'intruder')$$);
+select pgque_test.error_of($$select pgque.register_subconsumer('cq', 'grp', 'intruder')$$);
+select pgque_test.error_of($$select pgque.unregister_subconsumer('cq', 'grp', 'a')$$);
+reset role;
+select count(*) as intruders from pgque.coop_member where cm_name = 'intruder';
+revoke usage on schema pgque_test from coop_other;
+drop role coop_other;
 
 -- cold receive_coop registers; unknown names are refused clearly
 select count(*) from pgque.receive_coop('cq', 'grp2', 'x');
