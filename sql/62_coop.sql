@@ -590,7 +590,9 @@ end $$;
 -- Every group: advance the cursor and cut windows (maintenance; the ticker
 -- does it for the queue it ticks).  Fences older than a day go.
 create function pgque._coop_maint()
-returns int4 language plpgsql as $$
+returns int4 language plpgsql
+-- pinned: the maintenance worker calls it directly
+set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     n int4 := 0;
     s int4;
