@@ -17,6 +17,15 @@ create function pgque._coop_members(out sub_id int4, out member text, out last_s
                                     out batch bigint, out polls bigint)
 returns setof record language c volatile as 'MODULE_PATHNAME', 'pgque_coop_members';
 
+-- The transaction-level advisory lock of one member: a 64-bit hash of
+-- the group and the member, so that it neither meets another member's nor,
+-- in practice, an application's own advisory locks (which use small keys).
+create function pgque._coop_member_lock(i_sub int4, i_member text)
+returns void language sql volatile as $$
+    select pg_catalog.pg_advisory_xact_lock(
+        pg_catalog.hashtextextended('pgque coop member ' || i_sub::text || '/' || i_member, 0))
+$$;
+
 -- The most members one group may have: bounds the shared-memory table per
 -- consumer (src/coop.c holds 4096 members in all).
 create function pgque._coop_max_members()
@@ -252,7 +261,7 @@ declare
 begin
     -- one caller per member at a time (two processes sharing a member name);
     -- different members never share this lock
-    perform pg_catalog.pg_advisory_xact_lock(g.sub_id, pg_catalog.hashtext(i_member));
+    perform pgque._coop_member_lock(g.sub_id, i_member);
     select * into w from pgque.coop_window where cw_sub = g.sub_id and cw_member = i_member;
     if found then
         return w;
@@ -501,7 +510,7 @@ begin
     select * into g from pgque.subscription where sub_id = g.sub_id for no key update;
     -- wait for a claim of this member still in flight (_coop_take holds
     -- this lock to its commit), so that its window is seen below
-    perform pg_catalog.pg_advisory_xact_lock(g.sub_id, pg_catalog.hashtext(i_subconsumer));
+    perform pgque._coop_member_lock(g.sub_id, i_subconsumer);
     if not exists (select 1 from pgque.coop_member where cm_sub = g.sub_id and cm_name = i_subconsumer) then
         return 0;
     end if;

@@ -41,7 +41,7 @@ sub start_members
     for my $i (1 .. 8)
     {
         my $m = "m$i";
-        next if ($slow{$m} // '') eq 'absent';
+        next if ($slow{$m} // '') eq 'absent' or ($slow{only} and $slow{only} ne $m);
         my $slow = $slow{$m} ? "'$slow{$m}'" : 'null';
         my ($out, $err) = ('', '');
         push @h, IPC::Run::start(
@@ -72,13 +72,16 @@ sub send_events
     }
 }
 
-# 1. m1 dawdles over each batch; it is SIGKILLed while it holds one
-my @members = start_members('4 seconds', m1 => '60 seconds');
-send_events(1, 40);
+# 1. m1 dawdles over each batch; it is SIGKILLed while it holds one.  It
+# starts alone, so that the others cannot take every window before it.
+my @m1 = start_members('30 seconds', m1 => '60 seconds', only => 'm1');
+send_events(1, 2);
 ok($node->poll_query_until('postgres', q{
        select count(*) = 1 from pgque.coop_window w
         where w.cw_member = 'm1' and exists (select 1 from coop_processed p where p.batch_id = w.cw_batch)}),
    'm1 holds a batch it has started on');
+my @members = (@m1, start_members('4 seconds', m1 => 'absent'));
+send_events(3, 40);
 my $m1_batch = $node->safe_psql('postgres', q{select cw_batch from pgque.coop_window where cw_member = 'm1'});
 my $pid = $node->safe_psql('postgres', q{select pid from pg_stat_activity where application_name = 'm1'});
 ok($pid =~ /^\d+$/, 'm1 has a backend');
