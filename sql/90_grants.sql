@@ -76,7 +76,16 @@ grant execute on function
     pgque.get_partition_slot_info(), pgque.metrics(),
     pgque.queue_stats(), pgque.consumer_stats(), pgque.queue_health(), pgque.otel_metrics(),
     pgque.stuck_consumers(interval), pgque.in_flight(text),
-    pgque.throughput(text, interval, interval), pgque.error_rate(text, interval, interval)
+    pgque.throughput(text, interval, interval), pgque.error_rate(text, interval, interval),
+    -- cooperative consumers (PgQue: pgque_reader)
+    pgque.register_subconsumer(text, text, text, boolean),
+    pgque.subscribe_subconsumer(text, text, text, boolean),
+    pgque.unregister_subconsumer(text, text, text, int4),
+    pgque.unsubscribe_subconsumer(text, text, text, int4),
+    pgque.touch_subconsumer(text, text, text),
+    pgque.receive_coop(text, text, text, int4, interval),
+    pgque.next_batch(text, text, text, interval),
+    pgque.next_batch_custom(text, text, text, interval, int4, interval, interval)
   to pgque_reader;
 grant select on pgque.partition_slot_status to pgque_reader, pgque_admin;
 
@@ -109,5 +118,6 @@ grant execute on function pgque.logutriga(), pgque.jsontriga(), pgque.sqltriga()
 
 -- catalog tables are readable by admin; payloads only through the API
 grant select on pgque.queue, pgque.consumer, pgque.subscription, pgque.tick,
-                 pgque.retry_queue, pgque.delayed_event, pgque.dead_letter, pgque.event_template
+                 pgque.retry_queue, pgque.delayed_event, pgque.dead_letter, pgque.event_template,
+                 pgque.coop_member, pgque.coop_window, pgque.coop_fence
   to pgque_admin;

@@ -35,3 +35,42 @@ drop function pgque._register(pgque.queue, text, bigint);
 -- "create or replace" may not change a default, so it is made again (its
 -- grant comes back with sql/90_grants.sql).
 drop procedure pgque.ticker_loop(interval, interval);
+
+-- Cooperative consumers (ADR 0017): the group's role and high-water mark
+-- on its subscription, the members, the windows and the fences.
+alter table pgque.subscription
+    add column sub_role text not null default 'normal' check (sub_role in ('normal', 'coop_main')),
+    add column sub_coop_hw bigint;
+
+create table pgque.coop_member (
+    cm_sub         int4 not null references pgque.subscription (sub_id) on delete cascade,
+    cm_name        text not null,
+    cm_registered  timestamptz not null default now(),
+    primary key (cm_sub, cm_name)
+);
+
+create table pgque.coop_window (
+    cw_sub         int4 not null references pgque.subscription (sub_id) on delete cascade,
+    cw_prev_tick   bigint not null,
+    cw_next_tick   bigint not null,
+    cw_member      text,
+    cw_batch       bigint unique,
+    cw_claimed_at  timestamptz,
+    cw_pos         bigint,
+    cw_last        bigint,
+    primary key (cw_sub, cw_prev_tick)
+) with (fillfactor = 50);
+create unique index coop_window_member_uq on pgque.coop_window (cw_sub, cw_member)
+    where cw_member is not null;
+
+create table pgque.coop_fence (
+    cf_batch     bigint primary key,
+    cf_sub       int4 not null references pgque.subscription (sub_id) on delete cascade,
+    cf_member    text not null,
+    cf_by        text not null,
+    cf_by_batch  bigint not null,
+    cf_at        timestamptz not null default now()
+);
+select pg_catalog.pg_extension_config_dump('pgque.coop_member', '');
+select pg_catalog.pg_extension_config_dump('pgque.coop_window', '');
+select pg_catalog.pg_extension_config_dump('pgque.coop_fence', '');
