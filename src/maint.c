@@ -120,9 +120,10 @@ maint_pass(void *state, MemoryContext cxt)
 	 * the group's row busy left it behind), windows of skipped ticks, old
 	 * fences; before the tick cleanup, which reads the cursors
 	 */
-	run_simple(pass, "cooperative groups", "select pgque._coop_maint()::pg_catalog.int8");
+	/* 0.2.0's steps: an older SQL not yet updated has neither (ADR 0019) */
+	if (pgque_schema_current)
+		run_simple(pass, "cooperative groups", "select pgque._coop_maint()::pg_catalog.int8");
 	run_simple(pass, "tick history cleanup", "select pgque.maint_tick_cleanup()::pg_catalog.int8");
-	/* 0.2.0's: an older SQL not yet updated has no hooks (ADR 0019) */
 	if (pgque_schema_current)
 		run_simple(pass, "extra maintenance hooks", "select pgque._maint_extra()::pg_catalog.int8");
 

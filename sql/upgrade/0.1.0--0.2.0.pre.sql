@@ -38,9 +38,15 @@ drop procedure pgque.ticker_loop(interval, interval);
 
 -- Cooperative consumers (ADR 0017): the group's role and high-water mark
 -- on its subscription, the members, the windows and the fences.
+-- (no default while adding: a default on ADD COLUMN is kept as the
+-- column's "missing value", which a fresh install does not have)
 alter table pgque.subscription
-    add column sub_role text not null default 'normal' check (sub_role in ('normal', 'coop_main')),
+    add column sub_role text check (sub_role in ('normal', 'coop_main')),
     add column sub_coop_hw bigint;
+update pgque.subscription set sub_role = 'normal';
+alter table pgque.subscription
+    alter column sub_role set default 'normal',
+    alter column sub_role set not null;
 
 create table pgque.coop_member (
     cm_sub         int4 not null references pgque.subscription (sub_id) on delete cascade,
