@@ -4,18 +4,43 @@
 #               of PostgreSQL 15; make test PG=17 (or 18) in a cached Debian
 #               trixie (sid) chroot when this machine's Debian lacks that major
 # Both install what they need (apt-get, as root) before building.
+# make installcheck runs the same pg_regress, isolation and TAP tests against
+# a server you started (PGHOST/PGPORT, pgque_bgw preloaded): docs/install.md.
 
 EXTENSION  = pgque_bgw
-EXTVERSION = 0.1.0
+# The version is written once, in the control file; the SQL (pgque.version(),
+# the script header) and the library (PG18's module magic) take it from here.
+EXTVERSION := $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(EXTENSION).control)
+# The release this version upgrades from (ADR 0019).  Released scripts are
+# frozen in sql/released/; the upgrade from PREV_VERSION to EXTVERSION is
+# generated from the parts plus the hand-written steps in sql/upgrade/.
+PREV_VERSION = 0.1.0
 
 MODULE_big = pgque_bgw
 OBJS       = src/pgque_bgw.o src/guc.o src/state.o src/wake.o src/worker.o \
              src/launcher.o src/ticker.o src/maint.o src/watchdog.o src/utility.o \
              src/status.o src/slots.o src/slot_sql.o src/insert.o src/window.o \
-             src/caller.o src/cdc.o src/cdc_encode.o
+             src/caller.o src/cdc.o src/cdc_encode.o src/coop.o
 
-DATA_built = pgque_bgw--$(EXTVERSION).sql
+DATA_built = pgque_bgw--$(EXTVERSION).sql pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql
+DATA       = $(wildcard sql/released/pgque_bgw--*.sql)
 SQL_PARTS  = $(sort $(wildcard sql/[0-9][0-9]_*.sql))
+UPGRADE_PRE  = sql/upgrade/$(PREV_VERSION)--$(EXTVERSION).pre.sql
+UPGRADE_POST = $(wildcard sql/upgrade/$(PREV_VERSION)--$(EXTVERSION).post.sql)
+PG_CPPFLAGS = -DPGQUE_VERSION='"$(EXTVERSION)"'
+
+# make installcheck: the tests of make test against a server you run
+# (PGHOST/PGPORT, started with test/pgque_test.conf: docs/install.md).
+REGRESS        = $(sort $(basename $(notdir $(wildcard test/sql/*.sql))))
+REGRESS_OPTS   = --inputdir=test
+ISOLATION      = $(sort $(basename $(notdir $(wildcard test/specs/*.spec))))
+ISOLATION_OPTS = --inputdir=test
+# TAP tests make their own throwaway servers (PostgreSQL::Test::Cluster);
+# TAP_TESTS= on the command line leaves them out
+TAP_TESTS      = 1
+PROVE_TESTS    = test/t/*.pl
+PROVE_FLAGS    = -I test/t
+installcheck: export PGQUE_SRC = $(CURDIR)/test
 
 # Warnings are errors; the exceptions are what PostgreSQL's own headers trip.
 PG_CFLAGS  = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
@@ -44,8 +69,17 @@ all:
 	@echo "no PostgreSQL server headers ($(PG_CONFIG)): install postgresql-server-dev-NN, or run 'make test' or 'make demo' (they install it)" >&2; exit 1
 endif
 
-$(DATA_built): $(SQL_PARTS)
-	cat $(SQL_PARTS) > $@
+pgque_bgw--$(EXTVERSION).sql: $(SQL_PARTS) $(EXTENSION).control
+	cat $(SQL_PARTS) | sed 's/@PGQUE_VERSION@/$(EXTVERSION)/g' > $@
+
+# PgQ's way: every function, procedure and view of the parts again as
+# "create or replace", between the hand-written steps for what that cannot
+# express (tables, columns, types, dropped or re-typed functions), then the
+# grants and the owner hand-over of a fresh install.
+pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql: sql/gen_upgrade.pl $(SQL_PARTS) $(UPGRADE_PRE) $(UPGRADE_POST) $(EXTENSION).control
+	perl sql/gen_upgrade.pl --from $(PREV_VERSION) --to $(EXTVERSION) \
+		--pre $(UPGRADE_PRE) $(if $(UPGRADE_POST),--post $(UPGRADE_POST)) $(SQL_PARTS) > $@.tmp
+	mv $@.tmp $@
 
 .PHONY: test demo bench
 test:

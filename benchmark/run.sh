@@ -9,8 +9,9 @@
 # PgQ with pgqd (benchmark/latency.sh), partition keys (buffers per
 # event at N = 1..32, slot-worker throughput; benchmark/partition.sh), lease
 # WAL, sustained mixed load with a stopped slot worker
-# (benchmark/sustained.sh), WAL bytes and dead tuples per event.  ONLY=name,... runs a subset
-# (producer, drain, partition, lease, latency, sustained).
+# (benchmark/sustained.sh), cooperative groups of 1, 4, 8 members against one plain
+# consumer (benchmark/coop.sh), WAL bytes and dead tuples per event.  ONLY=name,... runs a subset
+# (producer, drain, partition, lease, latency, sustained, coop).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -19,11 +20,13 @@ QUICK=${QUICK:-0}
 if [ "$QUICK" = 1 ]; then DUR=3; BACKLOG=100000; JOBS=20000; PK_EVENTS=50000
 else DUR=30; BACKLOG=1000000; JOBS=100000; PK_EVENTS=500000; fi
 LAT_SECS=$([ "$QUICK" = 1 ] && echo 4 || echo 60)
-ONLY=${ONLY:-producer,drain,partition,lease,latency,sustained}
+ONLY=${ONLY:-producer,drain,partition,lease,latency,sustained,coop}
+COOP_EVENTS=$([ "$QUICK" = 1 ] && echo 50000 || echo 200000)
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 . benchmark/partition.sh
 . benchmark/latency.sh
 . benchmark/sustained.sh
+. benchmark/coop.sh
 . benchmark/plot.sh
 PORT=${PGQUE_BENCH_PORT:-56700}
 
@@ -158,6 +161,11 @@ read -r lsn0 lsn1 xid < <("${PSQL[@]}" -F ' ' -c "begin" -c "select pg_current_w
 wal=$("${PSQL[@]}" -c "select pg_wal_lsn_diff('$lsn1', '$lsn0')")
 printf '%-34s %-22s xid: %s, server WAL meanwhile: %s bytes\n' lease_renewals "pgque claim_slot x10000" "$xid" "$wal"
 echo "lease_renewals_wal_bytes,pgque (xid $xid),1,,$wal" >> "$RESULTS"
+fi
+
+if want coop; then
+echo "== cooperative consumers: $COOP_EVENTS events"
+coop_workload "$COOP_EVENTS"
 fi
 
 if want latency; then

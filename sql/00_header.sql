@@ -1,3 +1,3 @@
--- pgque_bgw 0.1.0: assembled from sql/NN_*.sql by the Makefile; edit the parts, not this file.
+-- pgque_bgw @PGQUE_VERSION@: assembled from sql/NN_*.sql by the Makefile; edit the parts, not this file.
 
 \echo Use "CREATE EXTENSION pgque_bgw" to load this file. \quit

@@ -55,8 +55,54 @@ create table pgque.subscription (
     -- addition: the role that subscribed the consumer; only its members and
     -- admins may use or change the subscription (pgque._authorize)
     sub_owner       regrole not null,
+    -- addition: cooperative consumers (ADR 0017).  'coop_main': a group
+    -- whose tick windows its members take (pgque.coop_window);
+    -- sub_coop_hw: every window up to this tick has been cut.
+    sub_role        text not null default 'normal' check (sub_role in ('normal', 'coop_main')),
+    sub_coop_hw     bigint,
     primary key (sub_queue, sub_consumer)
 ) with (fillfactor = 50);
+
+-- addition: the members (subconsumers) of a cooperative group.  Whether a
+-- member is alive is not here but in shared memory (src/coop.c).
+create table pgque.coop_member (
+    cm_sub         int4 not null references pgque.subscription (sub_id) on delete cascade,
+    cm_name        text not null,
+    cm_registered  timestamptz not null default now(),
+    primary key (cm_sub, cm_name)
+);
+
+-- addition: the tick windows of a cooperative group between its cursor and
+-- its high-water mark, one row each: free (cw_member NULL) or held by a
+-- member as batch cw_batch.  A finished window's row is deleted; the group
+-- cursor is the start of the oldest row left (ADR 0017).
+create table pgque.coop_window (
+    cw_sub         int4 not null references pgque.subscription (sub_id) on delete cascade,
+    cw_prev_tick   bigint not null,
+    cw_next_tick   bigint not null,
+    cw_member      text,
+    cw_batch       bigint unique,
+    cw_claimed_at  timestamptz,
+    -- receive progress inside the window, as sub_batch_pos/last (ADR 0003)
+    cw_pos         bigint,
+    cw_last        bigint,
+    primary key (cw_sub, cw_prev_tick)
+) with (fillfactor = 50);
+-- one window per member at a time
+create unique index coop_window_member_uq on pgque.coop_window (cw_sub, cw_member)
+    where cw_member is not null;
+
+-- addition: batches of cooperative members that were taken over, so that
+-- the fenced member's ack or nack is refused by name (PQ003), not as an
+-- unknown batch.  Kept for a day (maintenance).
+create table pgque.coop_fence (
+    cf_batch     bigint primary key,
+    cf_sub       int4 not null references pgque.subscription (sub_id) on delete cascade,
+    cf_member    text not null,
+    cf_by        text not null,
+    cf_by_batch  bigint not null,
+    cf_at        timestamptz not null default now()
+);
 
 create table pgque.tick (
     tick_queue      int4 not null,
@@ -156,6 +202,9 @@ select pg_catalog.pg_extension_config_dump('pgque.consumer', '');
 select pg_catalog.pg_extension_config_dump('pgque.consumer_co_id_seq', '');
 select pg_catalog.pg_extension_config_dump('pgque.subscription', '');
 select pg_catalog.pg_extension_config_dump('pgque.subscription_sub_id_seq', '');
+select pg_catalog.pg_extension_config_dump('pgque.coop_member', '');
+select pg_catalog.pg_extension_config_dump('pgque.coop_window', '');
+select pg_catalog.pg_extension_config_dump('pgque.coop_fence', '');
 select pg_catalog.pg_extension_config_dump('pgque.tick', '');
 select pg_catalog.pg_extension_config_dump('pgque.batch_id_seq', '');
 select pg_catalog.pg_extension_config_dump('pgque.retry_queue', '');

@@ -77,6 +77,9 @@ begin
             using errcode = 'dependent_objects_still_exist',
                   hint = 'Unsubscribe them first, or call pgque.drop_queue(queue_name, true).';
     end if;
+    -- forced: cooperative groups lose their members with them
+    delete from pgque.coop_member m using pgque.subscription s
+     where s.sub_id = m.cm_sub and s.sub_queue = q.queue_id;
     for c in select co.co_name from pgque.subscription s
                join pgque.consumer co on co.co_id = s.sub_consumer
               where s.sub_queue = q.queue_id loop

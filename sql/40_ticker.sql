@@ -47,6 +47,9 @@ begin
     values (q.queue_id, pg_catalog.nextval(q.queue_tick_seq::regclass), now(), snap,
             greatest(pgque._event_seq_pos(q), coalesce(last.tick_event_seq, 0)))
     returning tick_id into tid;
+    -- the queue's cooperative groups get the new window (ADR 0017)
+    perform pgque._coop_sync(s.sub_id) from pgque.subscription s
+      where s.sub_queue = q.queue_id and s.sub_role = 'coop_main';
     perform pg_catalog.pg_notify('pgque_' || q.queue_name, tid::text);
     return tid;
 end $$;
@@ -179,6 +182,8 @@ begin
     insert into pgque.tick (tick_queue, tick_id, tick_time, tick_snapshot, tick_event_seq)
     values (q.queue_id, i_tick_id, i_orig_timestamp, pgque._tick_snapshot(), i_event_seq);
     perform pg_catalog.setval(q.queue_tick_seq::regclass, i_tick_id);
+    perform pgque._coop_sync(s.sub_id) from pgque.subscription s
+      where s.sub_queue = q.queue_id and s.sub_role = 'coop_main';
     perform pg_catalog.pg_notify('pgque_' || q.queue_name, i_tick_id::text);
     return i_tick_id;
 end $$;

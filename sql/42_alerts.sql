@@ -91,6 +91,21 @@ begin
                                                   and pc.co_name = pg_catalog.split_part(c.co_name, '#', 1)),
                                    pg_catalog.split_part(pg_catalog.split_part(c.co_name, '#', 2), '/', 1)::int4) > 0);
 
+    -- cooperative members silent for too long while they hold a batch (the
+    -- group's own lag is consumer_lagging above: its cursor is the group's)
+    return query
+    select 'coop_member_silent'::text, q.queue_name || '/' || c.co_name || '/' || m.member, q.queue_name,
+           c.co_name || '.' || m.member, null::int4,
+           pg_catalog.jsonb_build_object(
+               'batch', m.batch, 'prev_tick', m.prev_tick, 'next_tick', m.next_tick,
+               'last_seen', m.last_seen,
+               'seconds_silent', round(extract(epoch from now_ts - m.last_seen)::numeric, 1))
+      from pgque._coop_member_info() m
+      join pgque.subscription s on s.sub_id = m.sub_id
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.consumer c on c.co_id = s.sub_consumer
+     where m.batch is not null and m.last_seen < now_ts - i_slot_stale_after;
+
     -- rotation overdue because a subscription's cursor holds the oldest table
     return query
     select 'rotation_pinned'::text, q.queue_name || '/' || c.co_name, q.queue_name, c.co_name, null::int4,

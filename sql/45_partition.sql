@@ -98,6 +98,12 @@ declare
 begin
     q := pgque._queue(queue_name);
     perform pgque._user_consumer_name(consumer_name);
+    if (pgque._coop_group(q, consumer_name)).sub_id is not null then
+        raise exception 'consumer "%" of queue "%" is a cooperative consumer', consumer_name, queue_name
+            using errcode = 'wrong_object_type',
+                  detail = 'A consumer is either partitioned (ordered per key) or cooperative (no order), not both.',
+                  hint = 'Use another consumer name for the partitioned consumer.';
+    end if;
     perform pgque._check_not_null('n', n);
     perform pgque._check_not_null('slot', slot);
     if n < 1 or n > 1024 then

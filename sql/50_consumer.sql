@@ -35,6 +35,12 @@ begin
         if i_tick_pos is null then
             return 0;
         end if;
+        if s.sub_role = 'coop_main' then
+            raise exception 'consumer % on queue % is a cooperative main consumer; it cannot be repositioned',
+                  i_consumer_name, q.queue_name
+                using errcode = 'wrong_object_type',
+                      hint = 'Its members hold windows after its cursor; unregister them first.';
+        end if;
         -- repositioning drops an open batch
         update pgque.subscription
            set sub_last_tick = i_tick_pos, sub_batch = null, sub_next_tick = null,
@@ -71,6 +77,14 @@ begin
         return 0;
     end if;
     perform pgque._authorize(s.sub_owner, q.queue_id, i_consumer_name);
+    if s.sub_role = 'coop_main' and exists (select 1 from pgque.coop_member where cm_sub = s.sub_id) then
+        raise exception 'cannot unregister cooperative main consumer with registered subconsumers'
+            using errcode = 'object_not_in_prerequisite_state',
+                  detail = pg_catalog.format('Consumer "%s" of queue "%s" has %s members.', i_consumer_name, q.queue_name,
+                                             (select count(*) from pgque.coop_member where cm_sub = s.sub_id)),
+                  hint = 'Unregister them with pgque.unregister_subconsumer() first.';
+    end if;
+    perform pgque._coop_forget(s.sub_id, null);
     delete from pgque.retry_queue where ev_owner = s.sub_id;
     delete from pgque.dead_letter where dl_queue_id = q.queue_id and dl_consumer_id = s.sub_consumer;
     delete from pgque.subscription where sub_id = s.sub_id;

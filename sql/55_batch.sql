@@ -39,6 +39,12 @@ begin
     s := pgque._subscription(i_queue_name, i_consumer_name);
     select * into s from pgque.subscription where sub_id = s.sub_id for update;
     perform pgque._authorize(s.sub_owner, s.sub_queue, i_consumer_name);
+    if s.sub_role = 'coop_main' then
+        raise exception 'consumer % on queue % is a cooperative main consumer; use cooperative receive/next_batch with a subconsumer',
+              i_consumer_name, i_queue_name
+            using errcode = 'wrong_object_type',
+                  hint = 'Call pgque.receive_coop(queue, consumer, subconsumer) or next_batch(queue, consumer, subconsumer).';
+    end if;
     select * into prev from pgque.tick where tick_queue = s.sub_queue and tick_id = s.sub_last_tick;
 
     if s.sub_batch is not null then
@@ -105,6 +111,18 @@ returns setof record language sql stable as $$
       join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = sub.sub_last_tick
       join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = sub.sub_next_tick
      where sub.sub_batch = i_batch_id
+    union all
+    -- a cooperative member's batch: its window, read as the group (ADR 0017)
+    select pgque._event_source(q, t1.tick_snapshot, t2.tick_snapshot, i_n, i_slot),
+           pg_catalog.pg_snapshot_xmax(t1.tick_snapshot), pg_catalog.pg_snapshot_xmax(t2.tick_snapshot),
+           array(select pg_catalog.pg_snapshot_xip(t1.tick_snapshot)), t2.tick_snapshot,
+           sub.sub_id, w.cw_pos
+      from pgque.coop_window w
+      join pgque.subscription sub on sub.sub_id = w.cw_sub
+      join pgque.queue q on q.queue_id = sub.sub_queue
+      join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = w.cw_prev_tick
+      join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = w.cw_next_tick
+     where w.cw_batch = i_batch_id
 $$;
 
 -- The events of an open batch in ev_id order, past what receive() already
@@ -270,7 +288,9 @@ returns int4 language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform pgque._check_not_null('batch_id', x_batch_id);
-    perform pgque._open_batch(x_batch_id);
+    if (pgque._open_batch(x_batch_id)).sub_role = 'coop_main' then
+        return pgque._coop_finish(x_batch_id);
+    end if;
     if pgque._finish_batch(x_batch_id) = 0 then
         raise warning 'batch not found: %', x_batch_id;
         return 0;
@@ -287,7 +307,20 @@ declare
     s pgque.subscription;
 begin
     select * into s from pgque.subscription where sub_batch = i_batch_id for update;
-    if found then
+    if not found then
+        -- a cooperative member's batch: the group's row, not locked (members
+        -- never wait on it), carrying the window; the window row is locked
+        select sub.sub_id, sub.sub_queue, sub.sub_consumer, w.cw_prev_tick, sub.sub_active, w.cw_batch,
+               w.cw_next_tick, w.cw_pos, w.cw_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw
+          into s
+          from pgque.coop_window w join pgque.subscription sub on sub.sub_id = w.cw_sub
+         where w.cw_batch = i_batch_id
+           for update of w;
+        if not found then
+            perform pgque._coop_refuse_fenced(i_batch_id);
+        end if;
+    end if;
+    if s.sub_id is not null then
         perform pgque._authorize(s.sub_owner, s.sub_queue,
                                  (select co_name from pgque.consumer where co_id = s.sub_consumer));
     end if;

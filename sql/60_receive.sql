@@ -98,6 +98,9 @@ begin
         return 0;
     end if;
     perform pgque._refuse_slot_batch(s, 'ack');
+    if s.sub_role = 'coop_main' then
+        return pgque._coop_ack(s);
+    end if;
     return pgque._ack_batch(s);
 end $$;
 
@@ -152,5 +155,8 @@ begin
     perform pgque._check_interval('retry_after', retry_after, true);
     s := pgque._open_batch_or_raise(batch_id);
     perform pgque._refuse_slot_batch(s, 'nack');
+    if s.sub_role = 'coop_main' then
+        perform pgque._coop_touch(s.sub_id, (select cw_member from pgque.coop_window where cw_batch = batch_id), null);
+    end if;
     return pgque._nack_event(s, msg.msg_id, retry_after, reason);
 end $$;

@@ -50,16 +50,10 @@ begin
     s := pgque._open_batch_or_raise(batch_id);
     perform pgque._check_not_null('event_id', event_id);
     perform pgque._check_not_null('ev_time', ev_time);
-    e.ev_id := event_id;
-    e.ev_time := ev_time;
-    e.ev_txid := ev_txid;
-    e.ev_retry := ev_retry;
-    e.ev_type := ev_type;
-    e.ev_data := ev_data;
-    e.ev_extra1 := ev_extra1;
-    e.ev_extra2 := ev_extra2;
-    e.ev_extra3 := ev_extra3;
-    e.ev_extra4 := ev_extra4;
+    -- event_template's columns: ev_id, ev_time, ev_txid, ev_owner, ev_retry,
+    -- ev_type, ev_data, ev_extra1..4
+    e := row(event_id, ev_time, ev_txid, null, ev_retry, ev_type, ev_data,
+             ev_extra1, ev_extra2, ev_extra3, ev_extra4)::pgque.event_template;
     return pgque._dead_letter(s, e, reason);
 end $$;
 

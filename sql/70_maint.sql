@@ -201,6 +201,7 @@ begin
         n := n + pgque.maint_rotate_tables_step1(qn);
     end loop;
     n := n + pgque.maint_retry_events();
+    n := n + pgque._coop_maint();
     n := n + pgque.maint_tick_cleanup();
     n := n + pgque.maint_idem();
     n := n + pgque._maint_extra();

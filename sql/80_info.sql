@@ -3,7 +3,7 @@
 create function pgque.version()
 returns text language sql immutable security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
-    select '0.1.0'::text
+    select '@PGQUE_VERSION@'::text
 $$;
 
 create function pgque._preloaded()
@@ -142,7 +142,20 @@ set search_path = pgque, pg_catalog, pg_temp as $$
       join pgque.queue q on q.queue_id = s.sub_queue
       join pgque.consumer c on c.co_id = s.sub_consumer
       join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
-     order by q.queue_name, c.co_name
+    union all
+    -- the members of cooperative groups, as PgQue names them: lag and
+    -- pending of the window each holds (the group's when it holds none)
+    select q.queue_name, c.co_name || '.' || m.member, now() - t.tick_time, now() - m.last_seen,
+           coalesce(m.prev_tick, s.sub_last_tick), m.batch, m.next_tick,
+           case when m.batch is null then 0
+                else greatest(coalesce(nt.tick_event_seq, pgque._event_seq_pos(q)) - t.tick_event_seq, 0) end
+      from pgque._coop_member_info() m
+      join pgque.subscription s on s.sub_id = m.sub_id
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.consumer c on c.co_id = s.sub_consumer
+      join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = coalesce(m.prev_tick, s.sub_last_tick)
+      left join pgque.tick nt on nt.tick_queue = s.sub_queue and nt.tick_id = m.next_tick
+     order by 1, 2
 $$;
 
 create function pgque.get_consumer_info(i_queue_name text,
@@ -161,7 +174,12 @@ create function pgque.get_consumer_info(i_queue_name text, i_consumer_name text,
 returns setof record language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 begin
-    perform pgque._subscription(i_queue_name, i_consumer_name);
+    -- a member of a cooperative group is named <consumer>.<subconsumer>
+    if pg_catalog.strpos(coalesce(i_consumer_name, ''), '.') = 0
+       or not exists (select 1 from pgque.get_consumer_info() i
+                       where i.queue_name = i_queue_name and i.consumer_name = i_consumer_name) then
+        perform pgque._subscription(i_queue_name, i_consumer_name);
+    end if;
     return query select * from pgque.get_consumer_info() i
                   where i.queue_name = i_queue_name and i.consumer_name = i_consumer_name;
 end $$;
@@ -183,6 +201,20 @@ begin
       join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = s.sub_next_tick
      where s.sub_batch = x_batch_id;
     if not found then
+        -- a cooperative member's batch: the group's name and the window
+        select q.queue_name, c.co_name, t1.tick_time, t2.tick_time, t1.tick_id, t2.tick_id,
+               now() - t2.tick_time, t1.tick_event_seq, t2.tick_event_seq
+          into queue_name, consumer_name, batch_start, batch_end, prev_tick_id, tick_id, lag, seq_start, seq_end
+          from pgque.coop_window w
+          join pgque.subscription s on s.sub_id = w.cw_sub
+          join pgque.queue q on q.queue_id = s.sub_queue
+          join pgque.consumer c on c.co_id = s.sub_consumer
+          join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = w.cw_prev_tick
+          join pgque.tick t2 on t2.tick_queue = s.sub_queue and t2.tick_id = w.cw_next_tick
+         where w.cw_batch = x_batch_id;
+    end if;
+    if not found then
+        perform pgque._coop_refuse_fenced(x_batch_id);
         raise exception 'batch not found: %', x_batch_id
             using errcode = 'undefined_object';
     end if;

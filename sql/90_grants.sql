@@ -1,11 +1,41 @@
+-- pgque:replay-on-upgrade (idempotent: ALTER EXTENSION UPDATE runs this part again, ADR 0019)
 -- Privileges: least privilege for the three roles, nothing for PUBLIC.
 -- Internal functions (names starting with "_") are granted to nobody: they
 -- run only inside the SECURITY DEFINER API, as the owner.
 
-revoke all on all functions in schema pgque from public;
-revoke all on all procedures in schema pgque from public;
-revoke all on all tables in schema pgque from public;
-revoke all on all sequences in schema pgque from public;
+-- Nothing for PUBLIC on the extension's own objects.  Its members only,
+-- not "all ... in schema pgque": ALTER EXTENSION UPDATE runs this part
+-- again, and the queues' event tables and sequences (made by create_queue,
+-- not members) keep the rights create_queue gave them; a fresh install has
+-- no others.
+do $revoke$
+declare
+    r record;
+begin
+    for r in select pg_catalog.format('revoke all on %s %s from public',
+                                      case when c.relkind operator(pg_catalog.=) 'S' then 'sequence' else 'table' end,
+                                      c.oid::pg_catalog.regclass) as cmd
+               from pg_catalog.pg_class c
+               join pg_catalog.pg_depend d on d.objid operator(pg_catalog.=) c.oid
+                and d.classid operator(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+              where d.deptype operator(pg_catalog.=) 'e'
+                and d.refclassid operator(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                and d.refobjid operator(pg_catalog.=) (select e.oid from pg_catalog.pg_extension e
+                                                        where e.extname operator(pg_catalog.=) 'pgque_bgw')
+                and c.relkind operator(pg_catalog.=) any ('{r,v,m,p,f,S}'::pg_catalog."char"[])
+             union all
+             select pg_catalog.format('revoke all on routine %s from public', p.oid::pg_catalog.regprocedure)
+               from pg_catalog.pg_proc p
+               join pg_catalog.pg_depend d on d.objid operator(pg_catalog.=) p.oid
+                and d.classid operator(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+              where d.deptype operator(pg_catalog.=) 'e'
+                and d.refclassid operator(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                and d.refobjid operator(pg_catalog.=) (select e.oid from pg_catalog.pg_extension e
+                                                        where e.extname operator(pg_catalog.=) 'pgque_bgw') loop
+        execute r.cmd;
+    end loop;
+end
+$revoke$;
 grant usage on schema pgque to pgque_reader, pgque_writer, pgque_admin;
 
 -- producing
@@ -46,7 +76,16 @@ grant execute on function
     pgque.get_partition_slot_info(), pgque.metrics(),
     pgque.queue_stats(), pgque.consumer_stats(), pgque.queue_health(), pgque.otel_metrics(),
     pgque.stuck_consumers(interval), pgque.in_flight(text),
-    pgque.throughput(text, interval, interval), pgque.error_rate(text, interval, interval)
+    pgque.throughput(text, interval, interval), pgque.error_rate(text, interval, interval),
+    -- cooperative consumers (PgQue: pgque_reader)
+    pgque.register_subconsumer(text, text, text, boolean),
+    pgque.subscribe_subconsumer(text, text, text, boolean),
+    pgque.unregister_subconsumer(text, text, text, int4),
+    pgque.unsubscribe_subconsumer(text, text, text, int4),
+    pgque.touch_subconsumer(text, text, text),
+    pgque.receive_coop(text, text, text, int4, interval),
+    pgque.next_batch(text, text, text, interval),
+    pgque.next_batch_custom(text, text, text, interval, int4, interval, interval)
   to pgque_reader;
 grant select on pgque.partition_slot_status to pgque_reader, pgque_admin;
 
@@ -79,5 +118,6 @@ grant execute on function pgque.logutriga(), pgque.jsontriga(), pgque.sqltriga()
 
 -- catalog tables are readable by admin; payloads only through the API
 grant select on pgque.queue, pgque.consumer, pgque.subscription, pgque.tick,
-                 pgque.retry_queue, pgque.delayed_event, pgque.dead_letter, pgque.event_template
+                 pgque.retry_queue, pgque.delayed_event, pgque.dead_letter, pgque.event_template,
+                 pgque.coop_member, pgque.coop_window, pgque.coop_fence
   to pgque_admin;

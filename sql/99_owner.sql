@@ -1,3 +1,4 @@
+-- pgque:replay-on-upgrade (idempotent: ALTER EXTENSION UPDATE runs this part again, ADR 0019)
 -- Ownership: everything belongs to the role that ran CREATE EXTENSION.  For a
 -- trusted install by a non-superuser the script runs with superuser rights
 -- and would otherwise leave the objects owned by the bootstrap superuser; the

@@ -59,7 +59,7 @@
 
 /* PG18 moved the module magic to carry name and version. */
 #if PG_VERSION_NUM >= 180000
-#define PGQUE_MODULE_MAGIC() PG_MODULE_MAGIC_EXT(.name = "pgque_bgw", .version = "0.1.0")
+#define PGQUE_MODULE_MAGIC() PG_MODULE_MAGIC_EXT(.name = "pgque_bgw", .version = PGQUE_VERSION)
 #else
 #define PGQUE_MODULE_MAGIC() PG_MODULE_MAGIC
 #endif

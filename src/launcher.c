@@ -150,6 +150,7 @@ reset_db_entry(PgqueDb *db, Oid dboid, const char *name, PgqueDbState state)
 	pg_atomic_write_u32(&db->wake, 0);
 	db->last_tick = 0;
 	db->last_maint = 0;
+	db->schema_warned = false;
 	memset(db->workers, 0, sizeof(db->workers));
 	for (k = 0; k < PGQUE_NKINDS; k++)
 		db->workers[k].pgprocno = -1;

@@ -115,8 +115,17 @@ maint_pass(void *state, MemoryContext cxt)
 	if (moved > 0)
 		pgque_wake_ticker(MyDatabaseId);
 
+	/*
+	 * cooperative groups: cursors over finished windows (an ack that found
+	 * the group's row busy left it behind), windows of skipped ticks, old
+	 * fences; before the tick cleanup, which reads the cursors
+	 */
+	/* 0.2.0's steps: an older SQL not yet updated has neither (ADR 0019) */
+	if (pgque_schema_current)
+		run_simple(pass, "cooperative groups", "select pgque._coop_maint()::pg_catalog.int8");
 	run_simple(pass, "tick history cleanup", "select pgque.maint_tick_cleanup()::pg_catalog.int8");
-	run_simple(pass, "extra maintenance hooks", "select pgque._maint_extra()::pg_catalog.int8");
+	if (pgque_schema_current)
+		run_simple(pass, "extra maintenance hooks", "select pgque._maint_extra()::pg_catalog.int8");
 
 	/* expired idempotency keys: bounded batches, each its own transaction */
 	do

@@ -17,6 +17,7 @@
 #include "compat.h"
 #include "pgque_bgw.h"
 #include "slots.h"
+#include "coop.h"
 
 PGQUE_MODULE_MAGIC();
 
@@ -38,6 +39,7 @@ pgque_shmem_request(void)
 		prev_shmem_request_hook();
 	pgque_state_request();
 	pgque_slots_request();
+	pgque_coop_request();
 }
 #endif
 
@@ -48,6 +50,7 @@ pgque_shmem_startup(void)
 		prev_shmem_startup_hook();
 	pgque_state_startup();
 	pgque_slots_startup();
+	pgque_coop_startup();
 }
 
 void
@@ -73,6 +76,7 @@ _PG_init(void)
 #else
 	pgque_state_request();
 	pgque_slots_request();
+	pgque_coop_request();
 #endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = pgque_shmem_startup;

@@ -95,6 +95,7 @@ typedef struct PgqueDb
 	pg_atomic_uint32 wake;		/* producers set it at commit, the ticker clears */
 	TimestampTz last_tick;		/* last tick written by the ticker */
 	TimestampTz last_maint;		/* last completed maintenance pass */
+	bool		schema_warned;	/* said once that the SQL is older than the library */
 	PgqueWorkerSlot workers[PGQUE_NKINDS];
 } PgqueDb;
 
@@ -148,6 +149,7 @@ extern void pgque_worker_run(const PgqueLoop *loop);
 extern void pgque_worker_attach(PgqueWorkerKind kind);
 extern bool pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg);
 extern bool pgque_extension_present(void);
+extern bool pgque_schema_current;
 extern void pgque_worker_exit_if_gone(void);
 extern void pgque_worker_report(const char *fmt,...) pg_attribute_printf(1, 2);
 extern long pgque_wait(long timeout_ms);

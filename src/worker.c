@@ -41,6 +41,7 @@
 #include "storage/latch.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
+#include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -181,16 +182,89 @@ pgque_worker_attach(PgqueWorkerKind kind)
 	pgstat_report_appname(psprintf("pgque_bgw %s", pgque_kind_name(kind)));
 }
 
-/* Is the extension installed (and committed) in this database? */
+/*
+ * Record whether the installed version is the library's; the first worker
+ * of the database to see an older one warns (once until it changes), and
+ * the first to see it updated says so.
+ */
+static void
+note_schema_version(const char *version)
+{
+	bool		current = (strcmp(version, PGQUE_VERSION) == 0);
+	bool		say = false;
+
+	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
+	if (current == pgque_worker_db->schema_warned)
+	{
+		pgque_worker_db->schema_warned = !current;
+		say = true;
+	}
+	LWLockRelease(pgque_shared->lock);
+	pgque_schema_current = current;
+
+	if (say && !current)
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pgque_bgw: database \"%s\" has extension pgque_bgw version %s, the library is version %s",
+						pgque_worker_db->dbname, version, PGQUE_VERSION),
+				 errdetail("Until the extension is updated the workers run only what version %s provides; send and receive keep working.",
+						   version),
+				 errhint("Run ALTER EXTENSION pgque_bgw UPDATE in database \"%s\".",
+						 pgque_worker_db->dbname)));
+	else if (say)
+		ereport(LOG,
+				(errmsg("pgque_bgw: database \"%s\" now has extension pgque_bgw version %s, the library's",
+						pgque_worker_db->dbname, version)));
+}
+
+/*
+ * Whether the installed SQL is the library's own version (PGQUE_VERSION,
+ * from the control file).  A server restarted with a newer library keeps a
+ * database's older SQL until ALTER EXTENSION pgque_bgw UPDATE runs there
+ * (ADR 0019): meanwhile the workers run only what that SQL has (maint.c
+ * skips the steps it lacks), and say once what to run.
+ */
+bool		pgque_schema_current = true;
+
+/*
+ * Is the extension installed (and committed) in this database?  Also notes
+ * its version in pgque_schema_current.
+ */
 bool
 pgque_extension_present(void)
 {
-	bool		present;
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	bool		present = false;
+	char	   *version = NULL;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	present = OidIsValid(get_extension_oid("pgque_bgw", true));
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("pgque_bgw"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+	{
+		Datum		d;
+		bool		isnull;
+
+		present = true;
+		d = heap_getattr(tup, Anum_pg_extension_extversion, RelationGetDescr(rel), &isnull);
+		if (!isnull)
+			version = MemoryContextStrdup(TopMemoryContext, TextDatumGetCString(d));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
 	CommitTransactionCommand();
+
+	if (present && version != NULL)
+		note_schema_version(version);
+	if (version != NULL)
+		pfree(version);
 	return present;
 }
 

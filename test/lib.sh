@@ -50,10 +50,13 @@ build_and_install() {
 	make -s install >/dev/null
 }
 
-# as_pg cmd...: run as the postgres OS user (the server refuses root).
+# as_pg cmd...: run as the postgres OS user (the server refuses root), in
+# /tmp: the clone may sit where postgres cannot enter (root's 0700 home),
+# and psql, initdb and the TAP framework complain about a cwd they cannot
+# change back to ("could not change directory").  Callers pass absolute paths.
 as_pg() {
 	if [ "$(id -u)" -eq 0 ]; then
-		runuser -u postgres -- env PATH="$PGBIN:$PATH" "$@"
+		(cd /tmp && runuser -u postgres -- env PATH="$PGBIN:$PATH" "$@")
 	else
 		env PATH="$PGBIN:$PATH" "$@"
 	fi

@@ -5,6 +5,8 @@
 #   pg_isolation_regress  test/specs/*.spec   vs test/expected/*.out
 #   pg_prove (pgTAP)      test/pgtap/*.sql    the privilege matrix
 #   prove (TAP)           test/t/*.pl         PostgreSQL::Test::Cluster
+#   make installcheck     pg_regress + isolation through the Makefile's
+#                         REGRESS/ISOLATION, against a server started by hand
 # and ends with one line "N passed, N failed".  Exit status: 0 only if all pass.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -70,6 +72,32 @@ if [ "$rc" -ne 0 ]; then
 	failures+=("isolation")
 	[ -f "$WORK/isolation/regression.diffs" ] && cat "$WORK/isolation/regression.diffs"
 	grep -qE '\.\.\. (ok|FAILED|failed)|^(not )?ok [0-9]+ +[-+] ' "$WORK/isolation.log" || failed=$((failed + 1))
+fi
+
+# make installcheck, as a user runs it: pg_regress and isolation through
+# the Makefile's REGRESS/ISOLATION against a server started by hand with
+# the test configuration (docs/install.md), from a copy postgres can write
+# to.  Counted as one: its tests are the ones above.
+echo "== make installcheck"
+IC="$WORK/installcheck"
+as_pg mkdir -p "$IC/src"
+cp -r Makefile pgque_bgw.control sql test "$IC/src/"
+[ "$(id -u)" -eq 0 ] && chown -R postgres: "$IC/src"
+start_cluster "$IC" $((PORT_BASE + 3)) "include '$T/pgque_test.conf'"
+as_pg env PGHOST="$IC" PGPORT=$((PORT_BASE + 3)) PGUSER=postgres \
+	make -C "$IC/src" installcheck TAP_TESTS= ${PG_CONFIG:+PG_CONFIG=$PG_CONFIG} >"$WORK/installcheck.log" 2>&1
+rc=$?
+stop_cluster "$IC"
+ok=$(grep -cE '\.\.\. ok|^ok [0-9]+ +[-+] ' "$WORK/installcheck.log")
+if [ "$rc" -eq 0 ] && [ "$ok" -gt 0 ]; then
+	passed=$((passed + 1))
+	echo "make installcheck ... ok ($ok tests)"
+else
+	failed=$((failed + 1))
+	failures+=("installcheck")
+	echo "make installcheck ... FAILED"
+	tail -n 60 "$WORK/installcheck.log"
+	find "$IC/src" -name regression.diffs -exec cat {} \;
 fi
 
 # pgTAP: each file installs the extension itself (as a non-superuser) in a

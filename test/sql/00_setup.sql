@@ -52,6 +52,8 @@ begin
     end loop;
 end $$;
 
-select extname, extversion from pg_extension where extname = 'pgque_bgw';
-select pgque.version();
+-- the installed version is the control file's, and version() says it
+select extname, extversion = default_version as default_version_installed
+  from pg_extension join pg_available_extensions on name = extname where extname = 'pgque_bgw';
+select pgque.version() = (select extversion from pg_extension where extname = 'pgque_bgw') as version_matches;
 select component, status from pgque.status() where component in ('pgque', 'library');

@@ -31,6 +31,7 @@ select pgque.create_queue('bim'), pgque.create_queue('bim_ext');
 select pgque.set_queue_config('bim_ext', 'external_ticker', 'true');
 select pgque.subscribe('bim', 'bim_c');
 select pgque.subscribe_slot('bim', 'bim_p', 0, 1);
+select pgque.register_subconsumer('bim', 'bim_g', 'bim_m');
 select pgque.claim_slot('bim', 'bim_p', 0, 'bim_w', '1 hour') > 0 as leased;
 select pgque.set_queue_config('bim', 'max_retries', '0');
 select pgque.send('bim', 'bim_t', 'dead');
@@ -63,6 +64,13 @@ select a, w, v, r::text[] from (values
     ('queue_name',     'tick_id', quote_literal('bim_ext'), '{null,empty,huge,unknown,odd_chars}'),
     ('queue_name',     'create_queue', quote_literal('bim'), '{null,empty,huge}'),
     ('consumer_name',  null,      quote_literal('bim_c'),   '{null,empty,huge}'),
+    -- cooperative consumers (PgQue's names: queue, consumer, subconsumer)
+    ('queue',          null,      quote_literal('bim'),     '{null,empty,huge,unknown,odd_chars}'),
+    ('consumer',       null,      quote_literal('bim_g'),   '{null,empty,huge}'),
+    ('subconsumer',    null,      quote_literal('bim_m'),   '{null,empty,huge}'),
+    ('convert_normal', null,      'false',                  '{null}'),
+    ('batch_handling', null,      '1',                      '{null,negative,max}'),
+    ('dead_interval',  null,      quote_literal('1 hour'),  '{negative,zero,far}'),
     ('consumer_name',  'slot',    quote_literal('bim_p'),   '{null,empty,huge}'),
     ('consumer_id',    null,      quote_literal('bim_c'),   '{null,empty,huge}'),
     ('worker',         null,      quote_literal('bim_w'),   '{null,empty,huge}'),

@@ -27,7 +27,11 @@ select count(*) as pf_bad_created from pgque.queue where queue_name = 'pf_bad';
 select pgque.subscribe('pf', 'c');
 select pgque.pause_queue('pf');
 select pgque.send('pf', 'while paused') > 0 as sent;
-select pgque.ticker() as queues_ticked_while_paused;
+create temp table pf_last as
+select max(tick_id) as t from pgque.tick where tick_queue = (select queue_id from pgque.queue where queue_name = 'pf');
+select pgque.ticker() >= 0 as ticker_ran;
+select max(tick_id) is not distinct from (select t from pf_last) as paused_queue_not_ticked
+  from pgque.tick where tick_queue = (select queue_id from pgque.queue where queue_name = 'pf');
 select count(*) as received_while_paused from pgque.receive('pf', 'c');
 select pgque.resume_queue('pf');
 select pgque.ticker('pf') is not null as ticked_after_resume;

@@ -1,0 +1,82 @@
+-- 0.1.0 -> 0.2.0, hand-written steps: what "create or replace" of the
+-- parts cannot do (ADR 0019).  Runs before every function of 0.2.0 is
+-- replayed, so the functions find the columns and tables they use.  Each
+-- step leaves the object exactly as a fresh 0.2.0 install makes it
+-- (test/t/017_upgrade.pl compares them).
+
+-- Consumers belong to a role (docs/security.md, pgque._authorize).  0.1.0
+-- let every pgque_reader use every consumer; the consumers it made are
+-- given to pgque_reader, so the applications that use them keep working
+-- after the update, as before.  An admin narrows one to its application's
+-- role with UPDATE pgque.subscription SET sub_owner = ... (and
+-- pgque.partition_consumer.owner for slot consumers): docs/install.md.
+alter table pgque.subscription add column sub_owner regrole;
+update pgque.subscription set sub_owner = 'pgque_reader'::regrole;
+alter table pgque.subscription alter column sub_owner set not null;
+
+alter table pgque.partition_consumer add column owner regrole;
+update pgque.partition_consumer set owner = 'pgque_reader'::regrole;
+alter table pgque.partition_consumer alter column owner set not null;
+
+-- PgQue's settings row (set_tick_period_ms, ticker_loop's period).
+create table pgque.config (
+    one             boolean primary key default true check (one),
+    tick_period_ms  int4 not null default 100
+                    check (tick_period_ms between 1 and 1000 and 1000 % tick_period_ms = 0)
+);
+insert into pgque.config default values;
+select pg_catalog.pg_extension_config_dump('pgque.config', '');
+
+-- _register gained the owner argument: the old signature would stay beside
+-- the new one as an overload.
+drop function pgque._register(pgque.queue, text, bigint);
+
+-- ticker_loop's period now defaults to NULL (read from pgque.config):
+-- "create or replace" may not change a default, so it is made again (its
+-- grant comes back with sql/90_grants.sql).
+drop procedure pgque.ticker_loop(interval, interval);
+
+-- Cooperative consumers (ADR 0017): the group's role and high-water mark
+-- on its subscription, the members, the windows and the fences.
+-- (no default while adding: a default on ADD COLUMN is kept as the
+-- column's "missing value", which a fresh install does not have)
+alter table pgque.subscription
+    add column sub_role text check (sub_role in ('normal', 'coop_main')),
+    add column sub_coop_hw bigint;
+update pgque.subscription set sub_role = 'normal';
+alter table pgque.subscription
+    alter column sub_role set default 'normal',
+    alter column sub_role set not null;
+
+create table pgque.coop_member (
+    cm_sub         int4 not null references pgque.subscription (sub_id) on delete cascade,
+    cm_name        text not null,
+    cm_registered  timestamptz not null default now(),
+    primary key (cm_sub, cm_name)
+);
+
+create table pgque.coop_window (
+    cw_sub         int4 not null references pgque.subscription (sub_id) on delete cascade,
+    cw_prev_tick   bigint not null,
+    cw_next_tick   bigint not null,
+    cw_member      text,
+    cw_batch       bigint unique,
+    cw_claimed_at  timestamptz,
+    cw_pos         bigint,
+    cw_last        bigint,
+    primary key (cw_sub, cw_prev_tick)
+) with (fillfactor = 50);
+create unique index coop_window_member_uq on pgque.coop_window (cw_sub, cw_member)
+    where cw_member is not null;
+
+create table pgque.coop_fence (
+    cf_batch     bigint primary key,
+    cf_sub       int4 not null references pgque.subscription (sub_id) on delete cascade,
+    cf_member    text not null,
+    cf_by        text not null,
+    cf_by_batch  bigint not null,
+    cf_at        timestamptz not null default now()
+);
+select pg_catalog.pg_extension_config_dump('pgque.coop_member', '');
+select pg_catalog.pg_extension_config_dump('pgque.coop_window', '');
+select pg_catalog.pg_extension_config_dump('pgque.coop_fence', '');

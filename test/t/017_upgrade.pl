@@ -1,0 +1,261 @@
+# Upgrading in place (ADR 0019): a database with extension pgque_bgw 0.1.0
+# and data in every state (events, open batches, retries, dead letters,
+# idempotency keys, leased partition slots) runs under the new library
+# before ALTER EXTENSION UPDATE (workers, send, receive), is updated, goes on
+# with nothing lost, and ends equal, object by object, to a fresh install of
+# the current version.  When an addition to the SQL parts is missing from
+# the upgrade, the comparison names the objects.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(time sleep);
+
+my $src = $ENV{PGQUE_SRC} or die "PGQUE_SRC (the test directory) is not set";
+my $catalog_sql = slurp_file("$src/upgrade/catalog.sql");
+
+my $node = PostgreSQL::Test::Cluster->new('upgrade');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'pgque_bgw'
+max_worker_processes = 20
+pgque_bgw.launcher_naptime = '1s'
+pgque_bgw.maint_interval = '1s'
+pgque_bgw.watchdog_interval = '1s'
+});
+$node->start;
+
+my $new = $node->safe_psql('postgres',
+    q{select default_version from pg_available_extensions where name = 'pgque_bgw'});
+ok($node->safe_psql('postgres',
+    q{select count(*) from pg_available_extension_versions where name = 'pgque_bgw' and version = '0.1.0'}) eq '1',
+   "version 0.1.0 is installable beside $new");
+
+$node->safe_psql('postgres', 'create database up');
+$node->safe_psql('up', q{
+    create extension pgque_bgw version '0.1.0';
+    create table public.seen (consumer text, payload text);
+});
+is($node->safe_psql('up', q{select extversion from pg_extension where extname = 'pgque_bgw'}),
+   '0.1.0', 'the old version is installed');
+
+# the queues, consumers and slot consumers both databases get (fresh gets
+# the same calls, so both hold the same per-queue tables)
+my $setup = q{
+    select pgque.create_queue('jobs');
+    select pgque.create_queue('dlq');
+    select pgque.create_queue('parts');
+    select pgque.set_queue_config('jobs', 'max_retries', '5');
+    select pgque.set_queue_config('dlq', 'max_retries', '0');
+    select pgque.subscribe('jobs', 'all');
+    select pgque.subscribe('jobs', 'slow');
+    select pgque.subscribe('jobs', 'flaky');
+    select pgque.subscribe('dlq', 'c');
+    select pgque.subscribe_slot('parts', 'pc', 0, 2);
+    select pgque.subscribe_slot('parts', 'pc', 1, 2);
+};
+$node->safe_psql('up', $setup);
+
+my $sent = 0;
+sub send_jobs
+{
+    my ($n) = @_;
+    $node->safe_psql('up', qq{select pgque.send('jobs', 'job', 'j' || (i + $sent)::text) from generate_series(1, $n) i});
+    $sent += $n;
+}
+
+# drain CONSUMER of queue jobs into public.seen until it has seen WANT
+sub drain
+{
+    my ($consumer, $want) = @_;
+    my $deadline = time + 60;
+    my $have;
+    while (time < $deadline)
+    {
+        my $batch = $node->safe_psql('up', qq{
+            with m as (select * from pgque.receive('jobs', '$consumer', 1000)),
+                 s as (insert into public.seen select '$consumer', payload from m)
+            select coalesce(max(batch_id), 0) from m});
+        $node->safe_psql('up', "select pgque.ack($batch)") if $batch ne '0';
+        $have = $node->safe_psql('up', "select count(*) from public.seen where consumer = '$consumer'");
+        return $have if $have >= $want;
+        sleep 0.2;
+    }
+    return $have;
+}
+
+ok($node->poll_query_until('postgres', q{
+    select count(*) = 3 from pg_stat_activity where datname = 'up' and backend_type like 'pgque_bgw %'}),
+   'the workers serve the 0.1.0 database');
+send_jobs(100);
+is(drain('all', 100), 100, 'produced and consumed on 0.1.0 with the workers ticking');
+
+# --- restart: the new library with the 0.1.0 SQL still installed
+my $log_offset = -s $node->logfile;
+$node->restart;
+ok($node->poll_query_until('postgres', q{
+    select count(*) = 3 from pg_stat_activity where datname = 'up' and backend_type like 'pgque_bgw %'}),
+   'after a restart the workers serve the 0.1.0 database again');
+send_jobs(50);
+is(drain('all', 150), 150, 'the ticker ticks and receive works with the 0.1.0 SQL');
+my $deadline = time + 30;
+my $log = '';
+while (time < $deadline)
+{
+    $log = slurp_file($node->logfile, $log_offset);
+    last if $log =~ /has extension pgque_bgw version 0\.1\.0/;
+    sleep 0.2;
+}
+like($log, qr/WARNING:  pgque_bgw: database "up" has extension pgque_bgw version 0\.1\.0, the library is version \Q$new\E/,
+     'a worker says the SQL is older than the library');
+like($log, qr/HINT:  Run ALTER EXTENSION pgque_bgw UPDATE in database "up"/, 'and what to run');
+is(scalar(() = $log =~ /has extension pgque_bgw version 0\.1\.0/g), 1, 'once, not by every worker or pass');
+sleep 2;    # a few maintenance passes
+$log = slurp_file($node->logfile, $log_offset);
+unlike($log, qr/pgque_bgw maintenance: .* failed/, 'no maintenance step fails on the 0.1.0 SQL');
+
+# --- leave state of every kind open across the update
+# an open batch (received, not acked)
+my $slow_batch = $node->safe_psql('up', q{
+    with m as (select * from pgque.receive('jobs', 'slow', 30)),
+         s as (insert into public.seen select 'slow', payload from m)
+    select max(batch_id) from m});
+ok($slow_batch > 0, 'consumer slow holds an open batch');
+# retries: flaky nacks three events of its batch, due after the update
+my $flaky_batch = $node->safe_psql('up', q{
+    with m as (select * from pgque.receive('jobs', 'flaky', 10)),
+         s as (insert into public.seen select 'flaky', payload from m),
+         n as (select pgque.nack(x.batch_id, x::pgque.message, '15 seconds', 'try again') as r
+                 from (select * from m order by msg_id limit 3) x)
+    select max(m.batch_id) || ':' || (select sum(r) from n) from m});
+like($flaky_batch, qr/^\d+:3$/, 'consumer flaky nacks three events');
+$flaky_batch =~ s/:.*//;
+$node->safe_psql('up', "select pgque.ack($flaky_batch)");
+is($node->safe_psql('up', q{select count(*) from pgque.retry_queue}), '3', 'three retries are pending');
+# dead letters: queue dlq takes no retry
+$node->safe_psql('up', q{select pgque.send('dlq', 'd' || i) from generate_series(1, 2) i});
+ok($node->poll_query_until('up', q{
+    with m as (select * from pgque.receive('dlq', 'c', 10))
+    select count(pgque.nack(m.batch_id, m, '0', 'poison')) = 2 from m}), 'two events nacked on queue dlq');
+$node->safe_psql('up', q{select pgque.ack(max(sub_batch)) from pgque.subscription where sub_batch is not null
+                          and sub_queue = (select queue_id from pgque.queue where queue_name = 'dlq')});
+ok($node->poll_query_until('up', q{select count(*) = 2 from pgque.dead_letter}), 'and become dead letters');
+# idempotency keys
+is($node->safe_psql('up', q{select deduped from pgque.send_idem('jobs', 'job', 'idem-1', 'key-1')}), 'f',
+   'an idempotency key is recorded');
+$sent++;
+# leased partition slots with an open slot batch
+$node->safe_psql('up', q{select pgque.send('parts', 'p', 'p' || i, 'k' || i) from generate_series(1, 20) i});
+my $epoch = $node->safe_psql('up', q{select pgque.claim_slot('parts', 'pc', 0, 'w0', '10 minutes')});
+ok($epoch > 0, 'slot 0 is leased');
+my $slot_rows = 0;
+$deadline = time + 30;
+while ($slot_rows == 0 && time < $deadline)
+{
+    $slot_rows = $node->safe_psql('up', q{select count(*) from pgque.receive_partitioned('parts', 'pc', 0, 2, 'w0', 100)});
+    sleep 0.2 if $slot_rows == 0;
+}
+ok($slot_rows > 0, "and has an open batch ($slot_rows events)");
+send_jobs(10);    # pending, unconsumed events
+
+# --- the update
+$log_offset = -s $node->logfile;
+my ($ret, $out, $err) = $node->psql('up', 'alter extension pgque_bgw update');
+is($ret, 0, "ALTER EXTENSION pgque_bgw UPDATE from 0.1.0 to $new succeeds")
+  or diag("$err\nA function whose signature, return type, argument names or defaults changed "
+        . "needs a DROP step in sql/upgrade/0.1.0--$new.pre.sql (ADR 0019)");
+is($node->safe_psql('up', q{select extversion || ' ' || pgque.version() from pg_extension where extname = 'pgque_bgw'}),
+   "$new $new", 'the new version is installed and version() says so');
+$deadline = time + 30;
+while (time < $deadline)
+{
+    $log = slurp_file($node->logfile, $log_offset);
+    last if $log =~ /now has extension pgque_bgw version/;
+    sleep 0.2;
+}
+like($log, qr/LOG:  pgque_bgw: database "up" now has extension pgque_bgw version \Q$new\E/,
+     'the workers notice the update');
+
+# --- continue: nothing lost
+is($node->safe_psql('up', "select pgque.ack($slow_batch)"), '1', 'the open batch is acked after the update');
+is($node->safe_psql('up', q{select deduped from pgque.send_idem('jobs', 'job', 'idem-1', 'key-1')}), 't',
+   'the idempotency key still dedupes');
+is($node->safe_psql('up', q{select count(*) from pgque.receive_partitioned('parts', 'pc', 0, 2, 'w0', 100)}),
+   $slot_rows, 'the slot lease survived: the same open slot batch');
+is($node->safe_psql('up', q{select pgque.ack_partitioned('parts', 'pc', 0, 2, 'w0')}), '1', 'and is acked');
+is($node->safe_psql('up', q{select pgque.claim_slot('parts', 'pc', 0, 'w0', '10 minutes')}), $epoch,
+   'renewing the lease keeps its epoch');
+is($node->safe_psql('up', q{select count(*) from pgque.dlq_inspect('dlq')}), '2', 'the dead letters are there');
+send_jobs(40);
+is(drain('all', $sent), $sent, "consumer all saw every event sent ($sent)");
+is($node->safe_psql('up', q{select count(*) - count(distinct payload) from public.seen where consumer = 'all'}), '0',
+   'each once');
+is(drain('slow', $sent), $sent, 'consumer slow goes on after its acked batch and sees every event');
+is(drain('flaky', $sent + 3), $sent + 3, 'consumer flaky sees every event and its three retries');
+is($node->safe_psql('up', q{select count(distinct payload) from public.seen where consumer = 'flaky'}), $sent,
+   'the retries are the nacked events again');
+is($node->safe_psql('up', q{
+    select (select count(*) from pgque.subscription where sub_owner = 'pgque_reader'::regrole)
+           || ' ' || (select count(*) from pgque.partition_consumer where owner = 'pgque_reader'::regrole)}),
+   '6 1', '0.1.0 consumers and slot consumers belong to pgque_reader, so every reader may still use them');
+
+# --- every object equal to a fresh install of the current version
+$node->safe_psql('postgres', 'create database fresh');
+$node->safe_psql('fresh', q{create extension pgque_bgw; create table public.seen (consumer text, payload text);});
+$node->safe_psql('fresh', $setup);
+my %cat;
+for my $db ('up', 'fresh')
+{
+    $cat{$db} = [ split /\n/, $node->safe_psql($db, $catalog_sql) ];
+}
+my %in_fresh = map { $_ => 1 } @{ $cat{fresh} };
+my %in_up = map { $_ => 1 } @{ $cat{up} };
+my @missing = grep { !$in_up{$_} } @{ $cat{fresh} };
+my @extra = grep { !$in_fresh{$_} } @{ $cat{up} };
+ok(@{ $cat{fresh} } > 500, 'the catalog listing covers the install (' . scalar(@{ $cat{fresh} }) . ' lines)');
+is(scalar(@missing), 0, 'nothing of a fresh install is missing or different after the upgrade')
+  or diag("in a fresh $new install only (add it to the upgrade: a step in sql/upgrade/0.1.0--$new.pre.sql, "
+        . "or a part that is not replayed):\n  " . join("\n  ", @missing));
+is(scalar(@extra), 0, 'the upgrade leaves nothing a fresh install does not have')
+  or diag("after the upgrade only (drop or change it in sql/upgrade/0.1.0--$new.pre.sql):\n  "
+        . join("\n  ", @extra));
+
+# the same by pg_dump: --binary-upgrade is the mode that writes extension
+# members out (ALTER EXTENSION ... ADD), normalised for OIDs and xids
+sub schema_dump
+{
+    my ($db) = @_;
+    my ($stdout, $stderr);
+    IPC::Run::run([ 'pg_dump', '--schema-only', '--binary-upgrade', '--no-comments', '-d', $node->connstr($db) ],
+        '>', \$stdout, '2>', \$stderr)
+      or die "pg_dump $db: $stderr";
+    my @lines;
+    for (split /\n/, $stdout)
+    {
+        next if /^\\(un)?restrict /;
+        next if /binary_upgrade_set_next_|binary_upgrade_set_missing_value/;
+        next if /^SELECT pg_catalog\.setval\(/;
+        s/relfrozenxid = '\d+', relminmxid = '\d+'/relfrozenxid = X/;
+        s/WHERE oid = '\d+'/WHERE oid = X/;
+        s/'\{[\d,]*\}'/'{oids}'/g if /binary_upgrade_create_empty_extension/;
+        push @lines, $_;
+    }
+    return join("\n", @lines) . "\n";
+}
+my $dump_up = schema_dump('up');
+my $dump_fresh = schema_dump('fresh');
+my ($d1, $d2) = ("${PostgreSQL::Test::Utils::tmp_check}/dump_up.sql", "${PostgreSQL::Test::Utils::tmp_check}/dump_fresh.sql");
+PostgreSQL::Test::Utils::append_to_file($d1, $dump_up);
+PostgreSQL::Test::Utils::append_to_file($d2, $dump_fresh);
+ok(length($dump_fresh) > 10000, 'the schema dump holds the extension\'s objects');
+my ($diff_out, $diff_err) = ('', '');
+IPC::Run::run([ 'diff', '-u', $d2, $d1 ], '>', \$diff_out, '2>', \$diff_err);
+is($diff_out, '', 'schema dump of the upgraded database equals that of a fresh install')
+  or diag("diff fresh -> upgraded:\n" . substr($diff_out, 0, 20000));
+
+# the shutdown is still clean after all that
+$node->stop('fast');
+like(slurp_file($node->logfile), qr/database system is shut down/, 'the server shuts down cleanly');
+
+done_testing();
