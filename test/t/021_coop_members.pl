@@ -103,7 +103,7 @@ send_events(61, 100);
 @members = start_members('4 seconds');
 ok($node->poll_query_until('postgres', q{select count(*) > 0 from coop_processed p where p.at > now() - interval '2 seconds'}),
    'members are working');
-$node->restart('fast');
+$node->restart;    # pg_ctl's default mode, fast; 18 takes no positional mode
 finish_members(@members);
 send_events(101, 120);
 @members = start_members('4 seconds');
