@@ -186,6 +186,9 @@ begin
                 when 'consumer_lagging' then 'The consumer is behind: check that it runs and keeps up, or add workers.'
                 when 'rotation_pinned' then 'A subscription is not consuming and holds rotation: fix its consumer or unsubscribe it.'
                 when 'ticker_stalled' then 'Check the ticker: pgque.status(), ticker_paused, pgque_bgw.enabled.'
+                when 'coop_member_silent' then 'A cooperative member holding a batch is silent: another member takes the window over after dead_interval, or restart it.'
+                -- a NULL hint would make RAISE fail and with it the whole pass
+                else 'See docs/alerts.md for what to do.'
                 end;
         -- any role may LISTEN: the payload names the alert, pgque.alerts
         -- (which needs pgque rights) has what it is about

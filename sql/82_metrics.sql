@@ -56,10 +56,14 @@ set search_path = pgque, pg_catalog, pg_temp as $$
            l.epoch::float8
       from pgque._slot_leases() l join pgque.queue q on q.queue_id = l.queue_id
     union all
-    -- alerts
+    -- alerts: every kind of docs/alerts.md (0 when none is open), and any
+    -- other kind that has an open alert
     select 'pgque_alerts_open', jsonb_build_object('kind', k.kind),
            (select count(*) from pgque.alert a where a.cleared_at is null and a.kind = k.kind)::float8
-      from (values ('slot_unpolled'), ('slot_stale'), ('consumer_lagging'), ('rotation_pinned'), ('ticker_stalled')) k(kind)
+      from (select v.kind from (values ('slot_unpolled'), ('slot_stale'), ('consumer_lagging'),
+                                       ('coop_member_silent'), ('rotation_pinned'), ('ticker_stalled')) v(kind)
+            union
+            select o.kind from pgque.alert o where o.cleared_at is null) k
     union all
     -- workers
     select 'pgque_worker_running', jsonb_build_object('worker', w.component),
