@@ -35,7 +35,7 @@ fi
 # what the suite needs, the same list as test/run.sh's ensure_packages
 PACKAGES="postgresql-$PG postgresql-server-dev-$PG postgresql-$PG-pgtap postgresql-$PG-cron"
 PACKAGES="$PACKAGES pgtap libtap-parser-sourcehandler-pgtap-perl libipc-run-perl make gcc"
-PACKAGES="$PACKAGES util-linux perl"
+PACKAGES="$PACKAGES prometheus-postgres-exporter util-linux perl"
 STAMP="$SUITE $MIRROR $PACKAGES"
 
 ensure_packages mmdebstrap || exit 1

@@ -14,12 +14,13 @@ cd "$(dirname "$0")/.."
 use_chroot && exec test/chroot.sh "$PG"
 
 ensure_packages postgresql-$PG postgresql-server-dev-$PG libipc-run-perl \
-	postgresql-$PG-pgtap pgtap postgresql-$PG-cron make gcc || exit 1
+	postgresql-$PG-pgtap pgtap postgresql-$PG-cron prometheus-postgres-exporter make gcc || exit 1
 echo "== PostgreSQL $("$PG_CONFIG" --version | sed 's/^PostgreSQL //')"
 build_and_install || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
 
 WORK=$(make_workdir pgque_test)
-cp -r test examples "$WORK/"
+# the TAP tests read examples/, and 023 the monitoring kit and its docs
+cp -r test examples monitoring docs README.md "$WORK/"
 [ "$(id -u)" -eq 0 ] && chown -R postgres: "$WORK"
 T="$WORK/test"
 # one port range per major, so suites of different versions can run at once
