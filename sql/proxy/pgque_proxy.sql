@@ -12,18 +12,15 @@
 -- each shard sees it, so the shards' own grants (pgque_writer, ...) decide.
 \echo Use "CREATE EXTENSION pgque_proxy" to load this file. \quit
 
--- The shard set is PL/Proxy's cluster pgque_shards: a SQL/MED server whose
--- partitions p0 .. p(P-1) name the shards.  PL/Proxy wants P a power of
--- two; shard i is partition i for i < S, and the partitions from S on
--- repeat the first shards and are never routed to (routing takes the hash
--- modulo S, not PL/Proxy's mask).  S is therefore the number of distinct
--- connection strings among the partitions.
+-- The shard set is PL/Proxy's cluster pgque_shards: a SQL/MED server with
+-- one partition per shard, p0 .. p(S-1), and modular_mapping, so that
+-- RUN ON h sends to partition h mod S for any S (without it PL/Proxy wants
+-- a power of two and masks).  The server is the one source of S.
 create function pgque.set_shards(i_conninfos text[])
 returns int4 language plpgsql
 set search_path = pg_catalog, pg_temp as $$
 declare
     s      int4 := pg_catalog.cardinality(i_conninfos);
-    p      int4 := 1;
     opts   text[] := '{}';
     old_s  int4;
     i      int4;
@@ -37,9 +34,6 @@ begin
         raise exception 'set_shards: two shards have the same connection string'
             using errcode = 'invalid_parameter_value';
     end if;
-    while p < s loop
-        p := p * 2;
-    end loop;
     old_s := pgque._shard_count(false);
     if old_s is not null and old_s <> s then
         -- moving keys between shards is designed (ADR 0027) but not built
@@ -47,11 +41,11 @@ begin
             using errcode = 'object_not_in_prerequisite_state',
                   hint = 'Shards can be moved (same count, new connection strings); adding or removing one is not supported yet (docs/scale-out.md).';
     end if;
-    for i in 0 .. p - 1 loop
-        opts := opts || pg_catalog.format('p%s %L', i, i_conninfos[i % s + 1]);
+    for i in 0 .. s - 1 loop
+        opts := opts || pg_catalog.format('p%s %L', i, i_conninfos[i + 1]);
     end loop;
     if old_s is null then
-        execute 'create server pgque_shards foreign data wrapper plproxy options ('
+        execute 'create server pgque_shards foreign data wrapper plproxy options (modular_mapping ''1'', '
                 || pg_catalog.array_to_string(opts, ', ') || ')';
     else            -- same count: the shards move, the user mappings stay
         execute 'alter server pgque_shards options (set '
@@ -60,7 +54,7 @@ begin
     return s;
 end $$;
 
--- S, from the server's partitions (NULL when there is no shard set and
+-- S: the server's partitions (NULL when there is no shard set and
 -- i_required is false).
 create function pgque._shard_count(i_required boolean default true)
 returns int4 language plpgsql stable
@@ -68,8 +62,7 @@ set search_path = pg_catalog, pg_temp as $$
 declare
     n int4;
 begin
-    select pg_catalog.count(distinct pg_catalog.substr(o, pg_catalog.strpos(o, '=') + 1))::int4
-      into n
+    select pg_catalog.count(*) into n
       from pg_catalog.pg_foreign_server s, pg_catalog.unnest(s.srvoptions) o
      where s.srvname = 'pgque_shards' and o operator(pg_catalog.~) '^p[0-9]+=';
     if n = 0 then
@@ -91,21 +84,25 @@ set search_path = pg_catalog, pg_temp as $$
            pg_catalog.substr(o, pg_catalog.strpos(o, '=') + 1)
       from pg_catalog.pg_foreign_server s, pg_catalog.unnest(s.srvoptions) o
      where s.srvname = 'pgque_shards' and o operator(pg_catalog.~) '^p[0-9]+='
-       and pg_catalog.substr(o, 2, pg_catalog.strpos(o, '=') - 2)::int4 < pgque._shard_count()
      order by 1
 $$;
 
--- The shard of a partition key.  Inside a shard the slot of a key is
+-- The routing hash of a partition key, non-negative: PL/Proxy's RUN ON
+-- takes it modulo S.  Inside a shard the slot of a key is
 -- hashtextextended(key, 0) mod N (pgque._slot_of); the shard takes the
 -- same hash with another seed, so that the keys of one shard still spread
--- over all of its slots.  A NULL key has no shard (keyless: any live one).
+-- over all of its slots.
+create function pgque._key_hash(i_key text)
+returns int4 language sql immutable parallel safe
+set search_path = pg_catalog, pg_temp as $$
+    select (pg_catalog.hashtextextended(i_key, 1886483829) operator(pg_catalog.&) 2147483647)::pg_catalog.int4
+$$;
+
+-- The shard of a partition key (NULL for a NULL key: keyless, any shard).
 create function pgque.shard_of(i_key text, i_shards int4 default null)
 returns int4 language sql stable
 set search_path = pg_catalog, pg_temp as $$
-    select case when i_key is null then null
-                else ((pg_catalog.hashtextextended(i_key, 1886483829) operator(pg_catalog.%) s
-                       operator(pg_catalog.+) s) operator(pg_catalog.%) s)::pg_catalog.int4 end
-      from (select coalesce(i_shards, pgque._shard_count()) s) n
+    select pgque._key_hash(i_key) operator(pg_catalog.%) coalesce(i_shards, pgque._shard_count())
 $$;
 
 -- Why a call to a shard failed: 'refused' (no connection: nothing was
@@ -231,68 +228,68 @@ $$;
 
 -- ---------------------------------------------------------------- producers
 
--- One event.  Keyed: to the key's shard, or an error naming it.  Keyless:
--- to a shard picked at random, the next one if it refuses the connection.
+-- One event.  Keyed: to the key's shard (RUN ON its hash: no catalog read
+-- on this path), or an error naming it.  Keyless: to a random shard, the
+-- next ones in turn while they refuse the connection.
 create function pgque._route_send(i_queue text, i_type text, i_payload text, i_key text,
                                   i_typed boolean)
 returns bigint language plpgsql
 set search_path = pg_catalog, pg_temp as $$
 declare
-    n      int4 := pgque._shard_count();
-    first  int4 := coalesce(pgque.shard_of(i_key, n), (pg_catalog.random() * n)::int4 % n);
-    s      int4;
+    h      int4 := coalesce(pgque._key_hash(i_key), (pg_catalog.random() * 2147483646)::int4);
+    s      int4 := h;       -- RUN ON takes it modulo S
+    n      int4;
     st     text;
     msg    text;
     dt     text;
     ht     text;
 begin
-    for i in 0 .. n - 1 loop
-        s := (first + i) % n;
+    for i in 0 .. 2147483646 loop
         begin
             return pgque._on_send(s, i_queue, i_type, i_payload, i_key, i_typed);
         exception when others then
             get stacked diagnostics st = returned_sqlstate, msg = message_text,
                                     dt = pg_exception_detail, ht = pg_exception_hint;
-            perform pgque._shard_failed(s, st, msg, dt, ht, i_key is null);
+            n := coalesce(n, pgque._shard_count());
+            perform pgque._shard_failed(s % n, st, msg, dt, ht, i_key is null);
         end;
+        exit when i + 1 >= n;
+        s := (h % n + i + 1) % n;
     end loop;
     raise exception 'no shard is available (% tried)', n
         using errcode = 'connection_failure', detail = msg;
 end $$;
 
+-- The producer calls: thin SQL functions, fully qualified and without a
+-- SET clause so that the planner inlines them (nothing here is SECURITY
+-- DEFINER: they run with the caller's rights either way).
 create function pgque.send(queue_name text, payload text)
-returns bigint language sql
-set search_path = pg_catalog, pg_temp as $$
+returns bigint language sql as $$
     select pgque._route_send(queue_name, null, payload, null, false)
 $$;
 
 create function pgque.send(queue_name text, type_name text, payload text)
-returns bigint language sql
-set search_path = pg_catalog, pg_temp as $$
+returns bigint language sql as $$
     select pgque._route_send(queue_name, type_name, payload, null, true)
 $$;
 
 create function pgque.send(queue_name text, type_name text, payload text, partition_key text)
-returns bigint language sql
-set search_path = pg_catalog, pg_temp as $$
+returns bigint language sql as $$
     select pgque._route_send(queue_name, type_name, payload, partition_key, true)
 $$;
 
 create function pgque.send(queue_name text, payload jsonb)
-returns bigint language sql
-set search_path = pg_catalog, pg_temp as $$
+returns bigint language sql as $$
     select pgque._route_send(queue_name, null, payload::text, null, false)
 $$;
 
 create function pgque.send(queue_name text, type_name text, payload jsonb)
-returns bigint language sql
-set search_path = pg_catalog, pg_temp as $$
+returns bigint language sql as $$
     select pgque._route_send(queue_name, type_name, payload::text, null, true)
 $$;
 
 create function pgque.send(queue_name text, type_name text, payload jsonb, partition_key text)
-returns bigint language sql
-set search_path = pg_catalog, pg_temp as $$
+returns bigint language sql as $$
     select pgque._route_send(queue_name, type_name, payload::text, partition_key, true)
 $$;
 
@@ -390,40 +387,34 @@ begin
 end $$;
 
 create function pgque.send_batch(queue_name text, type_name text, payloads text[])
-returns bigint[] language sql
-set search_path = pg_catalog, pg_temp as $$
+returns bigint[] language sql as $$
     select pgque._route_send_batch_on(queue_name, type_name, payloads, null, 'typed')
 $$;
 
 create function pgque.send_batch(queue_name text, type_name text, payloads text[], partition_keys text[])
-returns bigint[] language sql
-set search_path = pg_catalog, pg_temp as $$
+returns bigint[] language sql as $$
     select pgque._route_send_batch(queue_name, type_name, payloads, partition_keys)
 $$;
 
 create function pgque.send_batch(queue_name text, payloads text[])
-returns bigint[] language sql
-set search_path = pg_catalog, pg_temp as $$
+returns bigint[] language sql as $$
     select pgque._route_send_batch_on(queue_name, null, payloads, null, 'untyped')
 $$;
 
 -- jsonb[] to text[] keeps the dimensions: the shard still refuses a
 -- multi-dimensional array itself
 create function pgque.send_batch(queue_name text, payloads jsonb[])
-returns bigint[] language sql
-set search_path = pg_catalog, pg_temp as $$
+returns bigint[] language sql as $$
     select pgque._route_send_batch_on(queue_name, null, payloads::text[], null, 'untyped')
 $$;
 
 create function pgque.send_batch(queue_name text, type_name text, payloads jsonb[])
-returns bigint[] language sql
-set search_path = pg_catalog, pg_temp as $$
+returns bigint[] language sql as $$
     select pgque._route_send_batch_on(queue_name, type_name, payloads::text[], null, 'typed')
 $$;
 
 create function pgque.send_batch(queue_name text, type_name text, payloads jsonb[], partition_keys text[])
-returns bigint[] language sql
-set search_path = pg_catalog, pg_temp as $$
+returns bigint[] language sql as $$
     select pgque._route_send_batch(queue_name, type_name, payloads::text[], partition_keys)
 $$;
 

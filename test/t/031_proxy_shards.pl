@@ -43,6 +43,25 @@ $proxy->safe_psql('postgres', qq{
     create user mapping for public server pgque_shards;
 });
 
+# bad input: clear errors with their SQLSTATE, the shards' own errors as
+# the shards raise them
+sub err_of
+{
+    my ($sql) = @_;
+    my ($rc, $out, $err) = $proxy->psql('postgres', "\\set VERBOSITY verbose\n$sql");
+    return $rc == 0 ? 'no error' : ($err =~ /ERROR:  (\w{5}): ([^\n]*)/ ? "$1 $2" : $err);
+}
+like(err_of(q{select pgque.set_shards(null)}), qr/^22023 set_shards needs/, 'set_shards(NULL) refused');
+like(err_of(q{select pgque.set_shards(array['dbname=a', 'dbname=a', 'dbname=b'])}),
+     qr/^22023 set_shards: two shards have the same/, 'duplicate shards refused');
+like(err_of(q{select pgque.set_shards(array['dbname=a', 'dbname=b'])}),
+     qr/^55000 the shard set has 3 shards; changing it to 2/, 'changing the shard count refused');
+is(err_of(q{select pgque.send('nope', 'x', 'y', 'k1')}), '42704 queue not found: nope',
+   'a shard\'s error comes back as the shard raised it');
+like(err_of(q{select * from pgque.create_queue(repeat('q', 80))}), qr/^42622 queue name is too long/,
+     'create_queue: the shard\'s name check');
+is($proxy->safe_psql('postgres', q{select pgque.shard_of(null) is null}), 't', 'a NULL key has no shard');
+
 # admin through the proxy: on every shard, one row each
 is($proxy->safe_psql('postgres', q{select string_agg(shard || '=' || result, ',' order by shard)
                                       from pgque.create_queue('orders')}),
