@@ -7,10 +7,13 @@
 # make installcheck runs the same pg_regress, isolation and TAP tests against
 # a server you started (PGHOST/PGPORT, pgque_bgw preloaded): docs/install.md.
 
-EXTENSION  = pgque_bgw
-# The version is written once, in the control file; the SQL (pgque.version(),
-# the script header) and the library (PG18's module magic) take it from here.
-EXTVERSION := $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" $(EXTENSION).control)
+# pgque_proxy: the companion for a PL/Proxy database in front of shards
+# (docs/scale-out.md); its control file and script are made from sql/proxy/.
+EXTENSION  = pgque_bgw pgque_proxy
+# The version is written once, in pgque_bgw's control file; the SQL
+# (pgque.version(), the script headers), pgque_proxy and the library (PG18's
+# module magic) take it from here.
+EXTVERSION := $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" pgque_bgw.control)
 # The release this version upgrades from (ADR 0019).  Released scripts are
 # frozen in sql/released/; the upgrade from PREV_VERSION to EXTVERSION is
 # generated from the parts plus the hand-written steps in sql/upgrade/.
@@ -22,7 +25,9 @@ OBJS       = src/pgque_bgw.o src/guc.o src/state.o src/wake.o src/worker.o \
              src/status.o src/slots.o src/slot_sql.o src/insert.o src/window.o \
              src/caller.o src/cdc.o src/cdc_encode.o src/coop.o
 
-DATA_built = pgque_bgw--$(EXTVERSION).sql pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql
+DATA_built = pgque_bgw--$(EXTVERSION).sql pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql \
+             pgque_proxy--$(EXTVERSION).sql
+EXTRA_CLEAN = pgque_proxy.control
 DATA       = $(wildcard sql/released/pgque_bgw--*.sql)
 SQL_PARTS  = $(sort $(wildcard sql/[0-9][0-9]_*.sql))
 UPGRADE_PRE  = sql/upgrade/$(PREV_VERSION)--$(EXTVERSION).pre.sql
@@ -69,14 +74,21 @@ all:
 	@echo "no PostgreSQL server headers ($(PG_CONFIG)): install postgresql-server-dev-NN, or run 'make test' or 'make demo' (they install it)" >&2; exit 1
 endif
 
-pgque_bgw--$(EXTVERSION).sql: $(SQL_PARTS) $(EXTENSION).control
+pgque_bgw--$(EXTVERSION).sql: $(SQL_PARTS) pgque_bgw.control
 	cat $(SQL_PARTS) | sed 's/@PGQUE_VERSION@/$(EXTVERSION)/g' > $@
+
+pgque_proxy--$(EXTVERSION).sql: sql/proxy/pgque_proxy.sql pgque_bgw.control
+	sed 's/@PGQUE_VERSION@/$(EXTVERSION)/g' $< > $@
+
+pgque_proxy.control: sql/proxy/pgque_proxy.control.in pgque_bgw.control
+	sed 's/@PGQUE_VERSION@/$(EXTVERSION)/g' $< > $@
+all: pgque_proxy.control
 
 # PgQ's way: every function, procedure and view of the parts again as
 # "create or replace", between the hand-written steps for what that cannot
 # express (tables, columns, types, dropped or re-typed functions), then the
 # grants and the owner hand-over of a fresh install.
-pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql: sql/gen_upgrade.pl $(SQL_PARTS) $(UPGRADE_PRE) $(UPGRADE_POST) $(EXTENSION).control
+pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql: sql/gen_upgrade.pl $(SQL_PARTS) $(UPGRADE_PRE) $(UPGRADE_POST) pgque_bgw.control
 	perl sql/gen_upgrade.pl --from $(PREV_VERSION) --to $(EXTVERSION) \
 		--pre $(UPGRADE_PRE) $(if $(UPGRADE_POST),--post $(UPGRADE_POST)) $(SQL_PARTS) > $@.tmp
 	mv $@.tmp $@

@@ -10,8 +10,9 @@
 # event at N = 1..32, slot-worker throughput; benchmark/partition.sh), lease
 # WAL, sustained mixed load with a stopped slot worker
 # (benchmark/sustained.sh), cooperative groups of 1, 4, 8 members against one plain
-# consumer (benchmark/coop.sh), WAL bytes and dead tuples per event.  ONLY=name,... runs a subset
-# (producer, drain, partition, lease, latency, sustained, coop).
+# consumer (benchmark/coop.sh), sends through a PL/Proxy proxy to 1-3 shards
+# (benchmark/proxy.sh), WAL bytes and dead tuples per event.  ONLY=name,... runs a subset
+# (producer, drain, partition, lease, latency, sustained, coop, proxy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -20,17 +21,18 @@ QUICK=${QUICK:-0}
 if [ "$QUICK" = 1 ]; then DUR=3; BACKLOG=100000; JOBS=20000; PK_EVENTS=50000
 else DUR=30; BACKLOG=1000000; JOBS=100000; PK_EVENTS=500000; fi
 LAT_SECS=$([ "$QUICK" = 1 ] && echo 4 || echo 60)
-ONLY=${ONLY:-producer,drain,partition,lease,latency,sustained,coop}
+ONLY=${ONLY:-producer,drain,partition,lease,latency,sustained,coop,proxy}
 COOP_EVENTS=$([ "$QUICK" = 1 ] && echo 50000 || echo 200000)
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 . benchmark/partition.sh
 . benchmark/latency.sh
 . benchmark/sustained.sh
 . benchmark/coop.sh
+. benchmark/proxy.sh
 . benchmark/plot.sh
 PORT=${PGQUE_BENCH_PORT:-56700}
 
-ensure_packages postgresql-15 postgresql-server-dev-15 postgresql-15-pgq3 pgqd gnuplot-nox make gcc
+ensure_packages postgresql-15 postgresql-server-dev-15 postgresql-15-pgq3 postgresql-15-plproxy pgqd gnuplot-nox make gcc
 build_and_install
 WORK=$(make_workdir pgque_bench)
 trap 'stop_pgqd; stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
@@ -72,13 +74,14 @@ workers_off() {
 }
 
 # bench NAME SYSTEM CLIENTS EVENTS_PER_TXN SQL: pgbench for DUR seconds, with
-# prepared statements (as drivers use them) for every system alike
+# prepared statements (as drivers use them) for every system alike, in
+# database BENCH_DB (default postgres)
 bench() {
 	local name=$1 system=$2 clients=$3 per=$4 sql=$5 out lsn0 lsn1 tps n
 	echo "$sql" | as_pg tee "$WORK/script.sql" >/dev/null
 	lsn0=$("${PSQL[@]}" -c "select pg_current_wal_lsn()")
 	out=$(as_pg env PATH="$PGBIN:$PATH" pgbench -n -M prepared -h "$WORK" -p "$PORT" -c "$clients" -j "$clients" \
-		-T "$DUR" -f "$WORK/script.sql" postgres 2>&1)
+		-T "$DUR" -f "$WORK/script.sql" "${BENCH_DB:-postgres}" 2>&1)
 	lsn1=$("${PSQL[@]}" -c "select pg_current_wal_lsn()")
 	tps=$(echo "$out" | awk '/^tps/ {print $3}')
 	n=$(echo "$out" | awk '/number of transactions actually processed/ {print $6}' | cut -d/ -f1)
@@ -171,6 +174,11 @@ fi
 if want latency; then
 echo "== end-to-end latency, send -> in the consumer's hands ($LAT_SECS s per run)"
 latency_workload "$LAT_SECS"
+fi
+
+if want proxy; then
+	echo "== scale-out: keyed sends through a PL/Proxy proxy to 1, 2, 3 shards"
+	proxy_workload
 fi
 
 if want sustained; then

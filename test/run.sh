@@ -14,7 +14,8 @@ cd "$(dirname "$0")/.."
 use_chroot && exec test/chroot.sh "$PG"
 
 ensure_packages postgresql-$PG postgresql-server-dev-$PG libipc-run-perl \
-	postgresql-$PG-pgtap pgtap postgresql-$PG-cron prometheus-postgres-exporter make gcc || exit 1
+	postgresql-$PG-pgtap pgtap postgresql-$PG-cron postgresql-$PG-plproxy \
+	prometheus-postgres-exporter make gcc || exit 1
 echo "== PostgreSQL $("$PG_CONFIG" --version | sed 's/^PostgreSQL //')"
 build_and_install || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
 

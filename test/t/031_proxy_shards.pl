@@ -1,0 +1,240 @@
+# Scale-out on PL/Proxy (docs/scale-out.md): three shard nodes with
+# pgque_bgw and a proxy node with pgque_proxy.  30,000 keyed events over
+# 500 keys go through the proxy while slot workers (examples/partition_worker.sql,
+# N = 4 slots per shard) consume on every shard.  Midway one shard is
+# stopped with -m immediate: the producer's sends for its keys fail with
+# the error naming it, the other shards go on, and after its restart the
+# held-back events are resent.  In the end: nothing lost, nothing twice,
+# every key on exactly one shard and in send order, slots balanced.
+use strict;
+use warnings;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $N = 4;          # slots per shard
+my $KEYS = 500;
+my $BATCHES = 300;  # of 100 events
+my $worker_sql = slurp_file("$ENV{PGQUE_SRC}/../examples/partition_worker.sql");
+
+my @shards;
+for my $s (0 .. 2)
+{
+    my $node = PostgreSQL::Test::Cluster->new("shard$s");
+    $node->init;
+    $node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'pgque_bgw'
+pgque_bgw.launcher_naptime = '1s'
+});
+    $node->start;
+    $node->safe_psql('postgres', 'create extension pgque_bgw');
+    $node->safe_psql('postgres', $worker_sql);
+    push @shards, $node;
+}
+
+my $proxy = PostgreSQL::Test::Cluster->new('proxy');
+$proxy->init;
+$proxy->start;
+my $conninfos = join(', ', map {
+    "'host=" . $_->host . " port=" . $_->port . " dbname=postgres'" } @shards);
+$proxy->safe_psql('postgres', qq{
+    create extension pgque_proxy cascade;
+    select pgque.set_shards(array[$conninfos]);
+    create user mapping for public server pgque_shards;
+});
+
+# bad input: clear errors with their SQLSTATE, the shards' own errors as
+# the shards raise them
+sub err_of
+{
+    my ($sql) = @_;
+    my ($rc, $out, $err) = $proxy->psql('postgres', "\\set VERBOSITY verbose\n$sql");
+    return $rc == 0 ? 'no error' : ($err =~ /ERROR:  (\w{5}): ([^\n]*)/ ? "$1 $2" : $err);
+}
+like(err_of(q{select pgque.set_shards(null)}), qr/^22023 set_shards needs/, 'set_shards(NULL) refused');
+like(err_of(q{select pgque.set_shards(array['dbname=a', 'dbname=a', 'dbname=b'])}),
+     qr/^22023 set_shards: two shards have the same/, 'duplicate shards refused');
+like(err_of(q{select pgque.set_shards(array['dbname=a', 'dbname=b'])}),
+     qr/^55000 the shard set has 3 shards; changing it to 2/, 'changing the shard count refused');
+is(err_of(q{select pgque.send('nope', 'x', 'y', 'k1')}), '42704 queue not found: nope',
+   'a shard\'s error comes back as the shard raised it');
+like(err_of(q{select * from pgque.create_queue(repeat('q', 80))}), qr/^42622 queue name is too long/,
+     'create_queue: the shard\'s name check');
+is($proxy->safe_psql('postgres', q{select pgque.shard_of(null) is null}), 't', 'a NULL key has no shard');
+
+# admin through the proxy: on every shard, one row each
+is($proxy->safe_psql('postgres', q{select string_agg(shard || '=' || result, ',' order by shard)
+                                      from pgque.create_queue('orders')}),
+   '0=1,1=1,2=1', 'create_queue runs on every shard');
+is($proxy->safe_psql('postgres', q{select count(*) from pgque.subscribe_partitioned('orders', 'indexer', 4)}),
+   3 * $N, 'subscribe_partitioned: 4 slots on each of 3 shards');
+# a second partitioned consumer, served at the end by the example script
+$proxy->safe_psql('postgres', q{select pgque.subscribe_partitioned('orders', 'replay', 4)});
+is($proxy->safe_psql('postgres', q{select string_agg(distinct shard::text, ',') from pgque.status()
+                                    where component = 'pgque'}),
+   '0,1,2', 'status() names every shard');
+
+for my $node (@shards)
+{
+    ok($node->poll_query_until('postgres', q{
+           select count(*) = 1 from pg_stat_activity where backend_type = 'pgque_bgw ticker'}),
+       'ticker runs on ' . $node->name);
+}
+
+# one slot worker per shard serving its 4 slots; it leaves after 15 s idle
+sub start_worker
+{
+    my ($s) = @_;
+    my $bg = $shards[$s]->background_psql('postgres', on_error_stop => 0);
+    $bg->query_until(qr/started/, qq{
+        \\echo started
+        call partition_worker('orders', 'indexer', $N, 'shard$s-worker', '15 seconds');
+        \\echo finished
+    });
+    return $bg;
+}
+my @workers = map { start_worker($_) } 0 .. 2;
+
+# batch $t: events g = $t*100 + i, key of event i = (i*7 + t) mod KEYS;
+# the payload carries g, so per-key order can be checked against send order
+sub batch_sql
+{
+    my ($t) = @_;
+    return qq{select pgque.send_batch('orders', 'order',
+                  array(select lpad(($t * 100 + i)::text, 8, '0') from generate_series(1, 100) i),
+                  array(select 'key-' || ((i * 7 + $t) % $KEYS) from generate_series(1, 100) i))};
+}
+
+my $down = 2;
+my @held;           # batches whose shard-$down part must be resent
+my ($refused, $clear) = (0, 0);
+for my $t (1 .. $BATCHES)
+{
+    if ($t == 101)
+    {
+        $shards[$down]->stop('immediate');
+        eval { $workers[$down]->quit; };
+    }
+    if ($t == 201)
+    {
+        $shards[$down]->start;
+        # the held-back events of the down shard's keys, in send order,
+        # before anything newer for those keys
+        for my $h (@held)
+        {
+            $proxy->safe_psql('postgres', qq{
+                select pgque.send_batch('orders', 'order', array_agg(p order by i), array_agg(k order by i))
+                  from (select i, lpad(($h * 100 + i)::text, 8, '0') p, 'key-' || ((i * 7 + $h) % $KEYS) k
+                          from generate_series(1, 100) i) e
+                 where pgque.shard_of(k) = $down});
+        }
+        $workers[$down] = start_worker($down);
+    }
+    my ($rc, $out, $err) = $proxy->psql('postgres', batch_sql($t));
+    if ($t > 100 && $t <= 200)
+    {
+        push @held, $t;
+        $refused++ if $rc != 0;
+        $clear++ if $err =~ /shards \{$down\} are unavailable: their parts of the batch were not sent \(the parts for shards \{(0,1|1,0)\} were committed\)/;
+    }
+    else
+    {
+        die "batch $t failed: $err" if $rc != 0;
+    }
+}
+is($refused, 100, 'every batch sent while the shard was down failed');
+is($clear, 100, 'each with the error naming the down shard and the committed ones');
+my ($rc, $out, $err) = $proxy->psql('postgres', q{select pgque.send('orders', 'order', 'x', 'key-0')});
+is($rc, 0, 'a send to a shard that is back works');
+$proxy->safe_psql('postgres', q{select 1});
+
+# the extra event above was key-0's: count it in
+my $total = $BATCHES * 100 + 1;
+my $processed = sub {
+    my $n = 0;
+    $n += $_->safe_psql('postgres', 'select count(*) from example_processed') for @shards;
+    return $n;
+};
+my $deadline = time + 300;
+sleep 1 while $processed->() < $total && time < $deadline;
+is($processed->(), $total, "all $total events processed, on the three shards");
+$_->quit for @workers;
+
+# every payload exactly once over all shards; each key on one shard, the
+# one the proxy routes it to, and in send order there
+my (%seen, %key_shard);
+my $dups = 0;
+my $order_breaks = 0;
+for my $s (0 .. 2)
+{
+    for my $row (split /\n/, $shards[$s]->safe_psql('postgres', q{
+            select key || ' ' || payload || ' ' ||
+                   coalesce((payload < lag(payload) over (partition by key order by seq))::text, 'false')
+              from example_processed where payload <> 'x'}))
+    {
+        my ($key, $payload, $back) = split / /, $row;
+        $dups++ if $seen{$payload}++;
+        $order_breaks++ if $back eq 'true';
+        $key_shard{$key}{$s} = 1;
+    }
+}
+is($dups, 0, 'no event processed twice');
+is(scalar(keys %seen), $BATCHES * 100, 'no event lost');
+is($order_breaks, 0, 'per key, processed in send order');
+is(scalar(grep { keys %{ $key_shard{$_} } != 1 } keys %key_shard), 0, 'every key on exactly one shard');
+my $routing = $proxy->safe_psql('postgres', qq{
+    select string_agg(k || ':' || pgque.shard_of(k), ',' order by k)
+      from (select 'key-' || i k from generate_series(0, $KEYS - 1) i) x});
+is($routing, join(',', map { my $k = $_; "$k:" . (keys %{ $key_shard{$k} })[0] } sort keys %key_shard),
+   'each on the shard the proxy routes it to');
+
+# slot usage within each shard: every slot within 40% of the shard's mean
+for my $s (0 .. 2)
+{
+    my $spread = $shards[$s]->safe_psql('postgres', q{
+        select min(c) || ' ' || max(c) || ' ' || round(avg(c)) || ' ' || count(*)
+          from (select slot, count(*) c from example_processed group by slot) x});
+    my ($min, $max, $avg, $slots) = split / /, $spread;
+    diag("figure: shard $s events per slot: min $min max $max mean $avg");
+    ok($slots == $N && $min > 0.6 * $avg && $max < 1.4 * $avg, "shard $s: slot usage balanced");
+}
+
+# examples/sharded_partition_worker.sh serves the second consumer's S x N
+# slots from the start: every event again, per key in order
+my @conninfos = map { "host=" . $_->host . " port=" . $_->port . " dbname=postgres" } @shards;
+local $ENV{IDLE_EXIT} = '5 seconds';
+is(system("$ENV{PGQUE_SRC}/../examples/sharded_partition_worker.sh", 'orders', 'replay', $N, 'replay',
+          @conninfos), 0, 'the sharded worker example runs to idle');
+my ($replayed, $replay_breaks) = (0, 0);
+for my $node (@shards)
+{
+    my ($n, $b) = split /\|/, $node->safe_psql('postgres', q{
+        select count(*), count(*) filter (where back) from (
+            select payload < lag(payload) over (partition by key order by seq) back
+              from example_processed where worker like 'replay-shard%' and payload <> 'x') x});
+    $replayed += $n;
+    $replay_breaks += $b;
+}
+is($replayed, $BATCHES * 100, 'the example processed every event once');
+is($replay_breaks, 0, 'per key in send order');
+
+# monitoring through the proxy names shards; a stopped shard shows
+$shards[1]->stop('immediate');
+is($proxy->safe_psql('postgres', q{
+       select string_agg((labels->>'shard') || '=' || value, ',' order by labels->>'shard') from pgque.metrics()
+        where metric = 'pgque_shard_up'}),
+   '0=1,1=0,2=1', 'pgque_shard_up per shard');
+is($proxy->safe_psql('postgres', q{select shard || ' ' || kind from pgque.alerts where kind = 'shard_unavailable'}),
+   '1 shard_unavailable', 'alerts name the unavailable shard');
+($rc, $out, $err) = $proxy->psql('postgres', q{
+    select pgque.send('orders', 'order', 'y', k) from (select 'key-' || i k from generate_series(0, 50) i) x
+     where pgque.shard_of(k) = 1 limit 1});
+like($err, qr/shard 1 is unavailable/, 'a keyed send to the down shard fails naming it');
+($rc, $out, $err) = $proxy->psql('postgres', q{
+    select count(pgque.send('orders', 'keyless')) from generate_series(1, 20)});
+is($out, '20', 'keyless sends go to the live shards');
+$shards[1]->start;
+
+$_->stop('fast') for @shards;
+$proxy->stop('fast');
+done_testing();
