@@ -183,8 +183,8 @@ begin
     return n;
 end $$;
 
--- maint(): every maintenance step, for every queue (rotation, retries and
--- delayed events, tick history, expired idempotency keys, the queues'
+-- maint(): every maintenance step, for every queue (rotation and its space
+-- reserve, retries and delayed events, tick history, expired idempotency keys, the queues'
 -- extra maintenance hooks).  Rotation step 2 of a
 -- switch made by an earlier transaction runs first, then step 1 where due,
 -- so repeated maint() calls (one transaction each) keep rotating.
@@ -198,7 +198,10 @@ declare
 begin
     n := pgque.maint_rotate_tables_step2();
     for qn in select queue_name from pgque.queue order by queue_id loop
-        n := n + pgque.maint_rotate_tables_step1(qn);
+        -- -1: a full disk made it free the queue's space reserve; the next
+        -- call (a later transaction) rotates (ADR 0025)
+        n := n + greatest(pgque._maint_rotate_step1(qn), 0);
+        perform pgque._space_reserve_keep(qn);   -- not counted: no action on events
     end loop;
     n := n + pgque.maint_retry_events();
     n := n + pgque._coop_maint();
