@@ -36,7 +36,7 @@ begin
     exception when lock_not_available then
         return 0;
     end;
-    execute 'truncate ' || tbl;
+    perform pgque._truncate_event_table(tbl::regclass);
     update pgque.queue
        set queue_cur_table = nxt, queue_switch_time = now(),
            queue_switch_step1 = pg_catalog.pg_current_xact_id(), queue_switch_step2 = null

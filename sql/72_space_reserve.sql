@@ -9,6 +9,23 @@
 -- is emptied (freed at commit) and step 1 runs again in the next
 -- transaction; maintenance fills the reserve again once there is room.
 
+-- Rotation's TRUNCATE of an event table (step 1 holds its ACCESS EXCLUSIVE
+-- lock, which covers its buckets).  A table whose heaps have no page at all
+-- is left as it is: it is what TRUNCATE would make, and on a full disk the
+-- new files TRUNCATE makes cannot be written, so the empty tables of a full
+-- queue still rotate and the reserve is kept for the one that holds data.
+create function pgque._truncate_event_table(i_table regclass)
+returns void language plpgsql
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    if exists (select 1 from pg_catalog.pg_class c
+                where (c.oid = i_table
+                       or c.oid in (select i.inhrelid from pg_catalog.pg_inherits i where i.inhparent = i_table))
+                  and pg_catalog.pg_relation_size(c.oid) > 0) then
+        execute 'truncate ' || i_table::text;
+    end if;
+end $$;
+
 -- The reserve's name, qualified and quoted.
 create function pgque._space_reserve_name(q pgque.queue)
 returns text language sql immutable as $$
