@@ -194,14 +194,18 @@ returns int4 language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     n    int4;
+    r    int4;
     qn   text;
 begin
     n := pgque.maint_rotate_tables_step2();
     for qn in select queue_name from pgque.queue order by queue_id loop
         -- -1: a full disk made it free the queue's space reserve; the next
         -- call (a later transaction) rotates (ADR 0025)
-        n := n + greatest(pgque._maint_rotate_step1(qn), 0);
-        perform pgque._space_reserve_keep(qn);   -- not counted: no action on events
+        r := pgque._maint_rotate_step1(qn);
+        if r >= 0 then
+            n := n + r;
+            perform pgque._space_reserve_keep(qn);   -- not counted: no action on events
+        end if;
     end loop;
     n := n + pgque.maint_retry_events();
     n := n + pgque._coop_maint();
