@@ -33,8 +33,8 @@ returns text language sql immutable as $$
 $$;
 
 -- Pages one TRUNCATE of an event table needs: one metapage per index of the
--- table, of its buckets and of their TOAST tables; four times that (and
--- 16 more) as a margin for producers that may take freed pages first.
+-- table, of its buckets and of their TOAST tables; twice that (and 16
+-- more) as a margin for producers that may take freed pages first.
 create function pgque._space_reserve_pages(i_table regclass)
 returns int8 language sql stable
 set search_path = pgque, pg_catalog, pg_temp as $$
@@ -43,7 +43,7 @@ set search_path = pgque, pg_catalog, pg_temp as $$
          where c.oid = i_table
             or c.oid in (select i.inhrelid from pg_catalog.pg_inherits i where i.inhparent = i_table)
     )
-    select 16 + 4 * pg_catalog.count(*)
+    select 16 + 2 * pg_catalog.count(*)
       from pg_catalog.pg_index x
      where x.indrelid in (select oid from rels union all select reltoastrelid from rels)
 $$;
@@ -78,9 +78,10 @@ begin
         res := null;
     end if;
     if res is null then
-        -- int4 rows in 10% of each page: a page per ~20 rows, no TOAST table
+        -- a row of 400 bytes in 10% of a page: a page per row; a bounded
+        -- char needs no TOAST table (nor is it compressed at this size)
         execute pg_catalog.format(
-            'create table %s (r int4) with (fillfactor = 10, autovacuum_enabled = off) tablespace %I',
+            'create table %s (r pg_catalog.bpchar(400)) with (fillfactor = 10, autovacuum_enabled = off) tablespace %I',
             pgque._space_reserve_name(q),
             case when spc = 0 then 'pg_default'
                  else (select t.spcname from pg_catalog.pg_tablespace t where t.oid = spc) end);
@@ -92,8 +93,8 @@ begin
         return 0;
     end if;
     begin
-        execute pg_catalog.format('insert into %s select pg_catalog.generate_series(1, $1)', res::text)
-          using ((want - have) * 24)::int4;
+        execute pg_catalog.format('insert into %s select %L from pg_catalog.generate_series(1, $1)', res::text, '')
+          using (want - have)::int4;
     exception when disk_full then
         -- still full: said by the maint_failed alert until there is room
         get stacked diagnostics msg = message_text;
