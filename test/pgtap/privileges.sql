@@ -195,6 +195,7 @@ insert into expected_rel values
     ('event_Q_tick_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
     ('event_template', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
     ('idem', 'public:- writer:- reader:- admin:- app2:- owner:arwdDxt'),
+    ('maint_failure', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
     ('partition_consumer', 'public:- writer:- reader:- admin:- app2:- owner:arwdDxt'),
     ('partition_slot_status', 'public:- writer:- reader:r admin:r app2:r owner:arwdDxt'),
     ('queue', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
