@@ -9,6 +9,11 @@
 -- is emptied (freed at commit) and step 1 runs again in the next
 -- transaction; maintenance fills the reserve again once there is room.
 
+-- The queues' reserves inherit from it (empty itself), so that DROP
+-- EXTENSION ... CASCADE drops them as it drops the event tables.  A bounded
+-- char needs no TOAST table, nor is a 400-byte row compressed.
+create table pgque.space_reserve_template (r pg_catalog.bpchar(400));
+
 -- Rotation's TRUNCATE of an event table (step 1 holds its ACCESS EXCLUSIVE
 -- lock, which covers its buckets).  A table whose heaps have no page at all
 -- is left as it is: it is what TRUNCATE would make, and on a full disk the
@@ -78,10 +83,10 @@ begin
         res := null;
     end if;
     if res is null then
-        -- a row of 400 bytes in 10% of a page: a page per row; a bounded
-        -- char needs no TOAST table (nor is it compressed at this size)
+        -- a row of 400 bytes in 10% of a page: a page per row
         execute pg_catalog.format(
-            'create table %s (r pg_catalog.bpchar(400)) with (fillfactor = 10, autovacuum_enabled = off) tablespace %I',
+            'create table %s () inherits (pgque.space_reserve_template) '
+            'with (fillfactor = 10, autovacuum_enabled = off) tablespace %I',
             pgque._space_reserve_name(q),
             case when spc = 0 then 'pg_default'
                  else (select t.spcname from pg_catalog.pg_tablespace t where t.oid = spc) end);

@@ -94,3 +94,6 @@ create table pgque.maint_failure (
     mf_recovered_at  timestamptz,
     mf_reported      boolean not null default false
 );
+
+-- The parent of the queues' space reserves (ADR 0025).
+create table pgque.space_reserve_template (r pg_catalog.bpchar(400));
