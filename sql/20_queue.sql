@@ -96,6 +96,9 @@ begin
         execute pg_catalog.format('drop table pgque.%I', 'event_' || q.queue_id || '_' || i);
     end loop;
     execute pg_catalog.format('drop table pgque.%I', 'event_' || q.queue_id);   -- and its sequences
+    if pg_catalog.to_regclass(pgque._space_reserve_name(q)) is not null then
+        execute 'drop table ' || pgque._space_reserve_name(q);
+    end if;
     delete from pgque.queue where queue_id = q.queue_id;
     return 1;
 end $$;

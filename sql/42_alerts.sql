@@ -106,7 +106,10 @@ begin
       join pgque.consumer c on c.co_id = s.sub_consumer
      where m.batch is not null and m.last_seen < now_ts - i_slot_stale_after;
 
-    -- rotation overdue because a subscription's cursor holds the oldest table
+    -- rotation overdue because a subscription's cursor holds the oldest
+    -- table: only when the queue's latest tick is past the switch, so that
+    -- the cursor could move past it (else a transaction holds every cursor:
+    -- long_transaction below; or the ticker: ticker_stalled)
     return query
     select 'rotation_pinned'::text, q.queue_name || '/' || c.co_name, q.queue_name, c.co_name, null::int4,
            pg_catalog.jsonb_build_object(
@@ -118,9 +121,15 @@ begin
       join pgque.subscription s on s.sub_queue = q.queue_id
       join pgque.consumer c on c.co_id = s.sub_consumer
       join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
+      join lateral (select x.tick_snapshot from pgque.tick x where x.tick_queue = q.queue_id
+                     order by x.tick_id desc limit 1) lt on true
      where q.queue_switch_step2 is not null
        and q.queue_switch_time + q.queue_rotation_period + i_rotation_grace < now_ts
-       and pg_catalog.pg_snapshot_xmin(t.tick_snapshot) <= q.queue_switch_step2;
+       and pg_catalog.pg_snapshot_xmin(t.tick_snapshot) <= q.queue_switch_step2
+       and pg_catalog.pg_snapshot_xmin(lt.tick_snapshot) > q.queue_switch_step2;
+
+    -- transactions holding rotation back, failed maintenance steps (ADR 0024)
+    return query select * from pgque._alert_cause_conditions(i_rotation_grace);
 
     -- queues with new events and no tick for too long
     return query
@@ -140,7 +149,8 @@ end $$;
 
 create function pgque._alert_where(a pgque.alert)
 returns text language sql immutable as $$
-    select pg_catalog.format('queue "%s"', a.queue_name)
+    select case when a.queue_name is not null then pg_catalog.format('queue "%s"', a.queue_name)
+                else pg_catalog.format('"%s"', a.subject) end
            operator(pg_catalog.||) case when a.consumer is not null
                                         then pg_catalog.format(', consumer "%s"', a.consumer) else '' end
            operator(pg_catalog.||) coalesce(', slot ' operator(pg_catalog.||) a.slot::pg_catalog.text, '')
@@ -187,6 +197,8 @@ begin
                 when 'rotation_pinned' then 'A subscription is not consuming and holds rotation: fix its consumer or unsubscribe it.'
                 when 'ticker_stalled' then 'Check the ticker: pgque.status(), ticker_paused, pgque_bgw.enabled.'
                 when 'coop_member_silent' then 'A cooperative member holding a batch is silent: another member takes the window over after dead_interval, or restart it.'
+                when 'long_transaction' then 'A transaction holds the queue''s rotation back: end it (COMMIT, ROLLBACK, pg_terminate_backend(pid), or ROLLBACK PREPARED for a prepared one) and fix what leaves it open.'
+                when 'maint_failed' then 'A maintenance step fails: see the error in the details and the server log; on "No space left on device" add space to the event tables'' tablespace (docs/operations.md).'
                 -- a NULL hint would make RAISE fail and with it the whole pass
                 else 'See docs/alerts.md for what to do.'
                 end;
@@ -207,6 +219,7 @@ begin
             'event', 'cleared', 'alert_id', a.alert_id, 'kind', a.kind)::text);
         cleared := cleared + 1;
     end loop;
+    perform pgque._maint_failure_settle();
 end $$;
 
 -- Alert history retention (the maintenance worker runs it).  -> rows deleted

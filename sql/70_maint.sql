@@ -36,7 +36,7 @@ begin
     exception when lock_not_available then
         return 0;
     end;
-    execute 'truncate ' || tbl;
+    perform pgque._truncate_event_table(tbl::regclass);
     update pgque.queue
        set queue_cur_table = nxt, queue_switch_time = now(),
            queue_switch_step1 = pg_catalog.pg_current_xact_id(), queue_switch_step2 = null
@@ -183,8 +183,8 @@ begin
     return n;
 end $$;
 
--- maint(): every maintenance step, for every queue (rotation, retries and
--- delayed events, tick history, expired idempotency keys, the queues'
+-- maint(): every maintenance step, for every queue (rotation and its space
+-- reserve, retries and delayed events, tick history, expired idempotency keys, the queues'
 -- extra maintenance hooks).  Rotation step 2 of a
 -- switch made by an earlier transaction runs first, then step 1 where due,
 -- so repeated maint() calls (one transaction each) keep rotating.
@@ -194,11 +194,18 @@ returns int4 language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     n    int4;
+    r    int4;
     qn   text;
 begin
     n := pgque.maint_rotate_tables_step2();
     for qn in select queue_name from pgque.queue order by queue_id loop
-        n := n + pgque.maint_rotate_tables_step1(qn);
+        -- -1: a full disk made it free the queue's space reserve; the next
+        -- call (a later transaction) rotates (ADR 0025)
+        r := pgque._maint_rotate_step1(qn);
+        if r >= 0 then
+            n := n + r;
+            perform pgque._space_reserve_keep(qn);   -- not counted: no action on events
+        end if;
     end loop;
     n := n + pgque.maint_retry_events();
     n := n + pgque._coop_maint();

@@ -304,6 +304,10 @@ begin
                               where c.queue_id = qs.queue_id and qs.queue_switch_step2 is not null
                                 and now() - qs.queue_switch_time > 2 * qs.queue_rotation_period
                                 and c.cursor_xmin <= qs.queue_switch_step2
+                                -- a caught-up cursor does not hold it (ADR 0024)
+                                and (select pg_snapshot_xmin(t.tick_snapshot) from pgque.tick t
+                                      where t.tick_queue = qs.queue_id
+                                      order by t.tick_id desc limit 1) > qs.queue_switch_step2
                               order by c.cursor_seq, c.consumer_name limit 1) pin on true
         union all
         -- dead letters: growth in the last hour, or a large pile

@@ -108,7 +108,7 @@ grant execute on function
 -- PgQue's internal insert_event_bulk() and uninstall() stay the owner's.
 grant select on pgque.delayed_events, pgque.config to pgque_admin;
 grant select on pgque.alerts to pgque_reader, pgque_admin;
-grant select on pgque.alert to pgque_admin;
+grant select on pgque.alert, pgque.maint_failure to pgque_admin;
 grant execute on procedure pgque.ticker_loop(interval, interval) to pgque_admin;
 
 -- change-data-capture triggers: CREATE TRIGGER needs EXECUTE on them (a

@@ -30,6 +30,7 @@ int			pgque_slot_unpolled_after = 60;
 int			pgque_slot_stale_after = 30;
 int			pgque_lag_alert_after = 300;
 int			pgque_ticker_stalled_after = 60;
+int			pgque_long_transaction_after = 300;
 int			pgque_alert_retention = 7 * 24 * 3600;
 
 static bool
@@ -106,6 +107,11 @@ pgque_define_gucs(void)
 	DefineCustomIntVariable("pgque_bgw.ticker_stalled_after",
 							"Alert ticker_stalled when a queue has new events and no tick for this long.",
 							NULL, &pgque_ticker_stalled_after, 60, 1, 86400 * 7, PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	/* read by SQL (pgque._alert_cause_conditions), not by C */
+	DefineCustomIntVariable("pgque_bgw.long_transaction_after",
+							"Alert long_transaction when a transaction this old holds a queue's overdue rotation back.",
+							NULL, &pgque_long_transaction_after, 300, 1, 86400 * 7, PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("pgque_bgw.alert_retention",
 							"How long cleared alerts stay in pgque.alert.",

@@ -7,6 +7,11 @@
  *		tick history cleanup and expired idempotency keys in bounded batches.
  *
  * Moving retries makes events the ticker should see: it is woken then.
+ *
+ * Every step that fails is recorded in pgque.maint_failure (the watchdog's
+ * maint_failed alert) and marked recovered when it next succeeds (ADR 0024).
+ * Rotation step 1 on a full tablespace empties the queue's space reserve
+ * and runs again at once; the reserve is refilled each pass (ADR 0025).
  */
 #include "postgres.h"
 
@@ -27,6 +32,9 @@ typedef struct MaintPass
 	char	   *queue;
 	int64		result;
 	const char *sql;			/* for simple units */
+	const char *step;			/* the step being run, and its queue or NULL */
+	const char *step_queue;
+	pgque_unit_fn step_fn;
 	TimestampTz started;		/* start of the last pass */
 } MaintPass;
 
@@ -46,16 +54,78 @@ list_queues(void *arg)
 	MemoryContextSwitchTo(old);
 }
 
+/* a statement on the step's name and queue (NULL for database-wide steps) */
 static void
-rotate_step1(void *arg)
+step_sql(MaintPass *pass, const char *sql, int nextra, Datum *extra)
+{
+	Oid			argtypes[4] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		args[4];
+	bool		nulls[4] = {false, pass->step_queue == NULL, false, false};
+	int			i;
+
+	args[0] = CStringGetTextDatum(pass->step);
+	args[1] = pass->step_queue ? CStringGetTextDatum(pass->step_queue) : (Datum) 0;
+	for (i = 0; i < nextra; i++)
+		args[2 + i] = extra[i];
+	pgque_spi_int8(sql, 2 + nextra, argtypes, args, nulls);
+}
+
+/* the step, then in the same transaction: a failure of it recovered */
+static void
+step_unit(void *arg)
+{
+	MaintPass  *pass = arg;
+
+	pass->step_fn(pass);
+	/* 0.2.0's table: an older SQL not yet updated has none (ADR 0019) */
+	if (pgque_schema_current && pass->result >= 0)
+		step_sql(pass, "select pgque._maint_ok($1, $2)", 0, NULL);
+}
+
+static void
+record_failure(void *arg)
+{
+	MaintPass  *pass = arg;
+	Datum		extra[2];
+
+	extra[0] = CStringGetTextDatum(pgque_unit_errmsg);
+	extra[1] = CStringGetTextDatum(unpack_sql_state(pgque_unit_sqlerrcode));
+	step_sql(pass, "select pgque._maint_failed($1, $2, $3, $4)", 2, extra);
+}
+
+/*
+ * Run one maintenance step in one unit; a failure is recorded (its own unit:
+ * the step's transaction is gone) for the maint_failed alert.
+ */
+static bool
+run_step(MaintPass *pass, const char *step, const char *queue, pgque_unit_fn fn)
+{
+	char		what[NAMEDATALEN + 64];
+
+	if (queue)
+		snprintf(what, sizeof(what), "%s of queue \"%s\"", step, queue);
+	else
+		snprintf(what, sizeof(what), "%s", step);
+	pass->step = step;
+	pass->step_queue = queue;
+	pass->step_fn = fn;
+	pass->result = 0;
+	if (pgque_run_unit(what, step_unit, pass))
+		return true;
+	if (pgque_schema_current)
+		pgque_run_unit("recording a maintenance failure", record_failure, pass);
+	return false;
+}
+
+static void
+queue_unit(void *arg)
 {
 	MaintPass  *pass = arg;
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1];
 
 	args[0] = CStringGetTextDatum(pass->queue);
-	pass->result = pgque_spi_int8("select pgque.maint_rotate_tables_step1($1)::pg_catalog.int8",
-								  1, argtypes, args, NULL);
+	pass->result = pgque_spi_int8(pass->sql, 1, argtypes, args, NULL);
 }
 
 static void
@@ -70,10 +140,27 @@ static int64
 run_simple(MaintPass *pass, const char *what, const char *sql)
 {
 	pass->sql = sql;
-	pass->result = 0;
-	if (!pgque_run_unit(what, simple_unit, pass))
+	if (!run_step(pass, what, NULL, simple_unit))
 		return -1;
 	return pass->result;
+}
+
+/*
+ * Rotation step 1 of pass->queue.  -1 from _maint_rotate_step1: the table
+ * could not be truncated for lack of space and the queue's space reserve
+ * was emptied in that transaction; now that it committed, again.
+ */
+static int64
+rotate_step1(MaintPass *pass)
+{
+	pass->sql = pgque_schema_current
+		? "select pgque._maint_rotate_step1($1)::pg_catalog.int8"
+		: "select pgque.maint_rotate_tables_step1($1)::pg_catalog.int8";
+	if (!run_step(pass, "rotation step 1", pass->queue, queue_unit))
+		return 0;
+	if (pass->result < 0 && !run_step(pass, "rotation step 1", pass->queue, queue_unit))
+		return 0;
+	return Max(pass->result, 0);
 }
 
 static void *
@@ -91,21 +178,23 @@ maint_pass(void *state, MemoryContext cxt)
 	int64		moved;
 	int64		reaped = 0;
 	int64		n;
-	char		what[NAMEDATALEN + 48];
 	char	   *sql;
 
 	pass->started = GetCurrentTimestamp();
 	pass->cxt = cxt;
 	pass->queues = NIL;
-	pgque_run_unit("listing queues", list_queues, pass);
+	run_step(pass, "listing queues", NULL, list_queues);
 
-	/* rotation step 1, one queue per transaction */
+	/* rotation step 1, one queue per transaction, and its space reserve */
 	foreach(lc, pass->queues)
 	{
 		pass->queue = (char *) lfirst(lc);
-		snprintf(what, sizeof(what), "rotation step 1 of queue \"%s\"", pass->queue);
-		if (pgque_run_unit(what, rotate_step1, pass))
-			switched += (int) pass->result;
+		switched += (int) rotate_step1(pass);
+		if (pgque_schema_current)
+		{
+			pass->sql = "select pgque._space_reserve_keep($1)";
+			run_step(pass, "space reserve", pass->queue, queue_unit);
+		}
 	}
 	/* step 2 must see step 1 committed: a separate, later transaction */
 	run_simple(pass, "rotation step 2", "select pgque.maint_rotate_tables_step2()::pg_catalog.int8");

@@ -35,6 +35,7 @@ extern int	pgque_slot_unpolled_after;	/* s */
 extern int	pgque_slot_stale_after;	/* s */
 extern int	pgque_lag_alert_after;	/* s */
 extern int	pgque_ticker_stalled_after;	/* s */
+extern int	pgque_long_transaction_after;	/* s */
 extern int	pgque_alert_retention;	/* s */
 extern void pgque_define_gucs(void);
 extern bool pgque_database_allowed(const char *dbname);
@@ -148,6 +149,8 @@ extern void pgque_worker_start(PgqueWorkerKind kind);
 extern void pgque_worker_run(const PgqueLoop *loop);
 extern void pgque_worker_attach(PgqueWorkerKind kind);
 extern bool pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg);
+extern char pgque_unit_errmsg[PGQUE_ERRMSG_LEN * 4];
+extern int	pgque_unit_sqlerrcode;
 extern bool pgque_extension_present(void);
 extern bool pgque_schema_current;
 extern void pgque_worker_exit_if_gone(void);

@@ -3,9 +3,10 @@
  *		The watchdog worker: every pgque_bgw.watchdog_interval it reads the
  *		catalogs (cursors, ticks) and the slot lease table, publishes what it
  *		sees for status(), and opens and clears alerts (slot_unpolled,
- *		slot_stale, consumer_lagging, rotation_pinned, ticker_stalled) with
- *		pgque._watchdog_pass() (sql/42_alerts.sql), thresholds from the
- *		pgque_bgw.*_after settings.
+ *		slot_stale, consumer_lagging, coop_member_silent, rotation_pinned,
+ *		ticker_stalled, long_transaction, maint_failed) with
+ *		pgque._watchdog_pass() (sql/42_alerts.sql, 43_alert_causes.sql),
+ *		thresholds from the pgque_bgw.*_after settings.
  *
  * It only reads, so it keeps working when the ticker is stopped or crashing.
  */

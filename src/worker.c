@@ -385,6 +385,10 @@ extension_owner(void)
 	return owner;
 }
 
+/* the error of the last unit that failed (maint.c records it) */
+char		pgque_unit_errmsg[PGQUE_ERRMSG_LEN * 4];
+int			pgque_unit_sqlerrcode;
+
 /*
  * One unit of work in one transaction, run as the extension's owner (see the
  * file header).  Errors are caught: logged with what was being done,
@@ -438,6 +442,8 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 		FlushErrorState();
 		AbortCurrentTransaction();
 
+		strlcpy(pgque_unit_errmsg, edata->message, sizeof(pgque_unit_errmsg));
+		pgque_unit_sqlerrcode = edata->sqlerrcode;
 		ereport(WARNING,
 				(errmsg("pgque_bgw %s: %s failed: %s",
 						pgque_kind_name(pgque_worker_kind), what, edata->message),

@@ -80,3 +80,20 @@ create table pgque.coop_fence (
 select pg_catalog.pg_extension_config_dump('pgque.coop_member', '');
 select pg_catalog.pg_extension_config_dump('pgque.coop_window', '');
 select pg_catalog.pg_extension_config_dump('pgque.coop_fence', '');
+
+-- Failed maintenance steps, for the maint_failed alert (ADR 0024).
+create table pgque.maint_failure (
+    mf_subject       text primary key,   -- step, or step/queue
+    mf_step          text not null,
+    mf_queue         text,
+    mf_error         text not null,
+    mf_sqlstate      text not null,
+    mf_failures      int8 not null default 1,
+    mf_first_at      timestamptz not null default now(),
+    mf_last_at       timestamptz not null default now(),
+    mf_recovered_at  timestamptz,
+    mf_reported      boolean not null default false
+);
+
+-- The parent of the queues' space reserves (ADR 0025).
+create table pgque.space_reserve_template (r pg_catalog.bpchar(400));

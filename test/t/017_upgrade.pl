@@ -207,6 +207,10 @@ $node->safe_psql('fresh', $setup);
 my %cat;
 for my $db ('up', 'fresh')
 {
+    # maintenance makes each queue's space reserve (ADR 0025): in both
+    $node->poll_query_until($db, q{
+        select count(*) = (select count(*) from pgque.queue) from pg_class
+         where relnamespace = 'pgque'::regnamespace and relname ~ '^space_reserve_[0-9]+$'});
     $cat{$db} = [ split /\n/, $node->safe_psql($db, $catalog_sql) ];
 }
 my %in_fresh = map { $_ => 1 } @{ $cat{fresh} };
