@@ -97,6 +97,8 @@ maint_pass(void *state, MemoryContext cxt)
 	pass->started = GetCurrentTimestamp();
 	pass->cxt = cxt;
 	pass->queues = NIL;
+	if (pgque_state_held(cxt))
+		return;
 	pgque_run_unit("listing queues", list_queues, pass);
 
 	/* rotation step 1, one queue per transaction */
