@@ -65,6 +65,7 @@ create function pgque._rotation_would_lose(q pgque.queue, i_table text, i_lowest
 returns boolean language plpgsql as $$
 declare
     horizon  xid8 := i_lowest;
+    newest   xid8;
     newer    boolean;
 begin
     if exists (select from pgque.subscription s
@@ -76,13 +77,16 @@ begin
         select pg_catalog.pg_snapshot_xmin(t.tick_snapshot) into horizon
           from pgque.tick t where t.tick_queue = q.queue_id order by t.tick_id desc limit 1;
     end if;
-    execute 'select exists (select from ' || i_table || ' where ev_txid >= $1)'
-       into newer using coalesce(horizon, '0'::xid8);
+    -- the newest event by the ev_txid index (a backward index scan per
+    -- table; a WHERE ev_txid >= $1 would be planned as a sequential scan
+    -- on these never-analysed tables)
+    execute 'select ev_txid from ' || i_table || ' order by ev_txid desc limit 1' into newest;
+    newer := newest >= coalesce(horizon, '0'::xid8);
     if newer and i_lowest is not null then
         raise warning 'rotation of queue "%" skipped: % holds events the oldest cursor has not passed', q.queue_name, i_table
             using detail = 'The cursors are behind the previous switch by their ticks, but not by the events; the table is kept.';
     end if;
-    return newer;
+    return coalesce(newer, false);
 end $$;
 
 -- Rotation step 2: stamp the first xid after the switch.  Must run in a later

@@ -88,14 +88,14 @@ create table pgque.state_seal (
     sealed_at              timestamptz not null default now(),
     after_tick_queue       int4,
     after_tick_id          bigint,
-    after_alert            bigint references pgque.alert (alert_id),
+    after_alert            bigint references pgque.alert (alert_id) on delete restrict,
     after_slots_queue      int4,
     after_slots_consumer   text,
     after_window_sub       int4,
     after_window_tick      bigint,
-    foreign key (after_tick_queue, after_tick_id) references pgque.tick (tick_queue, tick_id),
-    foreign key (after_slots_queue, after_slots_consumer) references pgque.partition_consumer (queue_id, co_name),
-    foreign key (after_window_sub, after_window_tick) references pgque.coop_window (cw_sub, cw_prev_tick),
+    foreign key (after_tick_queue, after_tick_id) references pgque.tick (tick_queue, tick_id) on delete restrict,
+    foreign key (after_slots_queue, after_slots_consumer) references pgque.partition_consumer (queue_id, co_name) on delete restrict,
+    foreign key (after_window_sub, after_window_tick) references pgque.coop_window (cw_sub, cw_prev_tick) on delete restrict,
     check (pg_catalog.num_nonnulls(after_tick_queue, after_tick_id, after_alert, after_slots_queue,
                                    after_slots_consumer, after_window_sub, after_window_tick) = 0)
 );
