@@ -194,6 +194,21 @@ create table pgque.config (
 );
 insert into pgque.config default values;
 
+-- One row, whatever loads it: a restore's COPY brings the dumped row while
+-- its CREATE EXTENSION has inserted the default one already, and the loaded
+-- values replace the default instead of failing on the key (ADR 0022).
+create function pgque._config_one_row() returns trigger language plpgsql
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    update pgque.config set tick_period_ms = new.tick_period_ms where one;
+    if found then
+        return null;
+    end if;
+    return new;
+end $$;
+create trigger config_one_row before insert on pgque.config
+    for each row execute function pgque._config_one_row();
+
 -- pg_dump keeps the queue state with the data (event tables are not
 -- extension members, so they are dumped as ordinary tables).
 select pg_catalog.pg_extension_config_dump('pgque.queue', '');

@@ -21,6 +21,8 @@ begin
     insert into pgque.queue (queue_id, queue_name, queue_data_pfx, queue_event_seq, queue_tick_seq)
     values (qid, i_queue_name, 'pgque.' || pfx,
             'pgque.' || pfx || '_id_seq', 'pgque.' || pfx || '_tick_seq');
+    -- the state is whole from the first queue on (ADR 0022)
+    insert into pgque.state_seal default values on conflict do nothing;
 
     execute pg_catalog.format('create sequence pgque.%I', pfx || '_id_seq');
     execute pg_catalog.format('create sequence pgque.%I', pfx || '_tick_seq');

@@ -36,6 +36,9 @@ begin
     exception when lock_not_available then
         return 0;
     end;
+    if pgque._rotation_would_lose(q, tbl, lowest) then
+        return 0;
+    end if;
     perform pgque._truncate_event_table(tbl::regclass);
     update pgque.queue
        set queue_cur_table = nxt, queue_switch_time = now(),
@@ -46,6 +49,44 @@ begin
      where tick_queue = q.queue_id
        and pg_catalog.pg_snapshot_xmax(tick_snapshot) < q.queue_switch_step2;
     return 1;
+end $$;
+
+-- The safety net under rotation step 1 (ADR 0022): true when the table
+-- about to be truncated (locked by the caller, so nothing is appended
+-- meanwhile) holds an event that no known cursor has passed: one written at
+-- or after the oldest cursor's tick (i_lowest, its snapshot's xmin), or,
+-- with no cursor, at or after the queue's latest tick; any event when a
+-- cursor's tick or every tick is missing, as in a database whose restore
+-- has not loaded them yet.  The switch check above it already guarantees
+-- none, so this only ever fires on a state it did not expect: it says so.
+-- Cost: one probe of each ev_txid index of the table (and of its
+-- partition buckets), once per rotation.
+create function pgque._rotation_would_lose(q pgque.queue, i_table text, i_lowest xid8)
+returns boolean language plpgsql as $$
+declare
+    horizon  xid8 := i_lowest;
+    newest   xid8;
+    newer    boolean;
+begin
+    if exists (select from pgque.subscription s
+                where s.sub_queue = q.queue_id
+                  and not exists (select from pgque.tick t
+                                   where t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick)) then
+        horizon := '0'::xid8;
+    elsif horizon is null then
+        select pg_catalog.pg_snapshot_xmin(t.tick_snapshot) into horizon
+          from pgque.tick t where t.tick_queue = q.queue_id order by t.tick_id desc limit 1;
+    end if;
+    -- the newest event by the ev_txid index (a backward index scan per
+    -- table; a WHERE ev_txid >= $1 would be planned as a sequential scan
+    -- on these never-analysed tables)
+    execute 'select ev_txid from ' || i_table || ' order by ev_txid desc limit 1' into newest;
+    newer := newest >= coalesce(horizon, '0'::xid8);
+    if newer and i_lowest is not null then
+        raise warning 'rotation of queue "%" skipped: % holds events the oldest cursor has not passed', q.queue_name, i_table
+            using detail = 'The cursors are behind the previous switch by their ticks, but not by the events; the table is kept.';
+    end if;
+    return coalesce(newer, false);
 end $$;
 
 -- Rotation step 2: stamp the first xid after the switch.  Must run in a later
@@ -197,6 +238,11 @@ declare
     r    int4;
     qn   text;
 begin
+    -- nothing while the queue state is not whole: a restore is loading it
+    -- (ADR 0022; the workers ask the same)
+    if pgque._state_held() is not null then
+        return 0;
+    end if;
     n := pgque.maint_rotate_tables_step2();
     for qn in select queue_name from pgque.queue order by queue_id loop
         -- -1: a full disk made it free the queue's space reserve; the next

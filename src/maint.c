@@ -183,6 +183,8 @@ maint_pass(void *state, MemoryContext cxt)
 	pass->started = GetCurrentTimestamp();
 	pass->cxt = cxt;
 	pass->queues = NIL;
+	if (pgque_state_held(cxt))
+		return;
 	run_step(pass, "listing queues", NULL, list_queues);
 
 	/* rotation step 1, one queue per transaction, and its space reserve */

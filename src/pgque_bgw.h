@@ -158,6 +158,9 @@ extern void pgque_worker_report(const char *fmt,...) pg_attribute_printf(1, 2);
 extern long pgque_wait(long timeout_ms);
 extern int64 pgque_spi_int8(const char *sql, int nargs, Oid *argtypes, Datum *args, bool *isnull);
 
+/* ---- restore.c: act only on a whole queue state (ADR 0022) ---- */
+extern bool pgque_state_held(MemoryContext cxt);
+
 /* ---- launcher.c, ticker.c, maint.c, watchdog.c ---- */
 extern void pgque_register_launcher(void);
 extern PGDLLEXPORT void pgque_launcher_main(Datum arg);

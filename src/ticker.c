@@ -111,6 +111,8 @@ ticker_pass(void *state, MemoryContext cxt)
 	pass->cxt = cxt;
 	pass->queues = NIL;
 	pass->poll_ms = 60000;
+	if (pgque_state_held(cxt))
+		return;
 	if (pgque_run_unit("listing queues", list_queues, pass))
 		pass->next_poll_ms = Max(pass->poll_ms, pgque_tick_interval);
 

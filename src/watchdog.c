@@ -97,6 +97,9 @@ watchdog_pass(void *state, MemoryContext cxt)
 
 	*(TimestampTz *) state = GetCurrentTimestamp();
 	memset(&w, 0, sizeof(w));
+	/* a restore in progress: its alerts are neither cleared nor reopened */
+	if (pgque_state_held(cxt))
+		return;
 	pgque_run_unit("evaluating alerts", evaluate_alerts, &w);
 	if (pgque_run_unit("observing queues", observe, &w))
 		pgque_worker_report("watchdog_interval=%ds queues=%lld subscriptions=%lld "

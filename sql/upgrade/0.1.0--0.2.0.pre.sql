@@ -97,3 +97,24 @@ create table pgque.maint_failure (
 
 -- The parent of the queues' space reserves (ADR 0025).
 create table pgque.space_reserve_template (r pg_catalog.bpchar(400));
+
+-- Restores (ADR 0022): the seal, written here because a database being
+-- updated is whole (a fresh install leaves it to the first create_queue).
+create table pgque.state_seal (
+    one                    boolean primary key default true check (one),
+    sealed_at              timestamptz not null default now(),
+    after_tick_queue       int4,
+    after_tick_id          bigint,
+    after_alert            bigint references pgque.alert (alert_id) on delete restrict,
+    after_slots_queue      int4,
+    after_slots_consumer   text,
+    after_window_sub       int4,
+    after_window_tick      bigint,
+    foreign key (after_tick_queue, after_tick_id) references pgque.tick (tick_queue, tick_id) on delete restrict,
+    foreign key (after_slots_queue, after_slots_consumer) references pgque.partition_consumer (queue_id, co_name) on delete restrict,
+    foreign key (after_window_sub, after_window_tick) references pgque.coop_window (cw_sub, cw_prev_tick) on delete restrict,
+    check (pg_catalog.num_nonnulls(after_tick_queue, after_tick_id, after_alert, after_slots_queue,
+                                   after_slots_consumer, after_window_sub, after_window_tick) = 0)
+);
+select pg_catalog.pg_extension_config_dump('pgque.state_seal', '');
+insert into pgque.state_seal default values;

@@ -203,6 +203,7 @@ insert into expected_rel values
     ('retry_queue', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
     ('slot_epoch_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
     ('space_reserve_template', 'public:- writer:- reader:- admin:- app2:- owner:arwdDxt'),
+    ('state_seal', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
     ('subscription', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
     ('subscription_sub_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
     ('tick', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt');
