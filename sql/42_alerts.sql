@@ -120,7 +120,11 @@ begin
       join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
      where q.queue_switch_step2 is not null
        and q.queue_switch_time + q.queue_rotation_period + i_rotation_grace < now_ts
-       and pg_catalog.pg_snapshot_xmin(t.tick_snapshot) <= q.queue_switch_step2;
+       and pg_catalog.pg_snapshot_xmin(t.tick_snapshot) <= q.queue_switch_step2
+       -- a consumer at the latest tick cannot move: what pins is a missing
+       -- tick (a ticker outage: ticker_stalled, worker_down), not it
+       and s.sub_last_tick < (select pg_catalog.max(t2.tick_id) from pgque.tick t2
+                               where t2.tick_queue = q.queue_id);
 
     -- queues with new events and no tick for too long
     return query
@@ -196,6 +200,7 @@ begin
 
     for a in update pgque.alert x set cleared_at = now()
               where x.cleared_at is null
+                and x.kind <> 'worker_down'     -- _worker_down_pass's (sql/43_worker_alerts.sql)
                 and not exists (select 1 from pg_catalog.unnest(conds) n
                                  where n.kind = x.kind and n.subject = x.subject)
              returning x.* loop
