@@ -140,5 +140,18 @@ cmp_ok($back, '<', $cap, 'after a healthy run the back-off starts again from 0.5
 $node->safe_psql('app', q{select pgque.send('q', 'after')});
 ok($node->poll_query_until('app', q{select count(*) = 1 from pgque.receive('q', 'c')}), 'events are delivered');
 
+# status() prints each timestamp of a row as itself (it used a static
+# buffer twice: "started" showed "last pass", "last tick" "last maintenance")
+ok($node->poll_query_until('app', q{
+       select detail ~ 'last tick 2' and detail ~ 'last maintenance 2' from pgque.status() where component = 'workers'}),
+   'status() has a last tick and a last maintenance');
+my $w = $node->safe_psql('app', q{select detail from pgque.status() where component = 'workers'});
+my ($tick, $maint) = $w =~ /last tick ([^;]+); last maintenance ([^;]+)/;
+isnt($tick, $maint, "status(): last tick and last maintenance are two timestamps ($tick, $maint)");
+sleep(1);
+my $d = $node->safe_psql('app', q{select detail from pgque.status() where component = 'maintenance'});
+my ($started, $pass) = $d =~ /started ([^,]+), last pass ([^;]+)/;
+ok(defined $started && $started ne $pass, "status(): started and last pass are two timestamps ($started, $pass)");
+
 $node->stop;
 done_testing();
