@@ -91,10 +91,15 @@ down_unit(void *arg)
 /*
  * Hand pgque._worker_down_pass() the ended outages not yet written and the
  * workers down now; once it committed, the ended ones count as written.
+ * Nothing down and nothing to write after a pass that had nothing either:
+ * no transaction (the first pass always runs, to clear what a previous
+ * server left open).
  */
 void
 pgque_worker_alerts_pass(void)
 {
+	static bool last_had = true;
+
 	DownPass	p;
 	TimestampTz now = GetCurrentTimestamp();
 	int			k;
@@ -123,8 +128,11 @@ pgque_worker_alerts_pass(void)
 	}
 	LWLockRelease(pgque_shared->lock);
 
+	if (p.n == 0 && !last_had)
+		return;
 	if (!pgque_run_unit("evaluating worker alerts", down_unit, &p))
 		return;
+	last_had = p.n > 0;
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
 	for (k = 0; k < PGQUE_NKINDS; k++)
 		pgque_worker_db->workers[k].outages_reported = p.seen[k];
