@@ -11,9 +11,16 @@
  * to RUNNING (the launcher then starts the other two) or NO_EXTENSION (it
  * exits and nothing is restarted until CREATE EXTENSION commits there).
  * A worker that dies is restarted after a back-off that doubles with each
- * short-lived run (0.5 s ... 60 s); one the launcher stopped on purpose
- * (a paused database, a fair-share rebalance, workers switched off) does
- * not count.  Workers are dynamic and BGW_NEVER_RESTART: the launcher, not
+ * short-lived run (0.5 s ... pgque_bgw.worker_restart_max, ADR 0025); one
+ * the launcher stopped on purpose (a paused database, a fair-share
+ * rebalance, a change of mode, workers switched off) does not count.  The
+ * launcher also keeps each loop's down_since for the worker_down alert, and
+ * logs that alert itself when no worker of the database can write it.
+ *
+ * Split or combined (ADR 0026): three processes per database while the
+ * budget allows three for every database with the extension, otherwise one
+ * process per database running the three loops (the combined worker sits
+ * in the ticker's slot and handle).  Workers are dynamic and BGW_NEVER_RESTART: the launcher, not
  * the postmaster, decides, and it stops them through their
  * BackgroundWorkerHandles (a user backend asks it to, by pausing the
  * database in the state table).

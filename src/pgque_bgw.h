@@ -4,7 +4,7 @@
  *
  * Layering (arrows point down; no file includes one above it):
  *   pgque_bgw.c (_PG_init, the workers' entry point)
- *     -> launcher.c, ticker.c, maint.c, watchdog.c, utility.c
+ *     -> launcher.c, ticker.c, maint.c, watchdog.c, utility.c, supervise.c
  *       -> worker.c (what every worker shares), wake.c, state.c (shared memory)
  *         -> guc.c, insert.c (cdc.c, the CDC triggers, sits beside the SQL entry
  *            points and calls insert.c's pgque_insert_fields)
@@ -66,7 +66,8 @@ typedef enum PgqueWorkerKind
  * Per-database state, one entry per database the launcher knows.
  *   UNKNOWN      -> the launcher starts the ticker, which probes for the
  *                   extension
- *   RUNNING      -> the extension is there: all three workers are kept
+ *   RUNNING      -> the extension is there: all three loops are kept
+ *                   running (three processes, or one combined: ADR 0026)
  *   NO_EXTENSION -> nothing runs; CREATE EXTENSION (at commit) or a new
  *                   scan puts it back to UNKNOWN
  *   PAUSED       -> DROP/CREATE ... TEMPLATE/RENAME DATABASE is running

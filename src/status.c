@@ -2,7 +2,9 @@
  * status.c
  *		pgque._worker_status(): what the state table says about this
  *		database's workers, as (component, status, detail) rows for
- *		pgque.status().  Reading it writes nothing.
+ *		pgque.status(); pgque.launcher_workers(): every database the
+ *		launcher knows; the warning at CREATE EXTENSION when the workers
+ *		will not serve the database.  Reading them writes nothing.
  */
 #include "postgres.h"
 
