@@ -1,4 +1,4 @@
--- The worker_down alert (ADR 0025): a worker of this database (ticker,
+-- The worker_down alert (ADR 0028): a worker of this database (ticker,
 -- maintenance, watchdog) that is wanted and has not run for
 -- pgque_bgw.worker_down_after.  What is down comes from the shared-memory
 -- state table (src/supervise.c); the rows follow ADR 0012 (open once, clear

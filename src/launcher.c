@@ -11,7 +11,7 @@
  * to RUNNING (the launcher then starts the other two) or NO_EXTENSION (it
  * exits and nothing is restarted until CREATE EXTENSION commits there).
  * A worker that dies is restarted after a back-off that doubles with each
- * short-lived run (0.5 s ... pgque_bgw.worker_restart_max, ADR 0025); one
+ * short-lived run (0.5 s ... pgque_bgw.worker_restart_max, ADR 0028); one
  * the launcher stopped on purpose (a paused database, a fair-share
  * rebalance, a change of mode, workers switched off) does not count.  The
  * launcher also keeps each loop's down_since for the worker_down alert, and

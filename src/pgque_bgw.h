@@ -97,7 +97,7 @@ typedef struct PgqueWorkerSlot
 	bool		registered;		/* the launcher holds its handle (starting or running) */
 	bool		stop_requested; /* stopped on purpose: no back-off when it ends */
 	TimestampTz last_error_at;
-	/* supervision (worker_down alerts, ADR 0025) */
+	/* supervision (worker_down alerts, ADR 0028) */
 	TimestampTz down_since;		/* wanted and not attached since; 0: up or not wanted */
 	TimestampTz outage_from;	/* the last outage longer than worker_down_after */
 	TimestampTz outage_to;
@@ -188,7 +188,7 @@ extern const PgqueLoop pgque_ticker_loop;
 extern const PgqueLoop pgque_maint_loop;
 extern const PgqueLoop pgque_watchdog_loop;
 
-/* ---- supervise.c: worker_down alerts (ADR 0025) ---- */
+/* ---- supervise.c: worker_down alerts (ADR 0028) ---- */
 extern bool pgque_worker_alerts_due(bool for_watchdog);
 extern void pgque_worker_alerts_pass(void);
 

@@ -1,6 +1,6 @@
 /*
  * supervise.c
- *		The worker_down alert (ADR 0025): a worker of this database that is
+ *		The worker_down alert (ADR 0028): a worker of this database that is
  *		wanted and has not been running for pgque_bgw.worker_down_after.
  *
  * What is down is in the shared-memory state table (down_since per slot,

@@ -59,7 +59,7 @@ observe(void *arg)
 
 /*
  * ticker_stalled opens one watchdog pass early, so that it is open before a
- * waiting event's latency reaches ticker_stalled_after (ADR 0025); never
+ * waiting event's latency reaches ticker_stalled_after (ADR 0028); never
  * earlier than half the threshold, which stays well above a healthy
  * ticker's worst case (ticker_max_lag, 3 s by default).
  */

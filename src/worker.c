@@ -251,7 +251,7 @@ pgque_worker_run(const PgqueLoop *const *loops, int nloops)
 
 /*
  * A worker is up again: the outage it ends is recorded when it lasted past
- * pgque_bgw.worker_down_after, for the worker_down alert (ADR 0025).  The
+ * pgque_bgw.worker_down_after, for the worker_down alert (ADR 0028).  The
  * caller holds the lock.
  */
 void

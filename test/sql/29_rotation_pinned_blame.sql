@@ -1,5 +1,5 @@
 -- rotation_pinned blames a consumer only when its cursor could move (issue
--- 12, ADR 0025): during a ticker outage a caught-up consumer sits at the
+-- 12, ADR 0028): during a ticker outage a caught-up consumer sits at the
 -- queue's latest tick, from before the last switch, and cannot move; the
 -- missing tick pins rotation (ticker_stalled, worker_down), not it.
 select pgque.create_queue('rpb');

@@ -1,4 +1,4 @@
-# Worker supervision (issue 12, ADR 0025): each SIGTERM of a worker used to
+# Worker supervision (issue 12, ADR 0028): each SIGTERM of a worker used to
 # double the launcher's back-off (up to 60 s), so a handful of restarts left
 # a database without its ticker for half a minute, and only the ticker's
 # outage could raise an alert (late).  Now the back-off is capped by
