@@ -211,6 +211,7 @@ begin
 
     for a in update pgque.alert x set cleared_at = now()
               where x.cleared_at is null
+                and x.kind <> 'worker_down'     -- _worker_down_pass's (sql/43_worker_alerts.sql)
                 and not exists (select 1 from pg_catalog.unnest(conds) n
                                  where n.kind = x.kind and n.subject = x.subject)
              returning x.* loop

@@ -15,6 +15,25 @@ create function pgque._worker_status(out component text, out status text, out de
 returns setof record language c strict
 as 'MODULE_PATHNAME', 'pgque_worker_status';
 
+-- Every database the launcher knows, served or not, one row per worker
+-- loop (ADR 0026): the database's state and mode (split: a process per
+-- loop; combined: one process runs the three), the process, since when it
+-- is down, its restart back-off, its outages past worker_down_after, and
+-- why it is not started.  Shared memory only: the same rows in every
+-- database.
+create function pgque.launcher_workers(out datname text, out datid oid, out db_state text, out mode text,
+                                       out worker text, out pid int4, out down_since timestamptz,
+                                       out restart_at timestamptz, out short_runs int4, out outages int8,
+                                       out not_served_because text)
+returns setof record language c strict
+as 'MODULE_PATHNAME', 'pgque_launcher_workers';
+
+-- At CREATE EXTENSION: a WARNING when the workers will not serve this
+-- database, and why.
+create function pgque._warn_if_unserved()
+returns void language c strict
+as 'MODULE_PATHNAME', 'pgque_warn_if_unserved';
+
 -- The pg_cron jobs that start() made for this database, if pg_cron is here.
 create function pgque._cron_jobs(out jobid bigint, out jobname text, out schedule text)
 returns setof record language plpgsql as $$

@@ -262,7 +262,7 @@ language plpgsql stable security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
-    stalled_after interval := pgque._guc_interval('pgque_bgw.ticker_stalled_after', '60 seconds');
+    stalled_after interval := pgque._guc_interval('pgque_bgw.ticker_stalled_after', '20 seconds');
     lag_after     interval := pgque._guc_interval('pgque_bgw.lag_alert_after', '5 minutes');
 begin
     return query

@@ -99,6 +99,7 @@ grant execute on function
     pgque.maint_idem(), pgque.maint_idem(text),
     pgque.maint_rotate_tables_step1(text), pgque.maint_rotate_tables_step2(),
     pgque.batch_retry(bigint, int4), pgque.dlq_purge(text, interval), pgque.status(),
+    pgque.launcher_workers(),
     pgque.start(), pgque.stop(), pgque.maint_alerts(interval),
     pgque.create_queue(text, jsonb), pgque.pause_queue(text), pgque.resume_queue(text),
     pgque.set_tick_period_ms(int4), pgque.maint_deliver_delayed(),

@@ -24,14 +24,25 @@ int			pgque_launcher_naptime = 10;
 int			pgque_tick_interval = 10;
 int			pgque_maint_interval = 10;
 int			pgque_watchdog_interval = 10;
-int			pgque_max_workers = 24;
+int			pgque_max_workers = 100;
 int			pgque_max_slots = 4096;
 int			pgque_slot_unpolled_after = 60;
 int			pgque_slot_stale_after = 30;
 int			pgque_lag_alert_after = 300;
-int			pgque_ticker_stalled_after = 60;
+int			pgque_ticker_stalled_after = 20;
 int			pgque_long_transaction_after = 300;
 int			pgque_alert_retention = 7 * 24 * 3600;
+int			pgque_restart_max = 5000;
+int			pgque_worker_down_after = 15;
+int			pgque_max_databases = 1024;
+int			pgque_worker_mode = PGQUE_MODE_AUTO;
+
+static const struct config_enum_entry worker_mode_options[] = {
+	{"auto", PGQUE_MODE_AUTO, false},
+	{"split", PGQUE_MODE_SPLIT, false},
+	{"combined", PGQUE_MODE_COMBINED, false},
+	{NULL, 0, false}
+};
 
 static bool
 check_databases(char **newval, void **extra, GucSource source)
@@ -105,8 +116,9 @@ pgque_define_gucs(void)
 							NULL, &pgque_lag_alert_after, 300, 1, 86400 * 30, PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("pgque_bgw.ticker_stalled_after",
-							"Alert ticker_stalled when a queue has new events and no tick for this long.",
-							NULL, &pgque_ticker_stalled_after, 60, 1, 86400 * 7, PGC_SIGHUP, GUC_UNIT_S,
+							"Alert ticker_stalled before a queue's new events wait this long for a tick.",
+							"The watchdog opens it one watchdog_interval early (at least half of this).",
+							&pgque_ticker_stalled_after, 20, 1, 86400 * 7, PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	/* read by SQL (pgque._alert_cause_conditions), not by C */
 	DefineCustomIntVariable("pgque_bgw.long_transaction_after",
@@ -118,12 +130,34 @@ pgque_define_gucs(void)
 							NULL, &pgque_alert_retention, 7 * 24 * 3600, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("pgque_bgw.worker_restart_max",
+							"Longest back-off before the launcher restarts a worker that stopped or crashed.",
+							"The back-off starts at 0.5 s and doubles after each run shorter than 10 s, up to this.",
+							&pgque_restart_max, 5000, 500, 600000, PGC_SIGHUP, GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("pgque_bgw.worker_down_after",
+							"Alert worker_down when a wanted worker has not been running for this long.",
+							NULL, &pgque_worker_down_after, 15, 1, 86400, PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomEnumVariable("pgque_bgw.worker_mode",
+							 "Processes per database: split (a ticker, a maintenance worker and a watchdog), "
+							 "combined (one process runs the three), or auto.",
+							 "auto: split while the budget allows three per database, combined otherwise.",
+							 &pgque_worker_mode, PGQUE_MODE_AUTO, worker_mode_options, PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+
 	/* sizes shared memory: only when preloaded (it cannot exist later) */
 	if (process_shared_preload_libraries_in_progress)
 		DefineCustomIntVariable("pgque_bgw.max_workers",
-								"How many per-database workers the launcher may run in all (three per database).",
+								"How many per-database workers the launcher may run in all (three or one per database).",
 								"Each also takes one of max_worker_processes; the launcher warns when either runs out.",
-								&pgque_max_workers, 24, 3, 3000, PGC_POSTMASTER, 0,
+								&pgque_max_workers, 100, 1, 10000, PGC_POSTMASTER, 0,
+								NULL, NULL, NULL);
+	if (process_shared_preload_libraries_in_progress)
+		DefineCustomIntVariable("pgque_bgw.max_databases",
+								"How many databases the launcher's state table holds (served or not).",
+								"About 2 kB of shared memory each.",
+								&pgque_max_databases, 1024, 1, 100000, PGC_POSTMASTER, 0,
 								NULL, NULL, NULL);
 	if (process_shared_preload_libraries_in_progress)
 		DefineCustomIntVariable("pgque_bgw.max_slots",

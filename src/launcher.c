@@ -11,9 +11,16 @@
  * to RUNNING (the launcher then starts the other two) or NO_EXTENSION (it
  * exits and nothing is restarted until CREATE EXTENSION commits there).
  * A worker that dies is restarted after a back-off that doubles with each
- * short-lived run (0.5 s ... 60 s); one the launcher stopped on purpose
- * (a paused database, a fair-share rebalance, workers switched off) does
- * not count.  Workers are dynamic and BGW_NEVER_RESTART: the launcher, not
+ * short-lived run (0.5 s ... pgque_bgw.worker_restart_max, ADR 0028); one
+ * the launcher stopped on purpose (a paused database, a fair-share
+ * rebalance, a change of mode, workers switched off) does not count.  The
+ * launcher also keeps each loop's down_since for the worker_down alert, and
+ * logs that alert itself when no worker of the database can write it.
+ *
+ * Split or combined (ADR 0026): three processes per database while the
+ * budget allows three for every database with the extension, otherwise one
+ * process per database running the three loops (the combined worker sits
+ * in the ticker's slot and handle).  Workers are dynamic and BGW_NEVER_RESTART: the launcher, not
  * the postmaster, decides, and it stops them through their
  * BackgroundWorkerHandles (a user backend asks it to, by pausing the
  * database in the state table).
@@ -55,7 +62,6 @@
 #include "slots.h"
 
 #define BACKOFF_MIN_MS 500
-#define BACKOFF_MAX_MS 60000
 #define SHORT_RUN_MS 10000
 
 /* launcher-local: the handle of each worker it started, by db index, kind */
@@ -151,6 +157,8 @@ reset_db_entry(PgqueDb *db, Oid dboid, const char *name, PgqueDbState state)
 	db->last_tick = 0;
 	db->last_maint = 0;
 	db->schema_warned = false;
+	db->combined = false;
+	db->unserved[0] = '\0';
 	memset(db->workers, 0, sizeof(db->workers));
 	for (k = 0; k < PGQUE_NKINDS; k++)
 		db->workers[k].pgprocno = -1;
@@ -194,6 +202,7 @@ sync_databases(void)
 	List	   *seen = list_databases();
 	ListCell   *lc;
 	int			i;
+	int			unlisted = 0;
 
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
 	pgque_shared->launcher_wake_scan = false;
@@ -255,12 +264,16 @@ sync_databases(void)
 				ereport(WARNING,
 						(errmsg("pgque_bgw: more databases than the state table holds (%d); database \"%s\" is not served",
 								pgque_shared->max_dbs, s->name),
-						 errhint("Raise pgque_bgw.max_workers (three per database) and restart, or list the databases to serve in pgque_bgw.databases.")));
+						 errhint("Raise pgque_bgw.max_databases and restart, or list the databases to serve in pgque_bgw.databases.")));
 			table_warned = true;
+			unlisted++;
 			continue;
 		}
 		reset_db_entry(db, s->oid, s->name, PGQUE_DB_UNKNOWN);
 	}
+	pgque_shared->dbs_unlisted = unlisted;
+	if (unlisted == 0)
+		table_warned = false;
 	LWLockRelease(pgque_shared->lock);
 	list_free_deep(seen);
 }
@@ -278,20 +291,23 @@ start_worker(int dbidx, PgqueDb *db, PgqueWorkerKind kind)
 	strlcpy(worker.bgw_library_name, "pgque_bgw", BGW_MAXLEN);
 	strlcpy(worker.bgw_function_name, "pgque_worker_main", BGW_MAXLEN);
 	snprintf(worker.bgw_name, BGW_MAXLEN, "pgque_bgw %s for database %s",
-			 pgque_kind_name(kind), db->dbname);
-	snprintf(worker.bgw_type, BGW_MAXLEN, "pgque_bgw %s", pgque_kind_name(kind));
-	worker.bgw_main_arg = Int32GetDatum((int32) kind);
+			 db->combined ? "worker" : pgque_kind_name(kind), db->dbname);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "pgque_bgw %s",
+			 db->combined ? "worker" : pgque_kind_name(kind));
+	worker.bgw_main_arg = Int32GetDatum(db->combined ? PGQUE_COMBINED : (int32) kind);
 	memcpy(worker.bgw_extra, &db->dboid, sizeof(Oid));
 	worker.bgw_notify_pid = MyProcPid;
 
 	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
 	{
+		snprintf(db->unserved, PGQUE_ERRMSG_LEN,
+				 "no free background worker slot (max_worker_processes = %d)", max_worker_processes);
 		if (!slots_warned)
 			ereport(WARNING,
 					(errmsg("pgque_bgw: could not start the %s for database \"%s\": no free background worker slot",
 							pgque_kind_name(kind), db->dbname),
 					 errhint("Raise max_worker_processes (restart needed): pgque_bgw needs 1 + 3 per database, "
-							 "besides what parallel query and other extensions use.")));
+							 "or 1 + 1 per database in combined mode, besides what parallel query and other extensions use.")));
 		slots_warned = true;
 		return false;
 	}
@@ -303,7 +319,10 @@ start_worker(int dbidx, PgqueDb *db, PgqueWorkerKind kind)
 	return true;
 }
 
-/* How many workers a database wants now: the ticker probes first. */
+/*
+ * How many workers a database wants now: the ticker (or the combined
+ * worker) probes first; a combined database wants one process.
+ */
 static int
 wanted_kinds(PgqueDb *db)
 {
@@ -312,8 +331,83 @@ wanted_kinds(PgqueDb *db)
 	if (db->state == PGQUE_DB_UNKNOWN)
 		return 1;
 	if (db->state == PGQUE_DB_RUNNING)
-		return PGQUE_NKINDS;
+		return db->combined ? 1 : PGQUE_NKINDS;
 	return 0;
+}
+
+/*
+ * Split or combined (ADR 0026): auto runs three processes per database while
+ * the budget (pgque_bgw.max_workers, and max_worker_processes less the
+ * launcher) allows three for every database with the extension, and one
+ * process per database otherwise.
+ */
+static bool
+combined_wanted(int ndbs_running)
+{
+	int			budget = Min(pgque_max_workers, max_worker_processes - 1);
+
+	if (pgque_worker_mode == PGQUE_MODE_SPLIT)
+		return false;
+	if (pgque_worker_mode == PGQUE_MODE_COMBINED)
+		return true;
+	return ndbs_running * PGQUE_NKINDS > budget;
+}
+
+/*
+ * Keep each database's down_since in step: a wanted worker that is not
+ * attached is down from the first time the launcher sees it so; one that is
+ * not wanted is not down.  When neither the watchdog nor the ticker of a
+ * database runs, no worker there can write the worker_down alert: the
+ * launcher logs it (once per outage) and status() shows it.  Returns the ms
+ * until the next such check is due (or LONG_MAX).  The caller holds the lock.
+ */
+static long
+supervise_db(PgqueDb *db, TimestampTz now)
+{
+	long		next_ms = LONG_MAX;
+	bool		all = pgque_enabled && db->state == PGQUE_DB_RUNNING;
+	bool		unwatched;
+	int			k;
+
+	for (k = 0; k < PGQUE_NKINDS; k++)
+	{
+		PgqueWorkerSlot *slot = &db->workers[k];
+		bool		wanted = all || (k == PGQUE_TICKER && pgque_enabled && db->state == PGQUE_DB_UNKNOWN);
+		pid_t		pid = db->combined ? db->workers[PGQUE_TICKER].pid : slot->pid;
+
+		if (!wanted)
+		{
+			slot->down_since = 0;
+			slot->down_logged = false;
+		}
+		else if (pid == 0 && slot->down_since == 0)
+			slot->down_since = now;
+		else if (pid != 0 && slot->down_since != 0 && db->combined && k != PGQUE_TICKER)
+			pgque_slot_mark_up(slot, now);	/* the combined worker marked them at attach */
+	}
+	unwatched = db->workers[PGQUE_WATCHDOG].down_since != 0 &&
+		db->workers[PGQUE_TICKER].down_since != 0;
+	for (k = 0; k < PGQUE_NKINDS && all; k++)
+	{
+		PgqueWorkerSlot *slot = &db->workers[k];
+		TimestampTz due;
+
+		if (slot->down_since == 0 || slot->down_logged || !unwatched)
+			continue;
+		due = TimestampTzPlusMilliseconds(slot->down_since, pgque_worker_down_after * 1000L);
+		if (due > now)
+		{
+			next_ms = Min(next_ms, TimestampDifferenceMilliseconds(now, due) + 1);
+			continue;
+		}
+		ereport(WARNING,
+				(errmsg("pgque_bgw alert worker_down: the %s of database \"%s\" has not run since %s",
+						pgque_kind_name(k), db->dbname, timestamptz_to_str(slot->down_since)),
+				 errdetail("No worker of the database runs to record the alert; it is written to pgque.alert when one is back."),
+				 db->unserved[0] != '\0' ? errhint("Not started: %s.", db->unserved) : 0));
+		slot->down_logged = true;
+	}
+	return next_ms;
 }
 
 static bool
@@ -369,10 +463,14 @@ manage_workers(void)
 				}
 				else
 				{
+					/*
+					 * 0.5 s doubling per short run, capped; a run of
+					 * SHORT_RUN_MS or more was healthy and resets it
+					 */
 					slot->failures = ran_ms < SHORT_RUN_MS ? Min(slot->failures + 1, 20) : 0;
 					slot->restart_at = TimestampTzPlusMilliseconds(now,
-																   Min((long) BACKOFF_MIN_MS << Min(slot->failures, 10),
-																	   BACKOFF_MAX_MS));
+																   Min((long) BACKOFF_MIN_MS << Min(slot->failures, 15),
+																	   (long) pgque_restart_max));
 				}
 				if (slot->pid != 0 && kill(slot->pid, 0) != 0)
 				{
@@ -415,6 +513,44 @@ manage_workers(void)
 	}
 
 	/*
+	 * Split or combined: a database whose workers run in the other mode
+	 * stops them (on purpose: no back-off) and starts anew once they left.
+	 */
+	{
+		int			nrunning = 0;
+		bool		combined;
+
+		for (i = 0; i < ndbs; i++)
+			if (pgque_shared->dbs[i].state == PGQUE_DB_RUNNING)
+				nrunning++;
+		combined = combined_wanted(nrunning);
+		for (i = 0; i < ndbs; i++)
+		{
+			PgqueDb    *db = &pgque_shared->dbs[i];
+			bool		any = false;
+
+			if (db->state == PGQUE_DB_UNUSED || db->combined == combined)
+				continue;
+			for (k = 0; k < PGQUE_NKINDS; k++)
+			{
+				if (!worker_present(i, k))
+					continue;
+				any = true;
+				if (!db->workers[k].stop_requested)
+				{
+					(void) stop_worker(i, (PgqueWorkerKind) k);
+					held[i]--;
+					stopping++;
+				}
+			}
+			if (!any)
+				db->combined = combined;
+			else
+				next_ms = Min(next_ms, 100);
+		}
+	}
+
+	/*
 	 * Start what is missing, kind by kind across databases: pass 0 up to
 	 * each database's fair share, pass 1 the spare budget.
 	 */
@@ -440,6 +576,8 @@ manage_workers(void)
 				if (running >= pgque_max_workers)
 				{
 					short_of_budget = true;
+					snprintf(db->unserved, PGQUE_ERRMSG_LEN,
+							 "worker budget of %d reached (pgque_bgw.max_workers)", pgque_max_workers);
 					if (!budget_warned)
 						ereport(WARNING,
 								(errmsg("pgque_bgw: worker budget of %d reached; the %s for database \"%s\" is not started",
@@ -485,6 +623,7 @@ manage_workers(void)
 				{
 					running++;
 					held[i]++;
+					db->unserved[0] = '\0';
 				}
 				else
 					next_ms = Min(next_ms, 1000);
@@ -493,6 +632,18 @@ manage_workers(void)
 	}
 	if (!short_of_budget)
 		budget_warned = false;
+
+	for (i = 0; i < ndbs; i++)
+	{
+		PgqueDb    *db = &pgque_shared->dbs[i];
+		long		ms;
+
+		if (db->state == PGQUE_DB_UNUSED)
+			continue;
+		ms = supervise_db(db, now);
+		if (ms < next_ms)
+			next_ms = ms;
+	}
 
 	LWLockRelease(pgque_shared->lock);
 	pfree(held);

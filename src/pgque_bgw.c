@@ -86,32 +86,26 @@ _PG_init(void)
 }
 
 /*
- * Entry point of every per-database worker (bgw_main_arg is the kind): the
- * skeleton in worker.c runs the kind's loop.  Dispatching here, at the top,
- * keeps worker.c from calling up into the loops.
+ * Entry point of every per-database worker (bgw_main_arg is the kind, or
+ * PGQUE_COMBINED for one process running the three loops, ADR 0026): the
+ * skeleton in worker.c runs the loops.  Dispatching here, at the top, keeps
+ * worker.c from calling up into the loops.
  */
 void
 pgque_worker_main(Datum arg)
 {
-	PgqueWorkerKind kind = (PgqueWorkerKind) DatumGetInt32(arg);
-	const PgqueLoop *loop;
+	int			kind = DatumGetInt32(arg);
+	static const PgqueLoop *const all[PGQUE_NKINDS] = {
+		&pgque_ticker_loop, &pgque_maint_loop, &pgque_watchdog_loop
+	};
 
-	switch (kind)
-	{
-		case PGQUE_TICKER:
-			loop = &pgque_ticker_loop;
-			break;
-		case PGQUE_MAINT:
-			loop = &pgque_maint_loop;
-			break;
-		case PGQUE_WATCHDOG:
-			loop = &pgque_watchdog_loop;
-			break;
-		default:
-			elog(ERROR, "pgque_bgw: unknown worker kind %d", (int) kind);
-	}
-	pgque_worker_start(kind);
-	pgque_worker_run(loop);
+	if (kind < 0 || kind > PGQUE_COMBINED)
+		elog(ERROR, "pgque_bgw: unknown worker kind %d", kind);
+	pgque_worker_start((PgqueWorkerKind) kind);
+	if (kind == PGQUE_COMBINED)
+		pgque_worker_run(all, PGQUE_NKINDS);
+	else
+		pgque_worker_run(&all[kind], 1);
 }
 
 bool

@@ -4,7 +4,7 @@
  *
  * Layering (arrows point down; no file includes one above it):
  *   pgque_bgw.c (_PG_init, the workers' entry point)
- *     -> launcher.c, ticker.c, maint.c, watchdog.c, utility.c
+ *     -> launcher.c, ticker.c, maint.c, watchdog.c, utility.c, supervise.c
  *       -> worker.c (what every worker shares), wake.c, state.c (shared memory)
  *         -> guc.c, insert.c (cdc.c, the CDC triggers, sits beside the SQL entry
  *            points and calls insert.c's pgque_insert_fields)
@@ -37,6 +37,16 @@ extern int	pgque_lag_alert_after;	/* s */
 extern int	pgque_ticker_stalled_after;	/* s */
 extern int	pgque_long_transaction_after;	/* s */
 extern int	pgque_alert_retention;	/* s */
+extern int	pgque_restart_max;	/* ms: cap of the restart back-off */
+extern int	pgque_worker_down_after;	/* s */
+extern int	pgque_max_databases;
+extern int	pgque_worker_mode;	/* PgqueWorkerMode */
+typedef enum PgqueWorkerMode
+{
+	PGQUE_MODE_AUTO,
+	PGQUE_MODE_SPLIT,
+	PGQUE_MODE_COMBINED
+} PgqueWorkerMode;
 extern void pgque_define_gucs(void);
 extern bool pgque_database_allowed(const char *dbname);
 
@@ -50,11 +60,15 @@ typedef enum PgqueWorkerKind
 	PGQUE_NKINDS
 } PgqueWorkerKind;
 
+/* bgw_main_arg of the combined worker: one process runs the three loops */
+#define PGQUE_COMBINED PGQUE_NKINDS
+
 /*
  * Per-database state, one entry per database the launcher knows.
  *   UNKNOWN      -> the launcher starts the ticker, which probes for the
  *                   extension
- *   RUNNING      -> the extension is there: all three workers are kept
+ *   RUNNING      -> the extension is there: all three loops are kept
+ *                   running (three processes, or one combined: ADR 0026)
  *   NO_EXTENSION -> nothing runs; CREATE EXTENSION (at commit) or a new
  *                   scan puts it back to UNKNOWN
  *   PAUSED       -> DROP/CREATE ... TEMPLATE/RENAME DATABASE is running
@@ -84,6 +98,13 @@ typedef struct PgqueWorkerSlot
 	bool		registered;		/* the launcher holds its handle (starting or running) */
 	bool		stop_requested; /* stopped on purpose: no back-off when it ends */
 	TimestampTz last_error_at;
+	/* supervision (worker_down alerts, ADR 0028) */
+	TimestampTz down_since;		/* wanted and not attached since; 0: up or not wanted */
+	TimestampTz outage_from;	/* the last outage longer than worker_down_after */
+	TimestampTz outage_to;
+	uint32		outages;		/* such outages ended so far */
+	uint32		outages_reported;	/* of which an alert row was written */
+	bool		down_logged;	/* the launcher logged this outage (no worker could) */
 	char		last_error[PGQUE_ERRMSG_LEN];
 	char		detail[PGQUE_ERRMSG_LEN];	/* what the worker reports of itself */
 } PgqueWorkerSlot;
@@ -97,6 +118,8 @@ typedef struct PgqueDb
 	TimestampTz last_tick;		/* last tick written by the ticker */
 	TimestampTz last_maint;		/* last completed maintenance pass */
 	bool		schema_warned;	/* said once that the SQL is older than the library */
+	bool		combined;		/* one process runs the three loops (ADR 0026) */
+	char		unserved[PGQUE_ERRMSG_LEN]; /* why a wanted worker is not running; "" */
 	PgqueWorkerSlot workers[PGQUE_NKINDS];
 } PgqueDb;
 
@@ -107,6 +130,7 @@ typedef struct PgqueShared
 	int			launcher_pgprocno;
 	bool		launcher_wake_scan; /* rescan databases now */
 	int			max_dbs;
+	int			dbs_unlisted;	/* databases the table had no room for */
 	PgqueDb		dbs[FLEXIBLE_ARRAY_MEMBER];
 } PgqueShared;
 
@@ -117,6 +141,7 @@ extern PgqueDb *pgque_find_db(Oid dboid);	/* caller holds the lock */
 extern const char *pgque_kind_name(PgqueWorkerKind kind);
 extern const char *pgque_db_state_name(PgqueDbState state);
 extern void pgque_wake_launcher(void);
+extern void pgque_slot_mark_up(PgqueWorkerSlot *slot, TimestampTz now);
 
 /* ---- wake.c: commit-time wake-ups ---- */
 extern void pgque_note_event_inserted(void);
@@ -146,7 +171,7 @@ typedef struct PgqueLoop
 extern PgqueDb *pgque_worker_db;
 extern PgqueWorkerKind pgque_worker_kind;
 extern void pgque_worker_start(PgqueWorkerKind kind);
-extern void pgque_worker_run(const PgqueLoop *loop);
+extern void pgque_worker_run(const PgqueLoop *const *loops, int nloops);
 extern void pgque_worker_attach(PgqueWorkerKind kind);
 extern bool pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg);
 extern char pgque_unit_errmsg[PGQUE_ERRMSG_LEN * 4];
@@ -168,6 +193,10 @@ extern PGDLLEXPORT void pgque_worker_main(Datum arg);
 extern const PgqueLoop pgque_ticker_loop;
 extern const PgqueLoop pgque_maint_loop;
 extern const PgqueLoop pgque_watchdog_loop;
+
+/* ---- supervise.c: worker_down alerts (ADR 0028) ---- */
+extern bool pgque_worker_alerts_due(bool for_watchdog);
+extern void pgque_worker_alerts_pass(void);
 
 /* ---- utility.c: keep DROP DATABASE and friends unblocked ---- */
 extern void pgque_install_utility_hook(void);

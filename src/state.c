@@ -25,8 +25,8 @@ PgqueShared *pgque_shared = NULL;
 static int
 max_dbs(void)
 {
-	/* every database needs three workers; the table never needs more */
-	return pgque_max_workers / PGQUE_NKINDS + 1;
+	/* served or not: a database the launcher cannot serve is listed too */
+	return pgque_max_databases;
 }
 
 static Size

@@ -2,13 +2,16 @@
  * status.c
  *		pgque._worker_status(): what the state table says about this
  *		database's workers, as (component, status, detail) rows for
- *		pgque.status().  Reading it writes nothing.
+ *		pgque.status(); pgque.launcher_workers(): every database the
+ *		launcher knows; the warning at CREATE EXTENSION when the workers
+ *		will not serve the database.  Reading them writes nothing.
  */
 #include "postgres.h"
 
 #include "fmgr.h"
 #include "funcapi.h"
 #include "miscadmin.h"
+#include "commands/dbcommands.h"
 #include "utils/builtins.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -70,6 +73,23 @@ ts_text(TimestampTz t)
 	return t == 0 ? "never" : pstrdup(timestamptz_to_str(t));
 }
 
+/*
+ * Why the launcher has no entry for this database (status(), the warning
+ * at CREATE EXTENSION).
+ */
+static const char *
+pgque_unserved_reason(pid_t launcher_pid, int unlisted)
+{
+	if (!pgque_database_allowed(get_database_name(MyDatabaseId)))
+		return "pgque_bgw.databases does not list this database";
+	if (unlisted > 0)
+		return psprintf("the launcher's state table is full: %d databases (pgque_bgw.max_databases) are listed "
+						"and %d more are not served; raise pgque_bgw.max_databases (restart) or limit pgque_bgw.databases",
+						pgque_max_databases, unlisted);
+	return psprintf("launcher pid %d has not taken this database on yet (its next scan, every pgque_bgw.launcher_naptime)",
+					(int) launcher_pid);
+}
+
 Datum
 pgque_worker_status(PG_FUNCTION_ARGS)
 {
@@ -79,6 +99,7 @@ pgque_worker_status(PG_FUNCTION_ARGS)
 	PgqueDb		copy;
 	bool		have_db = false;
 	pid_t		launcher_pid = 0;
+	int			unlisted;
 	int			k;
 
 	old = pgque_materialize(fcinfo, &ts, &desc);
@@ -93,6 +114,7 @@ pgque_worker_status(PG_FUNCTION_ARGS)
 
 	LWLockAcquire(pgque_shared->lock, LW_SHARED);
 	launcher_pid = pgque_shared->launcher_pid;
+	unlisted = pgque_shared->dbs_unlisted;
 	{
 		PgqueDb    *db = pgque_find_db(MyDatabaseId);
 
@@ -110,33 +132,167 @@ pgque_worker_status(PG_FUNCTION_ARGS)
 		put_row(ts, desc, "workers", "no launcher",
 				"the launcher is not running (standby, starting up, or restarting after a crash)");
 	else if (!have_db)
-		put_row(ts, desc, "workers", "not served",
-				psprintf("launcher pid %d has not taken this database on (pgque_bgw.databases, or its next scan)",
-						 (int) launcher_pid));
+		put_row(ts, desc, "workers", "not served", pgque_unserved_reason(launcher_pid, unlisted));
 	else
 	{
 		put_row(ts, desc, "workers", pgque_db_state_name(copy.state),
-				psprintf("launcher pid %d; last tick %s; last maintenance %s",
-						 (int) launcher_pid, ts_text(copy.last_tick), ts_text(copy.last_maint)));
+				psprintf("launcher pid %d; %s; last tick %s; last maintenance %s%s%s",
+						 (int) launcher_pid,
+						 copy.combined ? "one process runs the three loops (combined)" : "a process per loop (split)",
+						 ts_text(copy.last_tick), ts_text(copy.last_maint),
+						 copy.unserved[0] != '\0' ? "; not fully served: " : "", copy.unserved));
 		for (k = 0; k < PGQUE_NKINDS; k++)
 		{
 			PgqueWorkerSlot *w = &copy.workers[k];
+			pid_t		pid = copy.combined ? copy.workers[PGQUE_TICKER].pid : w->pid;
 			StringInfoData buf;
 
 			initStringInfo(&buf);
-			if (w->pid > 0)
+			if (pid > 0)
 				appendStringInfo(&buf, "pid %d, started %s, last pass %s",
-								 (int) w->pid, ts_text(w->started_at), ts_text(w->last_run));
+								 (int) pid, ts_text(w->started_at), ts_text(w->last_run));
 			else
+			{
+				PgqueWorkerSlot *r = copy.combined ? &copy.workers[PGQUE_TICKER] : w;
+
 				appendStringInfo(&buf, "not running; restarts after %s (%d short runs in a row)",
-								 ts_text(w->restart_at), w->failures);
+								 ts_text(r->restart_at), r->failures);
+			}
+			if (w->down_since != 0)
+				appendStringInfo(&buf, "; down since %s", ts_text(w->down_since));
 			if (w->detail[0] != '\0')
 				appendStringInfo(&buf, "; %s", w->detail);
 			if (w->last_error_at != 0)
 				appendStringInfo(&buf, "; last error at %s: %s", ts_text(w->last_error_at), w->last_error);
-			put_row(ts, desc, pgque_kind_name(k), w->pid > 0 ? "running" : "stopped", buf.data);
+			put_row(ts, desc, pgque_kind_name(k), pid > 0 ? "running" : "stopped", buf.data);
 		}
 	}
 	MemoryContextSwitchTo(old);
 	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(pgque_launcher_workers);
+
+/*
+ * pgque.launcher_workers(): every database the launcher knows (served or
+ * not), one row per worker loop: the database's state and mode, the
+ * process, since when it is down, its restart back-off, the outages past
+ * worker_down_after so far, and why it is not started.  A last row counts
+ * the databases the state table had no room for.  Reads shared memory only.
+ */
+Datum
+pgque_launcher_workers(PG_FUNCTION_ARGS)
+{
+	TupleDesc	desc;
+	Tuplestorestate *ts;
+	MemoryContext old;
+	PgqueDb    *copy;
+	int			n = 0;
+	int			unlisted;
+	int			i,
+				k;
+
+	old = pgque_materialize(fcinfo, &ts, &desc);
+	if (pgque_shared == NULL)
+	{
+		MemoryContextSwitchTo(old);
+		return (Datum) 0;
+	}
+	copy = palloc(sizeof(PgqueDb) * pgque_shared->max_dbs);
+	LWLockAcquire(pgque_shared->lock, LW_SHARED);
+	for (i = 0; i < pgque_shared->max_dbs; i++)
+		if (pgque_shared->dbs[i].state != PGQUE_DB_UNUSED)
+			memcpy(&copy[n++], &pgque_shared->dbs[i], sizeof(PgqueDb));
+	unlisted = pgque_shared->dbs_unlisted;
+	LWLockRelease(pgque_shared->lock);
+
+	for (i = 0; i < n; i++)
+	{
+		PgqueDb    *db = &copy[i];
+
+		for (k = 0; k < PGQUE_NKINDS; k++)
+		{
+			PgqueWorkerSlot *w = &db->workers[k];
+			PgqueWorkerSlot *proc = db->combined ? &db->workers[PGQUE_TICKER] : w;
+			Datum		values[11];
+			bool		nulls[11] = {false};
+
+			values[0] = CStringGetTextDatum(db->dbname);
+			values[1] = ObjectIdGetDatum(db->dboid);
+			values[2] = CStringGetTextDatum(pgque_db_state_name(db->state));
+			values[3] = CStringGetTextDatum(db->combined ? "combined" : "split");
+			values[4] = CStringGetTextDatum(pgque_kind_name(k));
+			values[5] = Int32GetDatum((int32) proc->pid);
+			nulls[5] = proc->pid == 0;
+			values[6] = TimestampTzGetDatum(w->down_since);
+			nulls[6] = w->down_since == 0;
+			values[7] = TimestampTzGetDatum(proc->restart_at);
+			nulls[7] = proc->pid != 0 || proc->restart_at == 0;
+			values[8] = Int32GetDatum(proc->failures);
+			values[9] = Int64GetDatum((int64) w->outages);
+			values[10] = CStringGetTextDatum(db->unserved);
+			nulls[10] = db->unserved[0] == '\0';
+			tuplestore_putvalues(ts, desc, values, nulls);
+		}
+	}
+	if (unlisted > 0)
+	{
+		Datum		values[11];
+		bool		nulls[11];
+
+		memset(nulls, true, sizeof(nulls));
+		values[2] = CStringGetTextDatum("not listed");
+		nulls[2] = false;
+		values[10] = CStringGetTextDatum(psprintf("%d more databases: the state table is full (pgque_bgw.max_databases = %d)",
+												  unlisted, pgque_max_databases));
+		nulls[10] = false;
+		tuplestore_putvalues(ts, desc, values, nulls);
+	}
+	MemoryContextSwitchTo(old);
+	return (Datum) 0;
+}
+
+PG_FUNCTION_INFO_V1(pgque_warn_if_unserved);
+
+/*
+ * pgque._warn_if_unserved(): at CREATE EXTENSION, say when the workers
+ * will not serve this database, and why (ADR 0026).  Silent without the
+ * preloaded library or with the workers switched off: status() explains
+ * those modes.
+ */
+Datum
+pgque_warn_if_unserved(PG_FUNCTION_ARGS)
+{
+	int			served = 0;
+	bool		listed;
+	int			unlisted;
+	int			budget = Min(pgque_max_workers, max_worker_processes - 1);
+	int			i;
+
+	if (pgque_shared == NULL || !pgque_enabled)
+		PG_RETURN_VOID();
+	LWLockAcquire(pgque_shared->lock, LW_SHARED);
+	listed = pgque_find_db(MyDatabaseId) != NULL;
+	unlisted = pgque_shared->dbs_unlisted;
+	for (i = 0; i < pgque_shared->max_dbs; i++)
+		if (pgque_shared->dbs[i].state == PGQUE_DB_RUNNING && pgque_shared->dbs[i].dboid != MyDatabaseId)
+			served++;
+	LWLockRelease(pgque_shared->lock);
+
+	if (!pgque_database_allowed(get_database_name(MyDatabaseId)) || (!listed && unlisted > 0))
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("pgque_bgw: the background workers will not serve database \"%s\"",
+						get_database_name(MyDatabaseId)),
+				 errdetail("%s.", pgque_unserved_reason(0, unlisted)),
+				 errhint("Until then call pgque.ticker() and pgque.maint() yourself; pgque.status() says what the workers do.")));
+	else if (served + 1 > budget)
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("pgque_bgw: the background workers cannot serve database \"%s\" now",
+						get_database_name(MyDatabaseId)),
+				 errdetail("%d databases are served and the worker budget is %d (the smaller of pgque_bgw.max_workers and max_worker_processes - 1).",
+						   served, budget),
+				 errhint("Raise max_worker_processes and pgque_bgw.max_workers (restart needed); pgque.launcher_workers() lists every database.")));
+	PG_RETURN_VOID();
 }

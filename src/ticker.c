@@ -130,6 +130,9 @@ ticker_pass(void *state, MemoryContext cxt)
 		pgque_worker_db->last_tick = GetCurrentTimestamp();
 		LWLockRelease(pgque_shared->lock);
 	}
+	/* the watchdog is down: its own worker_down alert is the ticker's to write */
+	if (pgque_worker_alerts_due(false))
+		pgque_worker_alerts_pass();
 	pgque_worker_report("tick_interval=%dms poll=%ldms queues=%d last pass ticked %d",
 						pgque_tick_interval, pass->next_poll_ms, list_length(pass->queues), nticks);
 }

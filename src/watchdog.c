@@ -6,7 +6,8 @@
  *		slot_stale, consumer_lagging, coop_member_silent, rotation_pinned,
  *		ticker_stalled, long_transaction, maint_failed) with
  *		pgque._watchdog_pass() (sql/42_alerts.sql, 43_alert_causes.sql),
- *		thresholds from the pgque_bgw.*_after settings.
+ *		thresholds from the pgque_bgw.*_after settings, and worker_down
+ *		(supervise.c, sql/43_worker_alerts.sql).
  *
  * It only reads, so it keeps working when the ticker is stopped or crashing.
  */
@@ -58,6 +59,19 @@ observe(void *arg)
 	w->max_ticker_lag_s = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &null));
 }
 
+/*
+ * ticker_stalled opens one watchdog pass early, so that it is open before a
+ * waiting event's latency reaches ticker_stalled_after (ADR 0028); never
+ * earlier than half the threshold, which stays well above a healthy
+ * ticker's worst case (ticker_max_lag, 3 s by default).
+ */
+static double
+ticker_stalled_lead(void)
+{
+	return Max((double) pgque_ticker_stalled_after - pgque_watchdog_interval,
+			   pgque_ticker_stalled_after / 2.0);
+}
+
 static void
 evaluate_alerts(void *arg)
 {
@@ -70,7 +84,7 @@ evaluate_alerts(void *arg)
 	args[0] = Float8GetDatum((double) pgque_slot_unpolled_after);
 	args[1] = Float8GetDatum((double) pgque_slot_stale_after);
 	args[2] = Float8GetDatum((double) pgque_lag_alert_after);
-	args[3] = Float8GetDatum((double) pgque_ticker_stalled_after);
+	args[3] = Float8GetDatum(ticker_stalled_lead());
 	/* rotation gets two maintenance passes and a watchdog pass of slack */
 	args[4] = Float8GetDatum(2.0 * pgque_maint_interval + pgque_watchdog_interval);
 	ret = SPI_execute_with_args("select opened, cleared from pgque._watchdog_pass("
@@ -101,6 +115,7 @@ watchdog_pass(void *state, MemoryContext cxt)
 	if (pgque_state_held(cxt))
 		return;
 	pgque_run_unit("evaluating alerts", evaluate_alerts, &w);
+	pgque_worker_alerts_pass();
 	if (pgque_run_unit("observing queues", observe, &w))
 		pgque_worker_report("watchdog_interval=%ds queues=%lld subscriptions=%lld "
 							"oldest cursor %llds behind, oldest last tick %llds ago; "

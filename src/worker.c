@@ -55,28 +55,46 @@
 PgqueDb    *pgque_worker_db = NULL;
 PgqueWorkerKind pgque_worker_kind;
 
-/* before_shmem_exit: the slot no longer names this process */
+/*
+ * The slots this process runs: its own kind's, or all three for the combined
+ * worker (which records its pid in the ticker's slot only: the launcher
+ * counts one process).
+ */
+static bool pgque_worker_combined = false;
+
+/* before_shmem_exit: the slots no longer name this process; they are down */
 static void
 worker_detach(int code, Datum arg)
 {
-	PgqueWorkerSlot *slot;
+	TimestampTz now = GetCurrentTimestamp();
+	int			k;
 
 	if (pgque_shared == NULL || pgque_worker_db == NULL)
 		return;
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
-	slot = &pgque_worker_db->workers[pgque_worker_kind];
-	if (slot->pid == MyProcPid)
+	for (k = 0; k < PGQUE_NKINDS; k++)
 	{
-		slot->pid = 0;
-		slot->pgprocno = -1;
+		PgqueWorkerSlot *slot = &pgque_worker_db->workers[k];
+
+		if (!pgque_worker_combined && k != (int) pgque_worker_kind)
+			continue;
+		if (slot->pid == MyProcPid)
+		{
+			slot->pid = 0;
+			slot->pgprocno = -1;
+		}
+		/* the launcher clears it again if the worker is not wanted */
+		if (slot->down_since == 0)
+			slot->down_since = now;
 	}
 	LWLockRelease(pgque_shared->lock);
 	pgque_wake_launcher();
 }
 
 /*
- * Connect a per-database worker: bgw_extra holds the database oid.  Exits
- * quietly when the database's entry went away before it started.
+ * Connect a per-database worker: bgw_extra holds the database oid; kind is
+ * PGQUE_COMBINED for the worker that runs the three loops.  Exits quietly
+ * when the database's entry went away before it started.
  */
 void
 pgque_worker_start(PgqueWorkerKind kind)
@@ -115,45 +133,113 @@ reload_if_pending(void)
 }
 
 /*
+ * The loops this process runs (one, or the three of the combined worker),
+ * each with its own state, pass context and deadline.
+ */
+typedef struct RunLoop
+{
+	const PgqueLoop *loop;
+	void	   *state;
+	MemoryContext cxt;
+	TimestampTz last_check;
+} RunLoop;
+
+static RunLoop *run_loops = NULL;
+static int	run_nloops = 0;
+static bool in_pass = false;	/* a pass is running: no nested ticker pass */
+
+static void
+run_one_pass(RunLoop *rl)
+{
+	PgqueWorkerKind saved = pgque_worker_kind;
+	TimestampTz now = GetCurrentTimestamp();
+
+	if (TimestampDifferenceExceeds(rl->last_check, now, rl->loop->exit_check_ms))
+	{
+		pgque_worker_exit_if_gone();
+		rl->last_check = now;
+	}
+	pgque_worker_kind = rl->loop->kind;
+	in_pass = true;
+	MemoryContextReset(rl->cxt);
+	rl->loop->pass(rl->state, rl->cxt);
+	in_pass = false;
+	pgque_worker_kind = saved;
+}
+
+/*
+ * The combined worker, between two units of a maintenance or watchdog pass:
+ * a ticker pass that is due (a commit woke it) runs now, so a long
+ * maintenance pass does not delay ticks by more than one unit (ADR 0026).
+ */
+static void
+tick_between_units(void)
+{
+	RunLoop    *ticker;
+
+	if (run_nloops < 2 || pgque_worker_kind == PGQUE_TICKER)
+		return;
+	ticker = &run_loops[0];
+	if (ticker->loop->next_pass(ticker->state) > GetCurrentTimestamp())
+		return;
+	{
+		PgqueWorkerKind saved = pgque_worker_kind;
+		MemoryContext old = CurrentMemoryContext;
+
+		pgque_worker_kind = PGQUE_TICKER;
+		MemoryContextReset(ticker->cxt);
+		ticker->loop->pass(ticker->state, ticker->cxt);
+		pgque_worker_kind = saved;
+		MemoryContextSwitchTo(old);
+	}
+}
+
+/*
  * The loop every worker runs.  Each pass starts with interrupts, a pending
  * reload and the exit checks (so a worker that is always busy still reloads
  * and leaves), runs the loop's pass in a memory context reset per pass,
  * flushes statistics (the workers' deletes and truncates must reach
- * autovacuum), then sleeps until the loop's deadline, asked again after every
- * wake-up because a commit may move it.
+ * autovacuum), then sleeps until the earliest deadline of its loops, asked
+ * again after every wake-up because a commit may move it.  The combined
+ * worker runs the ticker, maintenance and watchdog loops this way, each when
+ * its own deadline comes (the ticker's first: loops[0]).
  */
 void
-pgque_worker_run(const PgqueLoop *loop)
+pgque_worker_run(const PgqueLoop *const *loops, int nloops)
 {
-	MemoryContext pass_cxt;
-	TimestampTz last_check = 0;
-	void	   *state;
+	int			i;
 
-	pass_cxt = AllocSetContextCreate(TopMemoryContext, "pgque_bgw pass",
-									 ALLOCSET_DEFAULT_SIZES);
-	state = loop->init();
+	run_loops = MemoryContextAllocZero(TopMemoryContext, sizeof(RunLoop) * nloops);
+	run_nloops = nloops;
+	for (i = 0; i < nloops; i++)
+	{
+		run_loops[i].loop = loops[i];
+		run_loops[i].cxt = AllocSetContextCreate(TopMemoryContext, "pgque_bgw pass",
+												 ALLOCSET_DEFAULT_SIZES);
+		run_loops[i].state = loops[i]->init();
+	}
 	for (;;)
 	{
-		TimestampTz now;
-
 		CHECK_FOR_INTERRUPTS();
 		reload_if_pending();
-		now = GetCurrentTimestamp();
-		if (TimestampDifferenceExceeds(last_check, now, loop->exit_check_ms))
-		{
-			pgque_worker_exit_if_gone();
-			last_check = now;
-		}
 
-		MemoryContextReset(pass_cxt);
-		loop->pass(state, pass_cxt);
+		for (i = 0; i < nloops; i++)
+		{
+			/* the first pass of each loop runs at once */
+			if (run_loops[i].last_check == 0 ||
+				run_loops[i].loop->next_pass(run_loops[i].state) <= GetCurrentTimestamp())
+				run_one_pass(&run_loops[i]);
+		}
 		pgstat_report_stat(true);
 
 		for (;;)
 		{
-			long		timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-																  loop->next_pass(state));
+			TimestampTz next = run_loops[0].loop->next_pass(run_loops[0].state);
+			long		timeout;
 
+			for (i = 1; i < nloops; i++)
+				next = Min(next, run_loops[i].loop->next_pass(run_loops[i].state));
+			timeout = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), next);
 			if (timeout <= 0)
 				break;
 			pgque_wait(timeout);
@@ -163,23 +249,55 @@ pgque_worker_run(const PgqueLoop *loop)
 	}
 }
 
-/* Record this process in its slot, and make sure it is removed at exit. */
+/*
+ * A worker is up again: the outage it ends is recorded when it lasted past
+ * pgque_bgw.worker_down_after, for the worker_down alert (ADR 0028).  The
+ * caller holds the lock.
+ */
+void
+pgque_slot_mark_up(PgqueWorkerSlot *slot, TimestampTz now)
+{
+	if (slot->down_since != 0 &&
+		TimestampDifferenceExceeds(slot->down_since, now, pgque_worker_down_after * 1000))
+	{
+		slot->outage_from = slot->down_since;
+		slot->outage_to = now;
+		slot->outages++;
+	}
+	slot->down_since = 0;
+	slot->down_logged = false;
+}
+
+/* Record this process in its slot(s), and make sure it is removed at exit. */
 void
 pgque_worker_attach(PgqueWorkerKind kind)
 {
-	PgqueWorkerSlot *slot;
+	TimestampTz now = GetCurrentTimestamp();
+	int			k;
 
-	pgque_worker_kind = kind;
+	pgque_worker_combined = (kind == PGQUE_COMBINED);
+	pgque_worker_kind = pgque_worker_combined ? PGQUE_TICKER : kind;
 	before_shmem_exit(worker_detach, (Datum) 0);
 
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
-	slot = &pgque_worker_db->workers[kind];
-	slot->pid = MyProcPid;
-	slot->pgprocno = pgque_my_procno();
-	slot->started_at = GetCurrentTimestamp();
+	for (k = 0; k < PGQUE_NKINDS; k++)
+	{
+		PgqueWorkerSlot *slot = &pgque_worker_db->workers[k];
+
+		if (!pgque_worker_combined && k != (int) kind)
+			continue;
+		if (k == (int) pgque_worker_kind)
+		{
+			slot->pid = MyProcPid;
+			slot->pgprocno = pgque_my_procno();
+		}
+		slot->started_at = now;
+		pgque_slot_mark_up(slot, now);
+	}
 	LWLockRelease(pgque_shared->lock);
 
-	pgstat_report_appname(psprintf("pgque_bgw %s", pgque_kind_name(kind)));
+	pgstat_report_appname(pgque_worker_combined ? "pgque_bgw worker" :
+						  psprintf("pgque_bgw %s", pgque_kind_name(kind)));
 }
 
 /*
@@ -227,21 +345,22 @@ note_schema_version(const char *version)
 bool		pgque_schema_current = true;
 
 /*
- * Is the extension installed (and committed) in this database?  Also notes
- * its version in pgque_schema_current.
+ * Read extension pgque_bgw's row of pg_extension (one index probe), in the
+ * caller's transaction: its owner (InvalidOid when it is not installed)
+ * and, when version is not NULL, its version (palloc'd in the current
+ * context; NULL when it is not installed).
  */
-bool
-pgque_extension_present(void)
+static Oid
+extension_row(char **version)
 {
 	Relation	rel;
 	ScanKeyData key;
 	SysScanDesc scan;
 	HeapTuple	tup;
-	bool		present = false;
-	char	   *version = NULL;
+	Oid			owner = InvalidOid;
 
-	SetCurrentStatementStartTimestamp();
-	StartTransactionCommand();
+	if (version != NULL)
+		*version = NULL;
 	rel = table_open(ExtensionRelationId, AccessShareLock);
 	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
 				CStringGetDatum("pgque_bgw"));
@@ -249,22 +368,44 @@ pgque_extension_present(void)
 	tup = systable_getnext(scan);
 	if (HeapTupleIsValid(tup))
 	{
-		Datum		d;
-		bool		isnull;
+		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+		if (version != NULL)
+		{
+			bool		isnull;
+			Datum		d = heap_getattr(tup, Anum_pg_extension_extversion,
+										 RelationGetDescr(rel), &isnull);
 
-		present = true;
-		d = heap_getattr(tup, Anum_pg_extension_extversion, RelationGetDescr(rel), &isnull);
-		if (!isnull)
-			version = MemoryContextStrdup(TopMemoryContext, TextDatumGetCString(d));
+			if (!isnull)
+				*version = TextDatumGetCString(d);
+		}
 	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
+	return owner;
+}
+
+/*
+ * Is the extension installed (and committed) in this database?  Also notes
+ * its version in pgque_schema_current.
+ */
+bool
+pgque_extension_present(void)
+{
+	bool		present;
+	char	   *version;
+	char	   *copy = NULL;
+
+	SetCurrentStatementStartTimestamp();
+	StartTransactionCommand();
+	present = OidIsValid(extension_row(&version));
+	if (version != NULL)
+		copy = MemoryContextStrdup(TopMemoryContext, version);
 	CommitTransactionCommand();
 
-	if (present && version != NULL)
-		note_schema_version(version);
-	if (version != NULL)
-		pfree(version);
+	if (present && copy != NULL)
+		note_schema_version(copy);
+	if (copy != NULL)
+		pfree(copy);
 	return present;
 }
 
@@ -361,21 +502,7 @@ pgque_wait(long timeout_ms)
 static Oid
 extension_owner(void)
 {
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tup;
-	Oid			owner = InvalidOid;
-
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
-				CStringGetDatum("pgque_bgw"));
-	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
+	Oid			owner = extension_row(NULL);
 
 	if (!OidIsValid(owner))
 		ereport(ERROR,
@@ -463,6 +590,8 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 	PG_END_TRY();
 	pgstat_report_activity(STATE_IDLE, NULL);
 	MemoryContextSwitchTo(oldcxt);
+	if (pgque_worker_combined && in_pass)
+		tick_between_units();
 	return ok;
 }
 

@@ -110,6 +110,7 @@ insert into expected_fn values
     ('pgque.sqltriga()', 'admin owner'),
     ('pgque.start()', 'admin owner'),
     ('pgque.status()', 'admin owner'),
+    ('pgque.launcher_workers()', 'admin owner'),
     ('pgque.stop()', 'admin owner'),
     ('pgque.stuck_consumers(interval)', 'reader admin app2 owner'),
     ('pgque.subscribe(text,text)', 'reader admin app2 owner'),

@@ -98,6 +98,7 @@ insert into cases values
  ('throughput(text,interval,interval)', 'bucket > period', $$select * from pgque.throughput('bi', '1 minute', '1 hour')$$),
  ('error_rate(text,interval,interval)', 'too many buckets', $$select * from pgque.error_rate('bi', '1 day', '1 second')$$),
  ('status()', 'no arguments',              $$select 'status() takes no input'$$),
+ ('launcher_workers()', 'no arguments',    $$select 'launcher_workers() takes no input'$$),
  ('version()', 'no arguments',             $$select 'version() takes no input'$$),
  ('create_queue(text,jsonb)', 'array options', $$select pgque.create_queue('bi', '[]')$$),
  ('pause_queue(text)', 'unknown',          $$select pgque.pause_queue('nope')$$),

@@ -17,6 +17,9 @@ shared_preload_libraries = 'pgque_bgw'
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.max_workers = 3
 pgque_bgw.databases = 'db1, db2'
+# the fair share of split workers; auto would run one combined process per
+# database here (tested at the end)
+pgque_bgw.worker_mode = split
 });
 $node->start;
 $node->safe_psql('postgres', 'create database db1; create database db2');
@@ -58,6 +61,24 @@ for my $db ('db1', 'db2')
 # the watchdog stopped to make room was stopped on purpose: no back-off recorded
 like($node->safe_psql('db1', q{select detail from pgque.status() where component = 'watchdog'}),
      qr/\(0 short runs in a row\)/, 'the stopped watchdog counts no failure');
+
+# auto: three per database do not fit the budget, so each database runs
+# one process with the three loops (ADR 0026)
+$node->safe_psql('postgres', q{alter system set pgque_bgw.worker_mode = 'auto'; select pg_reload_conf()});
+for my $db ('db1', 'db2')
+{
+    ok($node->poll_query_until('postgres', qq{
+           select string_agg(backend_type, ',') = 'pgque_bgw worker' from pg_stat_activity
+            where backend_type like 'pgque_bgw %' and datname = '$db'}),
+       "auto: $db runs one combined worker");
+    ok($node->poll_query_until($db, q{
+           select count(*) = 3 from pgque.status() where component in ('ticker', 'maintenance', 'watchdog')
+              and status = 'running'}),
+       "auto: $db's status() shows the three loops running");
+    $node->safe_psql($db, q{select pgque.ack(max(batch_id)) from pgque.receive('q', 'c'); select pgque.send('q', 'y')});
+    ok($node->poll_query_until($db, q{select count(*) = 1 from pgque.receive('q', 'c') where payload = 'y'}),
+       "auto: $db's events are ticked and delivered");
+}
 
 # db2 leaves: db1 gets its watchdog back
 $node->safe_psql('db2', 'drop extension pgque_bgw cascade');
