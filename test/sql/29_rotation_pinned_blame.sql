@@ -1,7 +1,8 @@
--- rotation_pinned blames a consumer only when its cursor could move (issue
--- 12, ADR 0028): during a ticker outage a caught-up consumer sits at the
--- queue's latest tick, from before the last switch, and cannot move; the
--- missing tick pins rotation (ticker_stalled, worker_down), not it.
+-- rotation_pinned blames a consumer only when its cursor is what pins
+-- rotation (issue 12, ADR 0024, 0028): during a ticker outage the queue's
+-- latest tick is from before the last switch, so no consumer could get past
+-- it by moving, not even one that is behind; the missing tick pins rotation
+-- (ticker_stalled, worker_down) and nobody is blamed.
 select pgque.create_queue('rpb');
 select pgque.send('rpb', 'e0') is not null as sent;
 select pgque.ticker('rpb') is not null as ticked;
@@ -17,7 +18,8 @@ select pgque.maint_rotate_tables_step1('rpb') as switched;
 select pgque.maint_rotate_tables_step2() >= 1 as step2;
 -- and the next one is overdue
 update pgque.queue set queue_switch_time = now() - interval '10 days' where queue_name = 'rpb';
--- both cursors are before the last switch; only 'lag' could move
+-- both cursors are before the last switch; 'lag' could move, but only to a
+-- tick that is before the switch too
 select c.co_name,
        pg_snapshot_xmin(t.tick_snapshot) <= q.queue_switch_step2 as cursor_before_switch,
        s.sub_last_tick = (select max(tick_id) from pgque.tick where tick_queue = q.queue_id) as at_latest_tick
