@@ -80,3 +80,31 @@ create table pgque.coop_fence (
 select pg_catalog.pg_extension_config_dump('pgque.coop_member', '');
 select pg_catalog.pg_extension_config_dump('pgque.coop_window', '');
 select pg_catalog.pg_extension_config_dump('pgque.coop_fence', '');
+
+-- Partition slots keep their batch state per lease epoch (ADR 0023), not in
+-- the subscription row.  An open batch of a slot ('#' is refused in other
+-- consumer names) moves to an epoch-0 row, which the slot's next owner
+-- adopts: it gets the same batch, as before the update.
+create table pgque.slot_batch (
+    sb_sub        int4 not null references pgque.subscription (sub_id) on delete cascade,
+    sb_epoch      bigint not null,
+    sb_last_tick  bigint not null,
+    sb_batch      bigint unique,
+    sb_next_tick  bigint,
+    sb_pos        bigint,
+    sb_last       bigint,
+    primary key (sb_sub, sb_epoch)
+) with (fillfactor = 50);
+select pg_catalog.pg_extension_config_dump('pgque.slot_batch', '');
+insert into pgque.slot_batch (sb_sub, sb_epoch, sb_last_tick, sb_batch, sb_next_tick, sb_pos, sb_last)
+select s.sub_id, 0, s.sub_last_tick, s.sub_batch, s.sub_next_tick, s.sub_batch_pos, s.sub_batch_last
+  from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+ where s.sub_batch is not null and strpos(c.co_name, '#') > 0;
+update pgque.subscription s
+   set sub_batch = null, sub_next_tick = null, sub_batch_pos = null, sub_batch_last = null
+  from pgque.consumer c
+ where c.co_id = s.sub_consumer and s.sub_batch is not null and strpos(c.co_name, '#') > 0;
+-- the slot functions' lease check now returns the epoch too, and the
+-- shared receive takes it
+drop function pgque._slot_guard(pgque.queue, text, int4, int4, text, boolean);
+drop function pgque._receive(text, text, int4, int4, int4);

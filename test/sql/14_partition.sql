@@ -91,7 +91,7 @@ select pgque_test.error_of($$select * from pgque.receive_partitioned('pk', 'proc
 
 -- plain receive/ack/nack refuse slot consumers
 select pgque_test.error_of($$select * from pgque.receive('pk', 'proc#0/3')$$) as plain_receive;
-select pgque_test.error_of(format('select pgque.ack(%s)', (select sub_batch from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer where c.co_name = pgque._slot_name('proc', pgque._slot_of('A', 3), 3)))) as plain_ack;
+select pgque_test.error_of(format('select pgque.ack(%s)', (select b.sb_batch from pgque.slot_batch b join pgque.subscription s on s.sub_id = b.sb_sub join pgque.consumer c on c.co_id = s.sub_consumer where c.co_name = pgque._slot_name('proc', pgque._slot_of('A', 3), 3)))) as plain_ack;
 
 -- rejections
 select v.what, pgque_test.error_of(v.sql) as error from (values
