@@ -282,6 +282,22 @@ begin
     return res;
 end $$;
 
+-- A slot's nack: _nack_event, waiting at most a second for another
+-- transaction that scheduled the same retry or dead letter and is still
+-- open (a fenced owner frozen after its nack, ADR 0023): whether that one
+-- commits decides whether this one is needed, so the caller retries later.
+create function pgque._slot_nack_event(s pgque.subscription, i_ev_id bigint, i_retry_after interval,
+                                       i_reason text, i_n int4, i_slot int4)
+returns int4 language plpgsql set lock_timeout = '1s' as $$
+begin
+    return pgque._nack_event(s, i_ev_id, i_retry_after, i_reason, i_n, i_slot);
+exception when lock_not_available then
+    raise exception 'event % of slot % is being nacked by another open transaction', i_ev_id, i_slot
+        using errcode = 'lock_not_available',
+              detail = 'A worker that held the slot before (now fenced) nacked it in a transaction that is still open.',
+              hint = 'Roll back and receive the batch again later: it stays open until that transaction ends.';
+end $$;
+
 -- nack_partitioned: retry (on the same slot: same key) or dead letter.
 create function pgque.nack_partitioned(queue_name text, consumer_name text, slot int4, n int4, worker text,
                                        msg pgque.message, retry_after interval default '60 seconds',
@@ -303,7 +319,7 @@ begin
         raise exception 'slot % of consumer "%" has no open batch', slot, consumer_name
             using errcode = 'object_not_in_prerequisite_state';
     end if;
-    res := pgque._nack_event(s, msg.msg_id, retry_after, reason, n, slot);
+    res := pgque._slot_nack_event(s, msg.msg_id, retry_after, reason, n, slot);
     perform pgque._slot_recheck(q.queue_id, consumer_name, slot, worker, g.epoch, queue_name);
     return res;
 end $$;
