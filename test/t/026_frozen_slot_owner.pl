@@ -42,12 +42,15 @@ $node->safe_psql('postgres', qq{
         payload   text,
         at        timestamptz not null default clock_timestamp());
     create table produced (payload text primary key, key text not null);
+    create table produce_stop (at timestamptz);
+    -- sends 10 keyed events every 50 ms until told to stop (at most i_secs)
     create procedure produce(i_secs float8) language plpgsql as \$\$
     declare
         t0 timestamptz := clock_timestamp();
         i  int := 0;
     begin
-        while clock_timestamp() < t0 + make_interval(secs => i_secs) loop
+        while clock_timestamp() < t0 + make_interval(secs => i_secs)
+              and not exists (select 1 from produce_stop) loop
             insert into produced
             select 'p' || (i * 10 + j), 'key-' || ((i * 10 + j) % 97) from generate_series(1, 10) j;
             perform pgque.send_batch('fz', 'e',
@@ -91,8 +94,9 @@ ok($node->poll_query_until('postgres', q{
        select count(*) = 1 from pg_stat_activity where backend_type = 'pgque_bgw ticker'}),
    'the ticker runs');
 
-# the producer sends for the whole run; two workers run the example loop
-my $produce_secs = 6 + $frozen_for + 6;
+# the producer sends until the frozen window is over (a cap of 300 s
+# only); two workers run the example loop
+my $produce_secs = 300;
 my $producer = $node->background_psql('postgres', on_error_stop => 1);
 $producer->query_until(qr/started/, qq{
     \\echo started
@@ -168,6 +172,8 @@ is($victim->query_safe("select try_ack($frozen_slot, 'worker-3')"), 'refused: PQ
 $victim->query_safe('rollback');
 $victim->quit;
 
+sleep 2;
+$node->safe_psql('postgres', 'insert into produce_stop values (now())');
 $producer->query_until(qr/finished/, '');
 $producer->quit;
 for my $bg (@workers)
