@@ -224,7 +224,7 @@ create function pgque._slot_cursor(i_sub pgque.subscription)
 returns bigint language sql stable as $$
     select greatest(i_sub.sub_last_tick,
                     (select pg_catalog.max(b.sb_last_tick) from pgque.slot_batch b
-                      where b.sb_sub = i_sub.sub_id))
+                      where b.sb_sub operator(pg_catalog.=) i_sub.sub_id))
 $$;
 
 -- The caller's open batch on its slot, as a subscription row carrying it
