@@ -104,6 +104,25 @@ create table pgque.coop_fence (
     cf_at        timestamptz not null default now()
 );
 
+-- addition: the batch state of partition slots, one row per lease epoch
+-- (ADR 0023).  A slot owner's receive and ack lock and write only the row
+-- of its own epoch, never the subscription row, so a takeover never waits
+-- for a fenced (frozen) owner's open transaction.  sb_last_tick is what
+-- this epoch has acked (its cursor); the slot's cursor is the greatest of
+-- these and sub_last_tick, into which every ack folds (skipping a locked
+-- row: the next ack folds it).
+create table pgque.slot_batch (
+    sb_sub        int4 not null references pgque.subscription (sub_id) on delete cascade,
+    sb_epoch      bigint not null,
+    sb_last_tick  bigint not null,
+    sb_batch      bigint unique,
+    sb_next_tick  bigint,
+    -- receive progress inside the window, as sub_batch_pos/last (ADR 0003)
+    sb_pos        bigint,
+    sb_last       bigint,
+    primary key (sb_sub, sb_epoch)
+) with (fillfactor = 50);
+
 create table pgque.tick (
     tick_queue      int4 not null,
     tick_id         bigint not null,
@@ -220,6 +239,7 @@ select pg_catalog.pg_extension_config_dump('pgque.subscription_sub_id_seq', '');
 select pg_catalog.pg_extension_config_dump('pgque.coop_member', '');
 select pg_catalog.pg_extension_config_dump('pgque.coop_window', '');
 select pg_catalog.pg_extension_config_dump('pgque.coop_fence', '');
+select pg_catalog.pg_extension_config_dump('pgque.slot_batch', '');
 select pg_catalog.pg_extension_config_dump('pgque.tick', '');
 select pg_catalog.pg_extension_config_dump('pgque.batch_id_seq', '');
 select pg_catalog.pg_extension_config_dump('pgque.retry_queue', '');

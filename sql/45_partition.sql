@@ -197,48 +197,105 @@ begin
 end $$;
 
 -- The lease check shared by the partitioned receive/ack/nack: validate, check
--- n and slot, check and renew the lease.  -> the slot's subscription name.
+-- n and slot, check and renew the lease.  -> the slot's subscription name
+-- and the caller's lease epoch (the row of pgque.slot_batch it works on).
 create function pgque._slot_guard(q pgque.queue, i_consumer text, i_slot int4, i_n int4,
-                                  i_worker text, i_is_ack boolean)
-returns text language plpgsql as $$
+                                  i_worker text, i_is_ack boolean, out sub_name text, out epoch bigint)
+language plpgsql as $$
 begin
     perform pgque._check_not_null('n', i_n);
     perform pgque._partitioned(q, i_consumer, i_n, i_slot);
     perform pgque._check_worker(i_worker);
-    perform pgque._slot_check(q.queue_id, i_consumer, i_slot, i_worker, i_is_ack, q.queue_name);
-    return pgque._slot_name(i_consumer, i_slot, i_n);
+    epoch := pgque._slot_check(q.queue_id, i_consumer, i_slot, i_worker, i_is_ack, q.queue_name);
+    sub_name := pgque._slot_name(i_consumer, i_slot, i_n);
 end $$;
 
--- receive_partitioned: only this slot's events, in ev_id order.
+-- The fence after an ack's or nack's writes: the caller must still hold the
+-- lease of the same epoch, else PQ002 / PQ001 and the writes roll back
+-- with the statement.  A worker frozen between its lease check and its
+-- writes cannot move the slot's cursor after a takeover (ADR 0023).
+create function pgque._slot_recheck(i_queue_id int4, i_consumer text, i_slot int4, i_worker text,
+                                    i_epoch bigint, i_queue_name text)
+returns void language c strict as 'MODULE_PATHNAME', 'pgque_slot_recheck_sql';
+
+-- The slot's cursor: the greatest of what any epoch acked and the folded
+-- sub_last_tick (a fold skips a locked subscription row, see _slot_fold).
+create function pgque._slot_cursor(i_sub pgque.subscription)
+returns bigint language sql stable as $$
+    select greatest(i_sub.sub_last_tick,
+                    (select pg_catalog.max(b.sb_last_tick) from pgque.slot_batch b
+                      where b.sb_sub operator(pg_catalog.=) i_sub.sub_id))
+$$;
+
+-- The caller's open batch on its slot, as a subscription row carrying it
+-- (sub_batch is NULL: none open); its epoch's row locked.
+create function pgque._slot_open(i_queue_name text, i_sub_name text, i_epoch bigint)
+returns pgque.subscription language plpgsql as $$
+declare
+    s   pgque.subscription;
+    r   pgque.slot_batch;
+begin
+    s := pgque._subscription(i_queue_name, i_sub_name);
+    r := pgque._slot_batch_row(s, i_epoch);
+    s.sub_last_tick := r.sb_last_tick;
+    s.sub_batch := r.sb_batch;
+    s.sub_next_tick := r.sb_next_tick;
+    s.sub_batch_pos := r.sb_pos;
+    s.sub_batch_last := r.sb_last;
+    return s;
+end $$;
+
+-- receive_partitioned: only this slot's events, in ev_id order.  It locks
+-- no subscription row: a takeover never waits for the previous owner.
 create function pgque.receive_partitioned(queue_name text, consumer_name text, slot int4, n int4,
                                           worker text, max_return int4 default 100)
 returns setof pgque.message language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q   pgque.queue;
-    sn  text;
+    g   record;
 begin
     q := pgque._queue(queue_name);
     perform pgque._check_max_return(max_return);
-    sn := pgque._slot_guard(q, consumer_name, slot, n, worker, false);
-    return query select * from pgque._receive(queue_name, sn, max_return, n, slot);
+    g := pgque._slot_guard(q, consumer_name, slot, n, worker, false);
+    return query select * from pgque._receive(queue_name, g.sub_name, max_return, n, slot, g.epoch);
 end $$;
 
--- ack_partitioned -> 1 acked / 0 no open batch.  A fenced worker raises.
+-- ack_partitioned -> 1 acked / 0 no open batch.  A fenced worker raises,
+-- also when the takeover came while it was acking (nothing it wrote stays).
 create function pgque.ack_partitioned(queue_name text, consumer_name text, slot int4, n int4, worker text)
 returns int4 language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q   pgque.queue;
+    g   record;
     s   pgque.subscription;
+    res int4 := 0;
 begin
     q := pgque._queue(queue_name);
-    s := pgque._subscription(queue_name, pgque._slot_guard(q, consumer_name, slot, n, worker, true));
-    select * into s from pgque.subscription where sub_id = s.sub_id for update;
-    if s.sub_batch is null then
-        return 0;
+    g := pgque._slot_guard(q, consumer_name, slot, n, worker, true);
+    s := pgque._slot_open(queue_name, g.sub_name, g.epoch);
+    if s.sub_batch is not null then
+        res := pgque._slot_finish(s.sub_batch);
     end if;
-    return pgque._ack_batch(s);
+    perform pgque._slot_recheck(q.queue_id, consumer_name, slot, worker, g.epoch, queue_name);
+    return res;
+end $$;
+
+-- A slot's nack: _nack_event, waiting at most a second for another
+-- transaction that scheduled the same retry or dead letter and is still
+-- open (a fenced owner frozen after its nack, ADR 0023): whether that one
+-- commits decides whether this one is needed, so the caller retries later.
+create function pgque._slot_nack_event(s pgque.subscription, i_ev_id bigint, i_retry_after interval,
+                                       i_reason text, i_n int4, i_slot int4)
+returns int4 language plpgsql set lock_timeout = '1s' as $$
+begin
+    return pgque._nack_event(s, i_ev_id, i_retry_after, i_reason, i_n, i_slot);
+exception when lock_not_available then
+    raise exception 'event % of slot % is being nacked by another open transaction', i_ev_id, i_slot
+        using errcode = 'lock_not_available',
+              detail = 'A worker that held the slot before (now fenced) nacked it in a transaction that is still open.',
+              hint = 'Roll back and receive the batch again later: it stays open until that transaction ends.';
 end $$;
 
 -- nack_partitioned: retry (on the same slot: same key) or dead letter.
@@ -249,18 +306,22 @@ returns int4 language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q   pgque.queue;
+    g   record;
     s   pgque.subscription;
+    res int4;
 begin
     q := pgque._queue(queue_name);
     perform pgque._check_not_null('msg.msg_id', msg.msg_id);
     perform pgque._check_interval('retry_after', retry_after, true);
-    s := pgque._subscription(queue_name, pgque._slot_guard(q, consumer_name, slot, n, worker, true));
-    select * into s from pgque.subscription where sub_id = s.sub_id for update;
+    g := pgque._slot_guard(q, consumer_name, slot, n, worker, true);
+    s := pgque._slot_open(queue_name, g.sub_name, g.epoch);
     if s.sub_batch is null then
         raise exception 'slot % of consumer "%" has no open batch', slot, consumer_name
             using errcode = 'object_not_in_prerequisite_state';
     end if;
-    return pgque._nack_event(s, msg.msg_id, retry_after, reason, n, slot);
+    res := pgque._slot_nack_event(s, msg.msg_id, retry_after, reason, n, slot);
+    perform pgque._slot_recheck(q.queue_id, consumer_name, slot, worker, g.epoch, queue_name);
+    return res;
 end $$;
 
 -- This slot's share of the events after its cursor (up to the latest tick).
@@ -277,7 +338,7 @@ begin
       into r
       from pgque.subscription s
       join pgque.queue qq on qq.queue_id = s.sub_queue
-      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = s.sub_last_tick
+      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = pgque._slot_cursor(s)
      where s.sub_id = i_sub_id;
     if not found then
         return null;
@@ -304,7 +365,7 @@ returns setof record language sql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
     select q.queue_name, pc.co_name, k, pc.n,
            case when l.lease_until > pg_catalog.clock_timestamp() then l.owner end,
-           l.lease_until, coalesce(l.epoch, 0), s.sub_last_tick,
+           l.lease_until, coalesce(l.epoch, 0), pgque._slot_cursor(s),
            pgque._slot_pending(s.sub_id, pc.n, k),
            l.last_receive, l.last_ack,
            (select pg_catalog.string_agg(a.kind, ',' order by a.kind) from pgque.alert a

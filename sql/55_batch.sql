@@ -13,11 +13,6 @@ create type pgque.batch_info as (
     prev_tick_event_seq  bigint
 );
 
--- Open a batch for a subscription, or return the one already open.  The row
--- lock on the subscription is the receive lock: concurrent callers queue and
--- get the same batch.  i_span_events (receive) lets one batch cover several
--- pending tick windows up to about that many events, so fast ticks do not
--- force tiny batches on a busy consumer.
 -- The partition slot of a key for n slots (SPEC §3): a NULL key is slot 0.
 create function pgque._slot_of(i_key text, i_n int4)
 returns int4 language sql immutable parallel safe as $$
@@ -26,6 +21,47 @@ returns int4 language sql immutable parallel safe as $$
                        operator(pg_catalog.+) i_n) operator(pg_catalog.%) i_n)::pg_catalog.int4 end
 $$;
 
+-- The tick that ends the next batch after prev (NULL fields: none yet):
+-- the first tick past min_count events or min_interval, else the last one
+-- within span_events (at least the next tick), and none younger than
+-- min_lag.
+create function pgque._pick_tick(i_queue int4, prev pgque.tick, i_min_lag interval, i_min_count int4,
+                                 i_min_interval interval, i_span_events int4)
+returns pgque.tick language plpgsql as $$
+declare
+    nxt   pgque.tick;
+begin
+    if i_min_count is not null or i_min_interval is not null then
+        select * into nxt from pgque.tick
+         where tick_queue = i_queue and tick_id > prev.tick_id
+           and (tick_event_seq >= prev.tick_event_seq + i_min_count
+                or tick_time >= prev.tick_time + i_min_interval)
+         order by tick_id limit 1;
+    elsif i_span_events is not null then
+        select t.* into nxt
+          from (select * from pgque.tick
+                 where tick_queue = i_queue and tick_id > prev.tick_id
+                 order by tick_id limit 1000) t
+         where t.tick_event_seq <= prev.tick_event_seq + i_span_events
+         order by t.tick_id desc limit 1;
+    end if;
+    if nxt.tick_id is null and i_min_count is null and i_min_interval is null then
+        select * into nxt from pgque.tick
+         where tick_queue = i_queue and tick_id > prev.tick_id
+         order by tick_id limit 1;
+    end if;
+
+    if nxt.tick_id is null or (i_min_lag is not null and nxt.tick_time > now() - i_min_lag) then
+        return null;
+    end if;
+    return nxt;
+end $$;
+
+-- Open a batch for a subscription, or return the one already open.  The row
+-- lock on the subscription is the receive lock: concurrent callers queue and
+-- get the same batch.  i_span_events (receive) lets one batch cover several
+-- pending tick windows up to about that many events, so fast ticks do not
+-- force tiny batches on a busy consumer.
 create function pgque._next_batch(i_queue_name text, i_consumer_name text,
                                   i_min_lag interval, i_min_count int4, i_min_interval interval,
                                   i_span_events int4)
@@ -53,27 +89,8 @@ begin
                 nxt.tick_event_seq, prev.tick_event_seq)::pgque.batch_info;
     end if;
 
-    if i_min_count is not null or i_min_interval is not null then
-        select * into nxt from pgque.tick
-         where tick_queue = s.sub_queue and tick_id > s.sub_last_tick
-           and (tick_event_seq >= prev.tick_event_seq + i_min_count
-                or tick_time >= prev.tick_time + i_min_interval)
-         order by tick_id limit 1;
-    elsif i_span_events is not null then
-        select t.* into nxt
-          from (select * from pgque.tick
-                 where tick_queue = s.sub_queue and tick_id > s.sub_last_tick
-                 order by tick_id limit 1000) t
-         where t.tick_event_seq <= prev.tick_event_seq + i_span_events
-         order by t.tick_id desc limit 1;
-    end if;
-    if nxt.tick_id is null and i_min_count is null and i_min_interval is null then
-        select * into nxt from pgque.tick
-         where tick_queue = s.sub_queue and tick_id > s.sub_last_tick
-         order by tick_id limit 1;
-    end if;
-
-    if nxt.tick_id is null or (i_min_lag is not null and nxt.tick_time > now() - i_min_lag) then
+    nxt := pgque._pick_tick(s.sub_queue, prev, i_min_lag, i_min_count, i_min_interval, i_span_events);
+    if nxt.tick_id is null then
         return (null, null, prev.tick_id, null, prev.tick_time, null, prev.tick_event_seq)::pgque.batch_info;
     end if;
 
@@ -84,6 +101,121 @@ begin
     returning sub_batch into res.batch_id;
     return (res.batch_id, nxt.tick_id, prev.tick_id, nxt.tick_time, prev.tick_time,
             nxt.tick_event_seq, prev.tick_event_seq)::pgque.batch_info;
+end $$;
+
+-- Partition slots (ADR 0023): the batch state of a slot lives in the row of
+-- the owner's lease epoch (pgque.slot_batch), so that an owner's receive and
+-- ack lock only that row, never the subscription row, and a takeover never
+-- waits for a fenced owner's open transaction.
+
+-- The row of lease epoch i_epoch, locked: the receive lock of one owner
+-- (its concurrent calls queue on it and get the same batch; no other
+-- owner ever waits on it).  A new epoch adopts the newest row of an earlier
+-- one whose transaction has ended (same open batch, same batch id), and
+-- skips rows still locked by a frozen owner.  A row behind the slot's
+-- cursor drops its open batch (another epoch acked past it).
+create function pgque._slot_batch_row(i_sub pgque.subscription, i_epoch bigint)
+returns pgque.slot_batch language plpgsql as $$
+declare
+    r     pgque.slot_batch;
+    cur   bigint;
+begin
+    select * into r from pgque.slot_batch where sb_sub = i_sub.sub_id and sb_epoch = i_epoch for update;
+    if not found then
+        update pgque.slot_batch b set sb_epoch = i_epoch
+         where (b.sb_sub, b.sb_epoch) = (select o.sb_sub, o.sb_epoch from pgque.slot_batch o
+                                          where o.sb_sub = i_sub.sub_id and o.sb_epoch < i_epoch
+                                          order by o.sb_epoch desc limit 1
+                                            for update skip locked)
+        returning * into r;
+        if not found then
+            insert into pgque.slot_batch (sb_sub, sb_epoch, sb_last_tick)
+            values (i_sub.sub_id, i_epoch, pgque._slot_cursor(i_sub))
+            on conflict do nothing;
+            -- a concurrent call of this epoch made it: a new statement sees it
+            select * into r from pgque.slot_batch where sb_sub = i_sub.sub_id and sb_epoch = i_epoch for update;
+        end if;
+    end if;
+    cur := pgque._slot_cursor(i_sub);
+    if r.sb_last_tick < cur then
+        update pgque.slot_batch
+           set sb_last_tick = cur, sb_batch = null, sb_next_tick = null, sb_pos = null, sb_last = null
+         where sb_sub = r.sb_sub and sb_epoch = r.sb_epoch
+        returning * into r;
+    end if;
+    return r;
+end $$;
+
+-- _next_batch for slot i_sub_name under lease epoch i_epoch.
+create function pgque._slot_next_batch(i_queue_name text, i_sub_name text, i_epoch bigint, i_span_events int4)
+returns pgque.batch_info language plpgsql as $$
+declare
+    s     pgque.subscription;
+    r     pgque.slot_batch;
+    prev  pgque.tick;
+    nxt   pgque.tick;
+begin
+    s := pgque._subscription(i_queue_name, i_sub_name);
+    perform pgque._authorize(s.sub_owner, s.sub_queue, i_sub_name);
+    r := pgque._slot_batch_row(s, i_epoch);
+    select * into prev from pgque.tick where tick_queue = s.sub_queue and tick_id = r.sb_last_tick;
+    if r.sb_batch is null then
+        nxt := pgque._pick_tick(s.sub_queue, prev, null, null, null, i_span_events);
+        if nxt.tick_id is null then
+            return (null, null, prev.tick_id, null, prev.tick_time, null, prev.tick_event_seq)::pgque.batch_info;
+        end if;
+        update pgque.slot_batch
+           set sb_batch = pg_catalog.nextval('pgque.batch_id_seq'), sb_next_tick = nxt.tick_id,
+               sb_pos = null, sb_last = null
+         where sb_sub = r.sb_sub and sb_epoch = r.sb_epoch
+        returning * into r;
+    else
+        select * into nxt from pgque.tick where tick_queue = s.sub_queue and tick_id = r.sb_next_tick;
+    end if;
+    return (r.sb_batch, nxt.tick_id, prev.tick_id, nxt.tick_time, prev.tick_time,
+            nxt.tick_event_seq, prev.tick_event_seq)::pgque.batch_info;
+end $$;
+
+-- Fold an epoch's cursor into sub_last_tick (which rotation, tick cleanup
+-- and the views read) and drop the rows of earlier epochs.  Both skip rows
+-- locked by another transaction (a frozen fenced owner): the next ack
+-- folds again, and until then _slot_cursor() reads past it.
+create function pgque._slot_fold(i_sub int4, i_epoch bigint, i_tick bigint)
+returns void language plpgsql as $$
+begin
+    update pgque.subscription s
+       set sub_last_tick = i_tick, sub_active = now()
+     where s.sub_id = (select x.sub_id from pgque.subscription x
+                        where x.sub_id = i_sub and x.sub_last_tick < i_tick
+                          for no key update skip locked);
+    delete from pgque.slot_batch b
+     where (b.sb_sub, b.sb_epoch) in (select o.sb_sub, o.sb_epoch from pgque.slot_batch o
+                                       where o.sb_sub = i_sub and o.sb_epoch < i_epoch
+                                         for update skip locked);
+end $$;
+
+-- Ack a slot's open batch i_batch: the part handed out, or the whole
+-- window (the epoch's cursor moves to its end, then folds).  -> 1 / 0.
+create function pgque._slot_finish(i_batch bigint)
+returns int4 language plpgsql as $$
+declare
+    r pgque.slot_batch;
+begin
+    select * into r from pgque.slot_batch where sb_batch = i_batch;
+    if not found then
+        return 0;
+    end if;
+    if r.sb_last is not null then
+        update pgque.slot_batch
+           set sb_batch = pg_catalog.nextval('pgque.batch_id_seq'), sb_pos = sb_last, sb_last = null
+         where sb_batch = i_batch;
+        return 1;
+    end if;
+    update pgque.slot_batch
+       set sb_last_tick = sb_next_tick, sb_batch = null, sb_next_tick = null, sb_pos = null, sb_last = null
+     where sb_batch = i_batch;
+    perform pgque._slot_fold(r.sb_sub, r.sb_epoch, r.sb_next_tick);
+    return 1;
 end $$;
 
 -- The events of one window, from the relations that _event_source() chose
@@ -123,6 +255,18 @@ returns setof record language sql stable as $$
       join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = w.cw_prev_tick
       join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = w.cw_next_tick
      where w.cw_batch = i_batch_id
+    union all
+    -- a partition slot's batch: the window of its epoch's row (ADR 0023)
+    select pgque._event_source(q, t1.tick_snapshot, t2.tick_snapshot, i_n, i_slot),
+           pg_catalog.pg_snapshot_xmax(t1.tick_snapshot), pg_catalog.pg_snapshot_xmax(t2.tick_snapshot),
+           array(select pg_catalog.pg_snapshot_xip(t1.tick_snapshot)), t2.tick_snapshot,
+           sub.sub_id, b.sb_pos
+      from pgque.slot_batch b
+      join pgque.subscription sub on sub.sub_id = b.sb_sub
+      join pgque.queue q on q.queue_id = sub.sub_queue
+      join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = b.sb_last_tick
+      join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = b.sb_next_tick
+     where b.sb_batch = i_batch_id
 $$;
 
 -- The events of an open batch in ev_id order, past what receive() already
@@ -316,6 +460,15 @@ begin
           from pgque.coop_window w join pgque.subscription sub on sub.sub_id = w.cw_sub
          where w.cw_batch = i_batch_id
            for update of w;
+        if not found then
+            -- a partition slot's batch (ADR 0023): the slot's row, not
+            -- locked, carrying the batch (the slot API takes its own lock)
+            select sub.sub_id, sub.sub_queue, sub.sub_consumer, b.sb_last_tick, sub.sub_active, b.sb_batch,
+                   b.sb_next_tick, b.sb_pos, b.sb_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw
+              into s
+              from pgque.slot_batch b join pgque.subscription sub on sub.sub_id = b.sb_sub
+             where b.sb_batch = i_batch_id;
+        end if;
         if not found then
             perform pgque._coop_refuse_fenced(i_batch_id);
         end if;

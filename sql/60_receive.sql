@@ -5,18 +5,24 @@
 -- more events is handed out in parts: ack() of a part keeps the rest open
 -- under a new batch id, so nothing past max_return is skipped.  Empty
 -- windows are finished here and the next one is tried.
+-- A partition slot's receive passes its lease epoch (i_epoch): its batch
+-- lives in the epoch's row of pgque.slot_batch (ADR 0023).
 create function pgque._receive(i_queue_name text, i_sub_name text, i_max_return int4,
-                               i_n int4, i_slot int4)
+                               i_n int4, i_slot int4, i_epoch bigint default null)
 returns setof pgque.message language plpgsql as $$
 declare
     b        pgque.batch_info;
     n        bigint;
     tries    int4 := 0;
+    -- a slot sees about 1/n of a window: span windows for n times more
+    span     int4 := (least(i_max_return::int8 * coalesce(i_n, 1), 1000000000))::int4;
 begin
     loop
-        -- a slot sees about 1/n of a window: span windows for n times more
-        b := pgque._next_batch(i_queue_name, i_sub_name, null, null, null,
-                               (least(i_max_return::int8 * coalesce(i_n, 1), 1000000000))::int4);
+        if i_epoch is null then
+            b := pgque._next_batch(i_queue_name, i_sub_name, null, null, null, span);
+        else
+            b := pgque._slot_next_batch(i_queue_name, i_sub_name, i_epoch, span);
+        end if;
         if b.batch_id is null then
             return;
         end if;
@@ -41,7 +47,12 @@ begin
                 update pgque.subscription s
                    set sub_batch_last = m.last
                   from m
-                 where s.sub_batch = b.batch_id and s.sub_batch_last is distinct from m.last)
+                 where s.sub_batch = b.batch_id and s.sub_batch_last is distinct from m.last),
+            mark_slot as (
+                update pgque.slot_batch sb
+                   set sb_last = m.last
+                  from m
+                 where sb.sb_batch = b.batch_id and sb.sb_last is distinct from m.last)
             select p.ev_id, b.batch_id, p.ev_type, p.ev_data, p.ev_retry, p.ev_time,
                    p.ev_extra1, p.ev_extra2, p.ev_extra3, p.ev_extra4
               from part p
@@ -51,7 +62,11 @@ begin
         if n > 0 then
             return;
         end if;
-        perform pgque._finish_batch(b.batch_id);
+        if i_epoch is null then
+            perform pgque._finish_batch(b.batch_id);
+        else
+            perform pgque._slot_finish(b.batch_id);
+        end if;
         tries := tries + 1;
         exit when tries >= 10;
     end loop;

@@ -22,21 +22,27 @@ create function pgque._consumer_state(
     out oldest_pending_time timestamptz, out last_tick_id bigint)
 returns setof record language sql stable as $$
     select q.queue_id, q.queue_name, c.co_name,
-           s.sub_last_tick, s.sub_active, s.sub_batch, s.sub_next_tick, s.sub_batch_pos,
+           t.tick_id, s.sub_active, coalesce(s.sub_batch, sb.sb_batch),
+           coalesce(s.sub_next_tick, sb.sb_next_tick), coalesce(s.sub_batch_pos, sb.sb_pos),
            t.tick_time, t.tick_event_seq, pg_catalog.pg_snapshot_xmin(t.tick_snapshot),
            pg_catalog.now() operator(pg_catalog.-) t.tick_time,
            greatest(pgque._event_seq_pos(q) operator(pg_catalog.-) t.tick_event_seq, 0),
            (select nt.tick_time from pgque.tick nt
              where nt.tick_queue operator(pg_catalog.=) s.sub_queue
-               and nt.tick_id operator(pg_catalog.>) s.sub_last_tick
+               and nt.tick_id operator(pg_catalog.>) t.tick_id
                and nt.tick_event_seq operator(pg_catalog.>) t.tick_event_seq
              order by nt.tick_id limit 1),
            (select max(lt.tick_id) from pgque.tick lt where lt.tick_queue operator(pg_catalog.=) s.sub_queue)
       from pgque.subscription s
       join pgque.queue q on q.queue_id operator(pg_catalog.=) s.sub_queue
       join pgque.consumer c on c.co_id operator(pg_catalog.=) s.sub_consumer
+      -- a partition slot: its cursor and the current owner's open batch
+      -- are in pgque.slot_batch (ADR 0023)
+      left join lateral (select b.sb_batch, b.sb_next_tick, b.sb_pos from pgque.slot_batch b
+                          where b.sb_sub operator(pg_catalog.=) s.sub_id
+                          order by b.sb_epoch desc limit 1) sb on true
       join pgque.tick t on t.tick_queue operator(pg_catalog.=) s.sub_queue
-                       and t.tick_id operator(pg_catalog.=) s.sub_last_tick
+                       and t.tick_id operator(pg_catalog.=) pgque._slot_cursor(s)
 $$;
 
 -- A threshold GUC of the watchdog (integer seconds), or its default when

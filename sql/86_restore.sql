@@ -13,7 +13,8 @@
 -- an extension's tables by their foreign keys (also for pg_restore -j).
 -- The tables they name lead, through their own keys, to the queues,
 -- consumers and subscriptions.  ON DELETE RESTRICT: a deleted tick, alert,
--- slot consumer or finished window costs one probe of this one-row table
+-- slot consumer, finished window or slot batch of an earlier lease epoch
+-- costs one probe of this one-row table
 -- (about 12 us a row; NO ACTION's extra probe doubles it).
 create table pgque.state_seal (
     one                    boolean primary key default true check (one),
@@ -25,11 +26,15 @@ create table pgque.state_seal (
     after_slots_consumer   text,
     after_window_sub       int4,
     after_window_tick      bigint,
+    after_slot_batch_sub   int4,
+    after_slot_batch_epoch bigint,
     foreign key (after_tick_queue, after_tick_id) references pgque.tick (tick_queue, tick_id) on delete restrict,
     foreign key (after_slots_queue, after_slots_consumer) references pgque.partition_consumer (queue_id, co_name) on delete restrict,
     foreign key (after_window_sub, after_window_tick) references pgque.coop_window (cw_sub, cw_prev_tick) on delete restrict,
+    foreign key (after_slot_batch_sub, after_slot_batch_epoch) references pgque.slot_batch (sb_sub, sb_epoch) on delete restrict,
     check (pg_catalog.num_nonnulls(after_tick_queue, after_tick_id, after_alert, after_slots_queue,
-                                   after_slots_consumer, after_window_sub, after_window_tick) = 0)
+                                   after_slots_consumer, after_window_sub, after_window_tick,
+                                   after_slot_batch_sub, after_slot_batch_epoch) = 0)
 );
 select pg_catalog.pg_extension_config_dump('pgque.state_seal', '');
 

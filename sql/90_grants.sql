@@ -120,5 +120,5 @@ grant execute on function pgque.logutriga(), pgque.jsontriga(), pgque.sqltriga()
 -- catalog tables are readable by admin; payloads only through the API
 grant select on pgque.queue, pgque.consumer, pgque.subscription, pgque.tick,
                  pgque.retry_queue, pgque.delayed_event, pgque.dead_letter, pgque.event_template,
-                 pgque.coop_member, pgque.coop_window, pgque.coop_fence, pgque.state_seal
+                 pgque.coop_member, pgque.coop_window, pgque.coop_fence, pgque.state_seal, pgque.slot_batch
   to pgque_admin;

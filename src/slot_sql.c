@@ -97,6 +97,41 @@ pgque_slot_release_sql(PG_FUNCTION_ARGS)
 	PG_RETURN_BOOL(pgque_slot_release(&key, text_to_cstring(PG_GETARG_TEXT_PP(3))));
 }
 
+/* Raise PQ001 / PQ002 for a verdict other than SLOT_OK (the file header). */
+static void
+raise_verdict(SlotVerdict v, const SlotKey *key, const char *worker, const char *queue_name,
+			  const SlotLease *snap)
+{
+	switch (v)
+	{
+		case SLOT_OK:
+			break;
+		case SLOT_NOT_HELD:
+			ereport(ERROR,
+					(errcode(ERRCODE_PGQUE_LEASE_NOT_HELD),
+					 errmsg("worker \"%s\" holds no lease on slot %d of consumer \"%s\" on queue \"%s\"",
+							worker, key->slot, key->consumer, queue_name),
+					 errdetail("The slot was never claimed, was released, or its lease was lost in a server restart."),
+					 errhint("Claim it with pgque.claim_slot() and receive again.")));
+			break;
+		case SLOT_FENCED:
+			if (snap->owner[0] == '\0')
+				ereport(ERROR,
+						(errcode(ERRCODE_PGQUE_LEASE_FENCED),
+						 errmsg("slot %d of consumer \"%s\" on queue \"%s\" was taken over from worker \"%s\" (now epoch " INT64_FORMAT ")",
+								key->slot, key->consumer, queue_name, worker, snap->epoch),
+						 errdetail("Its lease expired and another worker took the slot and its open batch over (and has released it since)."),
+						 errhint("Drop the work in hand and claim the slot again.")));
+			ereport(ERROR,
+					(errcode(ERRCODE_PGQUE_LEASE_FENCED),
+					 errmsg("slot %d of consumer \"%s\" on queue \"%s\" is held by worker \"%s\" (epoch " INT64_FORMAT "), not by \"%s\"",
+							key->slot, key->consumer, queue_name, snap->owner, snap->epoch, worker),
+					 errdetail("Leases are exclusive: a worker whose lease expired and was taken over is fenced, and its open batch goes to the new owner."),
+					 errhint("Drop the work in hand and claim another slot.")));
+			break;
+	}
+}
+
 /*
  * pgque._slot_check(queue_id, consumer, slot, worker, is_ack, queue_name)
  * -> epoch; raises PQ001 / PQ002 (see the file header).
@@ -107,32 +142,35 @@ pgque_slot_check_sql(PG_FUNCTION_ARGS)
 	SlotKey		key;
 	SlotLease	snap;
 	char	   *worker = text_to_cstring(PG_GETARG_TEXT_PP(3));
-	char	   *queue_name = text_to_cstring(PG_GETARG_TEXT_PP(5));
 
 	require_slots();
 	make_key(fcinfo, &key);
-	switch (pgque_slot_check(&key, worker, PG_GETARG_BOOL(4), &snap))
-	{
-		case SLOT_OK:
-			break;
-		case SLOT_NOT_HELD:
-			ereport(ERROR,
-					(errcode(ERRCODE_PGQUE_LEASE_NOT_HELD),
-					 errmsg("worker \"%s\" holds no lease on slot %d of consumer \"%s\" on queue \"%s\"",
-							worker, key.slot, key.consumer, queue_name),
-					 errdetail("The slot was never claimed, was released, or its lease was lost in a server restart."),
-					 errhint("Claim it with pgque.claim_slot() and receive again.")));
-			break;
-		case SLOT_FENCED:
-			ereport(ERROR,
-					(errcode(ERRCODE_PGQUE_LEASE_FENCED),
-					 errmsg("slot %d of consumer \"%s\" on queue \"%s\" is held by worker \"%s\" (epoch " INT64_FORMAT "), not by \"%s\"",
-							key.slot, key.consumer, queue_name, snap.owner, snap.epoch, worker),
-					 errdetail("Leases are exclusive: a worker whose lease expired and was taken over is fenced, and its open batch goes to the new owner."),
-					 errhint("Drop the work in hand and claim another slot.")));
-			break;
-	}
+	raise_verdict(pgque_slot_check(&key, worker, PG_GETARG_BOOL(4), &snap),
+				  &key, worker, text_to_cstring(PG_GETARG_TEXT_PP(5)), &snap);
 	PG_RETURN_INT64(snap.epoch);
+}
+
+PG_FUNCTION_INFO_V1(pgque_slot_recheck_sql);
+
+/*
+ * pgque._slot_recheck(queue_id, consumer, slot, worker, epoch, queue_name):
+ * the fence after an ack's or nack's writes: raises PQ001 / PQ002 unless
+ * worker still holds the lease under epoch (a takeover in between draws a
+ * new epoch, also when the same worker claimed again).  Renews nothing.
+ */
+Datum
+pgque_slot_recheck_sql(PG_FUNCTION_ARGS)
+{
+	SlotKey		key;
+	SlotLease	snap;
+	char	   *worker = text_to_cstring(PG_GETARG_TEXT_PP(3));
+	SlotVerdict v;
+
+	require_slots();
+	make_key(fcinfo, &key);
+	v = pgque_slot_holds(&key, worker, PG_GETARG_INT64(4), &snap);
+	raise_verdict(v, &key, worker, text_to_cstring(PG_GETARG_TEXT_PP(5)), &snap);
+	PG_RETURN_VOID();
 }
 
 /*

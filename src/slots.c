@@ -341,6 +341,7 @@ undo_one(SlotUndo *u)
 			 * record of this transaction still matches
 			 */
 			strlcpy(e->owner, u->prev.owner, sizeof(e->owner));
+			strlcpy(e->fenced, u->prev.fenced, sizeof(e->fenced));
 			e->lease_until = u->prev.lease_until;
 			e->ttl_ms = u->prev.ttl_ms;
 			e->epoch = u->prev.epoch;
@@ -494,6 +495,11 @@ pgque_slot_claim(const SlotKey *key, const char *worker, int64 ttl_ms, int64 (*n
 			SlotLease	prev;
 
 			memcpy(&prev, e, sizeof(SlotLease));
+			/* an expired owner stays fenced after a release (ADR 0023) */
+			if (e->owner[0] != '\0')
+				strlcpy(e->fenced, e->owner, sizeof(e->fenced));
+			if (strcmp(e->fenced, worker) == 0)
+				e->fenced[0] = '\0';
 			strlcpy(e->owner, worker, sizeof(e->owner));
 			e->epoch = fresh;
 			e->lease_until = TimestampTzPlusMilliseconds(now, ttl_ms);
@@ -556,7 +562,8 @@ pgque_slot_check(const SlotKey *key, const char *worker, bool is_ack, SlotLease 
 			memcpy(snap, e, sizeof(SlotLease));
 		else
 			memset(snap, 0, sizeof(SlotLease));
-		v = SLOT_NOT_HELD;
+		/* taken over from this worker, then released: still fenced */
+		v = snap->fenced[0] != '\0' && strcmp(snap->fenced, worker) == 0 ? SLOT_FENCED : SLOT_NOT_HELD;
 	}
 	else if (strcmp(e->owner, worker) != 0)
 	{
@@ -580,6 +587,35 @@ pgque_slot_check(const SlotKey *key, const char *worker, bool is_ack, SlotLease 
 		v = SLOT_OK;
 	}
 	LWLockRelease(lock);
+	return v;
+}
+
+/*
+ * The fence after an ack's writes (ADR 0023): does worker still hold the
+ * lease under epoch?  Reads only; an expired lease nobody took over still
+ * counts, as in pgque_slot_check.  Fills *snap with the entry as it is.
+ */
+SlotVerdict
+pgque_slot_holds(const SlotKey *key, const char *worker, int64 epoch, SlotLease *snap)
+{
+	uint32		hash = get_hash_value(slot_table, key);
+	LWLock	   *lock = partition_lock(hash);
+	SlotLease  *e;
+	SlotVerdict v;
+
+	LWLockAcquire(lock, LW_SHARED);
+	e = hash_search_with_hash_value(slot_table, key, hash, HASH_FIND, NULL);
+	if (e != NULL)
+		memcpy(snap, e, sizeof(SlotLease));
+	else
+		memset(snap, 0, sizeof(SlotLease));
+	LWLockRelease(lock);
+	if (snap->owner[0] == '\0')
+		v = snap->fenced[0] != '\0' && strcmp(snap->fenced, worker) == 0 ? SLOT_FENCED : SLOT_NOT_HELD;
+	else if (strcmp(snap->owner, worker) != 0 || snap->epoch != epoch)
+		v = SLOT_FENCED;
+	else
+		v = SLOT_OK;
 	return v;
 }
 

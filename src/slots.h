@@ -23,6 +23,7 @@ typedef struct SlotLease
 {
 	SlotKey		key;
 	char		owner[PGQUE_WORKER_MAX + 1];	/* "" = free */
+	char		fenced[PGQUE_WORKER_MAX + 1];	/* the owner last taken over from, until it claims again */
 	TimestampTz lease_until;
 	int64		ttl_ms;
 	int64		epoch;			/* only grows; kept across release */
@@ -54,6 +55,7 @@ extern void pgque_slot_key(SlotKey *key, int32 queue_id, const char *consumer, i
 extern int64 pgque_slot_claim(const SlotKey *key, const char *worker, int64 ttl_ms, int64 (*new_epoch) (void));
 extern bool pgque_slot_release(const SlotKey *key, const char *worker);
 extern SlotVerdict pgque_slot_check(const SlotKey *key, const char *worker, bool is_ack, SlotLease *snap);
+extern SlotVerdict pgque_slot_holds(const SlotKey *key, const char *worker, int64 epoch, SlotLease *snap);
 extern int	pgque_slot_forget(Oid dboid, int32 queue_id, const char *consumer);
 extern SlotLease *pgque_slot_list(Oid dboid, int *count);
 extern int	pgque_slot_count_all(void);

@@ -81,6 +81,34 @@ select pg_catalog.pg_extension_config_dump('pgque.coop_member', '');
 select pg_catalog.pg_extension_config_dump('pgque.coop_window', '');
 select pg_catalog.pg_extension_config_dump('pgque.coop_fence', '');
 
+-- Partition slots keep their batch state per lease epoch (ADR 0023), not in
+-- the subscription row.  An open batch of a slot ('#' is refused in other
+-- consumer names) moves to an epoch-0 row, which the slot's next owner
+-- adopts: it gets the same batch, as before the update.
+create table pgque.slot_batch (
+    sb_sub        int4 not null references pgque.subscription (sub_id) on delete cascade,
+    sb_epoch      bigint not null,
+    sb_last_tick  bigint not null,
+    sb_batch      bigint unique,
+    sb_next_tick  bigint,
+    sb_pos        bigint,
+    sb_last       bigint,
+    primary key (sb_sub, sb_epoch)
+) with (fillfactor = 50);
+select pg_catalog.pg_extension_config_dump('pgque.slot_batch', '');
+insert into pgque.slot_batch (sb_sub, sb_epoch, sb_last_tick, sb_batch, sb_next_tick, sb_pos, sb_last)
+select s.sub_id, 0, s.sub_last_tick, s.sub_batch, s.sub_next_tick, s.sub_batch_pos, s.sub_batch_last
+  from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+ where s.sub_batch is not null and strpos(c.co_name, '#') > 0;
+update pgque.subscription s
+   set sub_batch = null, sub_next_tick = null, sub_batch_pos = null, sub_batch_last = null
+  from pgque.consumer c
+ where c.co_id = s.sub_consumer and s.sub_batch is not null and strpos(c.co_name, '#') > 0;
+-- the slot functions' lease check now returns the epoch too, and the
+-- shared receive takes it
+drop function pgque._slot_guard(pgque.queue, text, int4, int4, text, boolean);
+drop function pgque._receive(text, text, int4, int4, int4);
+
 -- Failed maintenance steps, for the maint_failed alert (ADR 0024).
 create table pgque.maint_failure (
     mf_subject       text primary key,   -- step, or step/queue
@@ -110,11 +138,15 @@ create table pgque.state_seal (
     after_slots_consumer   text,
     after_window_sub       int4,
     after_window_tick      bigint,
+    after_slot_batch_sub   int4,
+    after_slot_batch_epoch bigint,
     foreign key (after_tick_queue, after_tick_id) references pgque.tick (tick_queue, tick_id) on delete restrict,
     foreign key (after_slots_queue, after_slots_consumer) references pgque.partition_consumer (queue_id, co_name) on delete restrict,
     foreign key (after_window_sub, after_window_tick) references pgque.coop_window (cw_sub, cw_prev_tick) on delete restrict,
+    foreign key (after_slot_batch_sub, after_slot_batch_epoch) references pgque.slot_batch (sb_sub, sb_epoch) on delete restrict,
     check (pg_catalog.num_nonnulls(after_tick_queue, after_tick_id, after_alert, after_slots_queue,
-                                   after_slots_consumer, after_window_sub, after_window_tick) = 0)
+                                   after_slots_consumer, after_window_sub, after_window_tick,
+                                   after_slot_batch_sub, after_slot_batch_epoch) = 0)
 );
 select pg_catalog.pg_extension_config_dump('pgque.state_seal', '');
 insert into pgque.state_seal default values;

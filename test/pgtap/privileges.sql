@@ -202,6 +202,7 @@ insert into expected_rel values
     ('queue', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
     ('queue_queue_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
     ('retry_queue', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
+    ('slot_batch', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
     ('slot_epoch_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
     ('space_reserve_template', 'public:- writer:- reader:- admin:- app2:- owner:arwdDxt'),
     ('state_seal', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),

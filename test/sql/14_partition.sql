@@ -91,7 +91,10 @@ select pgque_test.error_of($$select * from pgque.receive_partitioned('pk', 'proc
 
 -- plain receive/ack/nack refuse slot consumers
 select pgque_test.error_of($$select * from pgque.receive('pk', 'proc#0/3')$$) as plain_receive;
-select pgque_test.error_of(format('select pgque.ack(%s)', (select sub_batch from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer where c.co_name = pgque._slot_name('proc', pgque._slot_of('A', 3), 3)))) as plain_ack;
+select pgque_test.error_of(format('select pgque.ack(%s)', (select b.sb_batch from pgque.slot_batch b join pgque.subscription s on s.sub_id = b.sb_sub join pgque.consumer c on c.co_id = s.sub_consumer where c.co_name = pgque._slot_name('proc', pgque._slot_of('A', 3), 3)))) as plain_ack;
+-- a slot's open batch (in pgque.slot_batch, ADR 0023) shows in consumer_stats
+select consumer_name, batch_active, batch_id = (select b.sb_batch from pgque.slot_batch b join pgque.subscription s on s.sub_id = b.sb_sub join pgque.consumer c on c.co_id = s.sub_consumer where c.co_name = consumer_name) as its_batch
+  from pgque.consumer_stats() where queue_name = 'pk' and consumer_name = pgque._slot_name('proc', pgque._slot_of('A', 3), 3);
 
 -- rejections
 select v.what, pgque_test.error_of(v.sql) as error from (values
