@@ -54,7 +54,7 @@ begin
     return s;
 end $$;
 
--- S: the server's partitions (NULL when there is no shard set and
+-- S: the shards of shards() (NULL when there is no shard set and
 -- i_required is false).
 create function pgque._shard_count(i_required boolean default true)
 returns int4 language plpgsql stable
@@ -62,9 +62,7 @@ set search_path = pg_catalog, pg_temp as $$
 declare
     n int4;
 begin
-    select pg_catalog.count(*) into n
-      from pg_catalog.pg_foreign_server s, pg_catalog.unnest(s.srvoptions) o
-     where s.srvname = 'pgque_shards' and o operator(pg_catalog.~) '^p[0-9]+=';
+    select pg_catalog.count(*) into n from pgque.shards();
     if n = 0 then
         if i_required then
             raise exception 'no shard set: the server pgque_shards does not exist or has no partitions'
@@ -76,7 +74,8 @@ begin
     return n;
 end $$;
 
--- shards() -> one row per shard: its number and connection string.
+-- shards() -> one row per shard: its number and connection string, read
+-- from the server's partition options (the one place that parses them).
 create function pgque.shards(out shard int4, out conninfo text)
 returns setof record language sql stable
 set search_path = pg_catalog, pg_temp as $$
