@@ -33,10 +33,12 @@ ok($node->poll_query_until('postgres', q{
 
 my $psql = $node->installed_command('psql');
 
-# start members; each runs coop_worker until idle for $idle
+# start members; each runs coop_worker until idle for $idle, taking over
+# the window of a member silent for longer than $slow{dead} (3 s)
 sub start_members
 {
     my ($idle, %slow) = @_;
+    my $dead = $slow{dead} // '3 seconds';
     my @h;
     for my $i (1 .. 8)
     {
@@ -47,7 +49,7 @@ sub start_members
         push @h, IPC::Run::start(
             [ $psql, '-X', '-q', '-d', $node->connstr('postgres'),
               '-c', "set application_name = '$m'",
-              '-c', "call coop_worker('stream', 'g', '$m', '$idle', $slow)" ],
+              '-c', "call coop_worker('stream', 'g', '$m', '$idle', $slow, '$dead')" ],
             '>', \$out, '2>', \$err);
     }
     return @h;
@@ -80,7 +82,9 @@ ok($node->poll_query_until('postgres', q{
        select count(*) = 1 from pgque.coop_window w
         where w.cw_member = 'm1' and exists (select 1 from coop_processed p where p.batch_id = w.cw_batch)}),
    'm1 holds a batch it has started on');
-my @members = (@m1, start_members('4 seconds', m1 => 'absent'));
+# m1 is silent while it dawdles: the others must not take its window over
+# before the SIGKILL, however slowly the events below are sent
+my @members = (@m1, start_members('4 seconds', m1 => 'absent', dead => '10 minutes'));
 send_events(3, 40);
 my $m1_batch = $node->safe_psql('postgres', q{select cw_batch from pgque.coop_window where cw_member = 'm1'});
 my $pid = $node->safe_psql('postgres', q{select pid from pg_stat_activity where application_name = 'm1'});

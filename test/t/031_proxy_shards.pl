@@ -158,6 +158,10 @@ my $processed = sub {
 my $deadline = time + 300;
 sleep 1 while $processed->() < $total && time < $deadline;
 is($processed->(), $total, "all $total events processed, on the three shards");
+# done: stop the workers now rather than after their 15 s idle exit
+$_->safe_psql('postgres', q{
+    select pg_cancel_backend(pid) from pg_stat_activity
+     where query like 'call partition_worker(%' and pid <> pg_backend_pid()}) for @shards;
 $_->quit for @workers;
 
 # every payload exactly once over all shards; each key on one shard, the
