@@ -22,7 +22,8 @@ PREV_VERSION = 0.1.0
 MODULE_big = pgque_bgw
 OBJS       = src/pgque_bgw.o src/guc.o src/state.o src/wake.o src/worker.o \
              src/launcher.o src/ticker.o src/maint.o src/watchdog.o src/utility.o \
-             src/status.o src/slots.o src/slot_sql.o src/insert.o src/window.o \
+             src/status.o src/slots.o src/slot_sql.o src/window.o \
+             src/produce.o src/queue_cache.o src/insert_plan.o src/rules.o src/srf.o \
              src/caller.o src/cdc.o src/cdc_encode.o src/coop.o src/restore.o src/supervise.o
 
 DATA_built = pgque_bgw--$(EXTVERSION).sql pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql \
@@ -33,6 +34,10 @@ SQL_PARTS  = $(sort $(wildcard sql/[0-9][0-9]_*.sql))
 UPGRADE_PRE  = sql/upgrade/$(PREV_VERSION)--$(EXTVERSION).pre.sql
 UPGRADE_POST = $(wildcard sql/upgrade/$(PREV_VERSION)--$(EXTVERSION).post.sql)
 PG_CPPFLAGS = -DPGQUE_VERSION='"$(EXTVERSION)"'
+# The limits C and SQL share are written once, in src/rules.h: each
+# "#define PGQUE_<NAME> <number>" there replaces @PGQUE_<NAME>@ in the parts.
+SQL_SUBST := -e 's/@PGQUE_VERSION@/$(EXTVERSION)/g' \
+             $(shell sed -n 's/^\#define \(PGQUE_[A-Z_]*\) \([0-9][0-9]*\).*/-e s\/@\1@\/\2\/g/p' src/rules.h)
 
 # make installcheck: the tests of make test against a server you run
 # (PGHOST/PGPORT, started with test/pgque_test.conf: docs/install.md).
@@ -74,8 +79,9 @@ all:
 	@echo "no PostgreSQL server headers ($(PG_CONFIG)): install postgresql-server-dev-NN, or run 'make test' or 'make demo' (they install it)" >&2; exit 1
 endif
 
-pgque_bgw--$(EXTVERSION).sql: $(SQL_PARTS) pgque_bgw.control
-	cat $(SQL_PARTS) | sed 's/@PGQUE_VERSION@/$(EXTVERSION)/g' > $@
+pgque_bgw--$(EXTVERSION).sql: $(SQL_PARTS) pgque_bgw.control src/rules.h
+	cat $(SQL_PARTS) | sed $(SQL_SUBST) > $@
+	@! grep -n '@PGQUE_[A-Z_]*@' $@ || { echo "$@: a placeholder without a define in src/rules.h" >&2; rm -f $@; exit 1; }
 
 pgque_proxy--$(EXTVERSION).sql: sql/proxy/pgque_proxy.sql pgque_bgw.control
 	sed 's/@PGQUE_VERSION@/$(EXTVERSION)/g' $< > $@
@@ -88,9 +94,10 @@ all: pgque_proxy.control
 # "create or replace", between the hand-written steps for what that cannot
 # express (tables, columns, types, dropped or re-typed functions), then the
 # grants and the owner hand-over of a fresh install.
-pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql: sql/gen_upgrade.pl $(SQL_PARTS) $(UPGRADE_PRE) $(UPGRADE_POST) pgque_bgw.control
+pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql: sql/gen_upgrade.pl $(SQL_PARTS) $(UPGRADE_PRE) $(UPGRADE_POST) pgque_bgw.control src/rules.h
 	perl sql/gen_upgrade.pl --from $(PREV_VERSION) --to $(EXTVERSION) \
-		--pre $(UPGRADE_PRE) $(if $(UPGRADE_POST),--post $(UPGRADE_POST)) $(SQL_PARTS) > $@.tmp
+		--pre $(UPGRADE_PRE) $(if $(UPGRADE_POST),--post $(UPGRADE_POST)) $(SQL_PARTS) | sed $(SQL_SUBST) > $@.tmp
+	@! grep -n '@PGQUE_[A-Z_]*@' $@.tmp || { echo "$@: a placeholder without a define in src/rules.h" >&2; rm -f $@.tmp; exit 1; }
 	mv $@.tmp $@
 
 .PHONY: test demo bench

@@ -20,6 +20,8 @@ cd "$(dirname "$0")/.."
 QUICK=${QUICK:-0}
 if [ "$QUICK" = 1 ]; then DUR=3; BACKLOG=100000; JOBS=20000; PK_EVENTS=50000
 else DUR=30; BACKLOG=1000000; JOBS=100000; PK_EVENTS=500000; fi
+# BENCH_DUR=s: seconds per pgbench workload (a shorter look on a shared machine)
+DUR=${BENCH_DUR:-$DUR}
 LAT_SECS=$([ "$QUICK" = 1 ] && echo 4 || echo 60)
 ONLY=${ONLY:-producer,drain,partition,lease,latency,sustained,coop,proxy}
 COOP_EVENTS=$([ "$QUICK" = 1 ] && echo 50000 || echo 200000)
@@ -32,7 +34,13 @@ want() { [[ ",$ONLY," == *",$1,"* ]]; }
 . benchmark/plot.sh
 PORT=${PGQUE_BENCH_PORT:-56700}
 
-ensure_packages postgresql-15 postgresql-server-dev-15 postgresql-15-pgq3 postgresql-15-plproxy pgqd gnuplot-nox make gcc
+# PGQUE_BENCH_NO_INSTALL=1: use the server of PG_CONFIG as it is (a private
+# copy without PgQ: the PgQ rows are left out)
+[ "${PGQUE_BENCH_NO_INSTALL:-0}" = 1 ] ||
+	ensure_packages postgresql-15 postgresql-server-dev-15 postgresql-15-pgq3 postgresql-15-plproxy pgqd gnuplot-nox make gcc
+HAVE_PGQ=0
+[ -f "$("$PG_CONFIG" --sharedir)/extension/pgq.control" ] && HAVE_PGQ=1
+pgq() { [ "$HAVE_PGQ" = 1 ]; }
 build_and_install
 WORK=$(make_workdir pgque_bench)
 trap 'stop_pgqd; stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
@@ -42,12 +50,12 @@ start_cluster "$WORK" "$PORT" "${SETTINGS[@]}"
 PSQL=(as_pg psql -X -q -A -t -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1)
 "${PSQL[@]}" >/dev/null <<'SQL'
 create extension pgque_bgw;
-create extension pgq;
 select pgque.create_queue('bench');
-select pgq.create_queue('bench');
 create table plain (id bigserial, t timestamptz default now(), typ text, data text);
 create table jobs (id bigserial primary key, payload text, created timestamptz default now());
 SQL
+
+pgq && "${PSQL[@]}" >/dev/null -c "create extension pgq" -c "select pgq.create_queue('bench')"
 
 RESULTS="$WORK/results.csv"
 echo "workload,system,clients,events_per_sec,wal_bytes_per_event" > "$RESULTS"
@@ -102,14 +110,31 @@ for c in 1 2; do
 select pgque.send('bench', 'default', 'payload-abcdefghij', 'tenant-' || :k);"
 	bench produce_1 "pgque send keyed 32 buckets" $c 1 "\\set k random(1, 2000)
 select pgque.send('bench_pk', 'default', 'payload-abcdefghij', 'tenant-' || :k);"
-	bench produce_1 "PgQ insert_event" $c 1 "select pgq.insert_event('bench', 'default', 'payload-abcdefghij');"
+	pgq && bench produce_1 "PgQ insert_event" $c 1 "select pgq.insert_event('bench', 'default', 'payload-abcdefghij');"
 	bench produce_1 "SKIP LOCKED table" $c 1 "insert into jobs (payload) values ('payload-abcdefghij');"
 done
 
 echo "== producer, 100 events per transaction"
 bench produce_100 "plain multi-row INSERT" 1 100 "insert into plain (typ, data) select 'default', 'payload-abcdefghij' from generate_series(1, 100);"
 bench produce_100 "pgque send_batch" 1 100 "select pgque.send_batch('bench', 'default', array_fill('payload-abcdefghij'::text, array[100]));"
-bench produce_100 "PgQ 100 x insert_event" 1 100 "select count(pgq.insert_event('bench', 'default', 'payload-abcdefghij')) from generate_series(1, 100);"
+# the targets of issue #15, as ratios of this run's figures (also in the CSV)
+ratio() {
+	local what=$1 target=$2 num=$3 den=$4 clients=$5 wl=${6:-produce_1} line
+	line=$(awk -F, -v w="$wl" -v n="$num" -v d="$den" -v c="$clients" -v t="$target" -v what="$what" '
+		$1 == w && $3 == c && $2 == n {a = $4} $1 == w && $3 == c && $2 == d {b = $4}
+		END {if (b > 0) printf "%s|%.2f|%s", what, a / b, (a / b >= t ? "met" : "not met")}' "$RESULTS")
+	[ -n "$line" ] || return 0
+	IFS='|' read -r what r met <<<"$line"
+	printf '%-48s %2s clients %6sx (target >= %sx: %s)\n' "$what" "$clients" "$r" "$target" "$met"
+	echo "ratio,$what (target $target: $met),$clients,$r," >> "$RESULTS"
+}
+echo "== producer targets (issue #15)"
+for c in 1 2; do
+	ratio "send / plain INSERT" 0.8 "pgque send" "plain INSERT" $c
+	ratio "send keyed / send" 0.9 "pgque send keyed" "pgque send" $c
+	ratio "send keyed 32 buckets / send" 0.9 "pgque send keyed 32 buckets" "pgque send" $c
+done
+ratio "send_batch of 100 / multi-row INSERT" 0.8 "pgque send_batch" "plain multi-row INSERT" 1 produce_100
 fi
 
 if want drain; then

@@ -248,7 +248,7 @@ select pg_catalog.pg_extension_config_dump('pgque.dead_letter', '');
 select pg_catalog.pg_extension_config_dump('pgque.dead_letter_dl_id_seq', '');
 select pg_catalog.pg_extension_config_dump('pgque.config', '');
 
--- Producers cache queue rows per backend (src/insert.c); every change of
+-- Producers cache queue rows per backend (src/queue_cache.c); every change of
 -- pgque.queue sends a relcache invalidation that flushes those caches.
 create function pgque._queue_changed() returns trigger
 language c as 'MODULE_PATHNAME', 'pgque_queue_changed';

@@ -32,13 +32,14 @@ begin
 end $$;
 
 -- The queue row, or a clear error.  Queue names are limited to 57 bytes so
--- that the NOTIFY channel pgque_<name> fits in 63.
+-- that the NOTIFY channel pgque_<name> fits in 63 (the limit, like every
+-- @PGQUE_...@ number in these files, comes from src/rules.h).
 create function pgque._queue(i_queue_name text)
 returns pgque.queue language plpgsql stable as $$
 declare
     q pgque.queue;
 begin
-    perform pgque._check_name('queue', i_queue_name, 57);
+    perform pgque._check_name('queue', i_queue_name, @PGQUE_QUEUE_NAME_MAX@);
     select * into q from pgque.queue where queue_name = i_queue_name;
     if not found then
         raise exception 'queue not found: %', i_queue_name

@@ -9,7 +9,7 @@ declare
     pfx   text;
     i     int4;
 begin
-    perform pgque._check_name('queue', i_queue_name, 57);
+    perform pgque._check_name('queue', i_queue_name, @PGQUE_QUEUE_NAME_MAX@);
     -- serialise creators of the same name; the loser sees the row
     perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('pgque.create_queue'), pg_catalog.hashtext(i_queue_name));
     if exists (select 1 from pgque.queue where queue_name = i_queue_name) then
@@ -133,7 +133,7 @@ begin
         end loop;
     end loop;
     -- producers see the new layout through the queue row (relcache
-    -- invalidation, src/insert.c); rows some of them append meanwhile to
+    -- invalidation, src/queue_cache.c); rows some of them append meanwhile to
     -- the child tables themselves stay readable until buckets_step2 is past
     update pgque.queue
        set queue_partition_buckets = i_buckets,
@@ -171,7 +171,7 @@ end $$;
 -- buckets allow it (the caller still filters by slot: it is exact either
 -- way).  Child tables: rotation guarantees a window lies after the
 -- previous switch, and producers take their xid before they look up the
--- current table (src/insert.c), so a window that ends before the last
+-- current table (src/queue_cache.c), so a window that ends before the last
 -- switch began is all in the previous table, one that starts after the
 -- switch's step 2 all in the current one.
 create function pgque._event_source(q pgque.queue, i_lo pg_catalog.pg_snapshot, i_hi pg_catalog.pg_snapshot,

@@ -39,56 +39,51 @@ begin
     return q;
 end $$;
 
--- insert_event and send are the producer hot path, in C (src/insert.c):
--- one cached plan looks the queue up, one per queue inserts.
+-- insert_event, send and send_batch are the producer hot path, in C
+-- (src/produce.c): one cached plan looks the queue up, one per queue
+-- inserts.  They are SECURITY INVOKER without a pinned search_path: the
+-- caller's right is PostgreSQL's EXECUTE check (sql/90_grants.sql), and the
+-- C code runs the lookup and the append as the extension owner with every
+-- name qualified, without the GUC save/restore of SECURITY DEFINER ... SET
+-- (ADR 0032).
 create function pgque.insert_event(queue_name text, ev_type text, ev_data text,
                                    ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
-returns bigint language c security definer
-set search_path = pgque, pg_catalog, pg_temp
+returns bigint language c
 as 'MODULE_PATHNAME', 'pgque_insert_event';
 
 create function pgque.insert_event(queue_name text, ev_type text, ev_data text)
-returns bigint language c security definer
-set search_path = pgque, pg_catalog, pg_temp
+returns bigint language c
 as 'MODULE_PATHNAME', 'pgque_insert_event';
 
--- send: text payloads are stored byte for byte, jsonb ones canonicalised.
+-- send: text payloads are stored byte for byte, jsonb ones canonicalised
+-- (payload::text, in C).
 create function pgque.send(queue_name text, payload text)
-returns bigint language c security definer
-set search_path = pgque, pg_catalog, pg_temp
+returns bigint language c
 as 'MODULE_PATHNAME', 'pgque_send';
 
 create function pgque.send(queue_name text, type_name text, payload text)
-returns bigint language c security definer
-set search_path = pgque, pg_catalog, pg_temp
+returns bigint language c
 as 'MODULE_PATHNAME', 'pgque_send';
 
 -- keyed send: the partition key rides in ev_extra1 (NULL key: slot 0)
 create function pgque.send(queue_name text, type_name text, payload text, partition_key text)
-returns bigint language c security definer
-set search_path = pgque, pg_catalog, pg_temp
+returns bigint language c
 as 'MODULE_PATHNAME', 'pgque_send';
 
 create function pgque.send(queue_name text, payload jsonb)
-returns bigint language sql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
-    select pgque.send(queue_name, payload::text)
-$$;
+returns bigint language c
+as 'MODULE_PATHNAME', 'pgque_send_jsonb';
 
 create function pgque.send(queue_name text, type_name text, payload jsonb)
-returns bigint language sql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
-    select pgque.send(queue_name, type_name, payload::text)
-$$;
+returns bigint language c
+as 'MODULE_PATHNAME', 'pgque_send_jsonb';
 
 create function pgque.send(queue_name text, type_name text, payload jsonb, partition_key text)
-returns bigint language sql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
-    select pgque.send(queue_name, type_name, payload::text, partition_key)
-$$;
+returns bigint language c
+as 'MODULE_PATHNAME', 'pgque_send_jsonb';
 
 -- send_batch: one INSERT ... SELECT per call, in C; ids in input order.
--- A multi-dimensional array is refused, as the text[] forms do (src/insert.c),
+-- A multi-dimensional array is refused, as the text[] forms do (src/produce.c),
 -- rather than flattened.
 create function pgque._jsonb_texts(i_payloads jsonb[])
 returns text[] language plpgsql immutable as $$
@@ -103,20 +98,16 @@ begin
 end $$;
 
 create function pgque.send_batch(queue_name text, type_name text, payloads text[])
-returns bigint[] language c security definer
-set search_path = pgque, pg_catalog, pg_temp
+returns bigint[] language c
 as 'MODULE_PATHNAME', 'pgque_send_batch';
 
 create function pgque.send_batch(queue_name text, type_name text, payloads text[], partition_keys text[])
-returns bigint[] language c security definer
-set search_path = pgque, pg_catalog, pg_temp
+returns bigint[] language c
 as 'MODULE_PATHNAME', 'pgque_send_batch';
 
 create function pgque.send_batch(queue_name text, payloads text[])
-returns bigint[] language sql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
-    select pgque.send_batch(queue_name, 'default', payloads)
-$$;
+returns bigint[] language c
+as 'MODULE_PATHNAME', 'pgque_send_batch';
 
 create function pgque.send_batch(queue_name text, payloads jsonb[])
 returns bigint[] language sql security definer

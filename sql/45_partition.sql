@@ -362,7 +362,12 @@ create function pgque.get_partition_slot_info(
     out last_tick bigint, out pending_events bigint,
     out last_receive_at timestamptz, out last_ack_at timestamptz, out alert text)
 returns setof record language sql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
+-- jit off: the default estimates of the set-returning helpers (1,000 rows
+-- each) put this query of a few rows far above jit_above_cost, and JIT
+-- compiling it took 2-7 s on a loaded machine: longer than a short slot
+-- lease (test/specs/slot_leases.spec read an expired lease through it)
+set search_path = pgque, pg_catalog, pg_temp
+set jit = off as $$
     select q.queue_name, pc.co_name, k, pc.n,
            case when l.lease_until > pg_catalog.clock_timestamp() then l.owner end,
            l.lease_until, coalesce(l.epoch, 0), pgque._slot_cursor(s),

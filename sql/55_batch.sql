@@ -14,12 +14,11 @@ create type pgque.batch_info as (
 );
 
 -- The partition slot of a key for n slots (SPEC §3): a NULL key is slot 0.
+-- In C (src/rules.c), the one definition the producer's bucket routing
+-- also uses: hashtextextended(key, 0) mod n, made non-negative.
 create function pgque._slot_of(i_key text, i_n int4)
-returns int4 language sql immutable parallel safe as $$
-    select case when i_key is null then 0
-                else ((pg_catalog.hashtextextended(i_key, 0) operator(pg_catalog.%) i_n
-                       operator(pg_catalog.+) i_n) operator(pg_catalog.%) i_n)::pg_catalog.int4 end
-$$;
+returns int4 language c immutable parallel safe
+as 'MODULE_PATHNAME', 'pgque_slot_of_sql';
 
 -- The tick that ends the next batch after prev (NULL fields: none yet):
 -- the first tick past min_count events or min_interval, else the last one

@@ -36,9 +36,9 @@ returns int4 language sql immutable as $$ select 256 $$;
 create function pgque._coop_names(i_queue text, i_consumer text, i_subconsumer text)
 returns void language plpgsql as $$
 begin
-    perform pgque._check_name('queue', i_queue, 57);
+    perform pgque._check_name('queue', i_queue, @PGQUE_QUEUE_NAME_MAX@);
     perform pgque._user_consumer_name(i_consumer);
-    perform pgque._check_name('subconsumer', i_subconsumer, 64);
+    perform pgque._check_name('subconsumer', i_subconsumer, @PGQUE_COOP_NAME_MAX@);
     if pg_catalog.strpos(i_consumer, '.') > 0 then
         raise exception 'cooperative consumer name must not contain dot: %', i_consumer
             using errcode = 'invalid_name';

@@ -22,8 +22,8 @@
  *    security-restricted operation under search_path = pg_catalog, pg_temp,
  *    in read-only SPI: never with the extension owner's rights, and never
  *    with the rights of the role that changes the row;
- *  - the append itself runs as the extension owner (like the SECURITY
- *    DEFINER send()), through insert.c's queue cache and kept plan, with no
+ *  - the append itself runs as the extension owner (as send() does, ADR
+ *    0032), through produce.c's queue cache and kept plan, with no
  *    user text in its SQL.
  */
 #include "postgres.h"

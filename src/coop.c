@@ -28,8 +28,10 @@
 #include "compat.h"
 #include "pgque_bgw.h"
 #include "coop.h"
+#include "rules.h"
 
-#define COOP_NAME_MAX 64
+/* subconsumer names: the SQL checks the same limit (rules.h) */
+#define COOP_NAME_MAX PGQUE_COOP_NAME_MAX
 
 typedef struct CoopKey
 {

@@ -6,9 +6,11 @@
  *   pgque_bgw.c (_PG_init, the workers' entry point)
  *     -> launcher.c, ticker.c, maint.c, watchdog.c, utility.c, supervise.c
  *       -> worker.c (what every worker shares), wake.c, state.c (shared memory)
- *         -> guc.c, insert.c (cdc.c, the CDC triggers, sits beside the SQL entry
- *            points and calls insert.c's pgque_insert_fields)
- *           -> compat.h
+ *         -> guc.c, produce.c (with queue_cache.c, insert_plan.c: producer.h;
+ *            cdc.c, the CDC triggers, sits beside the SQL entry points and
+ *            calls produce.c's pgque_insert_fields)
+ *           -> rules.c (rules.h: limits and the slot hash SQL shares),
+ *              srf.c (set-returning helpers), compat.h
  */
 #ifndef PGQUE_BGW_H
 #define PGQUE_BGW_H
@@ -201,15 +203,17 @@ extern void pgque_worker_alerts_pass(void);
 /* ---- utility.c: keep DROP DATABASE and friends unblocked ---- */
 extern void pgque_install_utility_hook(void);
 
-/* ---- status.c ---- */
+/* ---- srf.c: helpers for SQL-callable C functions ---- */
 struct FunctionCallInfoBaseData;
 struct Tuplestorestate;
 extern MemoryContext pgque_materialize(struct FunctionCallInfoBaseData *fcinfo,
 									   struct Tuplestorestate **ts, TupleDesc *desc);
 
-/* ---- insert.c ---- */
+/* ---- rules.c: what C and SQL share (rules.h: pgque_check_queue_name, pgque_slot_of) ---- */
+#include "rules.h"
+
+/* ---- produce.c: the producer (producer.h has the rest of it) ---- */
 struct varlena;
-extern void pgque_check_queue_name(struct varlena *name);
 extern int64 pgque_insert_fields(struct varlena *queue_name, const Datum *fields,
 								 const bool *nulls);
 

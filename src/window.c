@@ -8,7 +8,7 @@
  * tables costs more than running it (3-4 ms against 2 ms for 1,000
  * events), and PL/pgSQL's EXECUTE plans every call; so the plan is
  * prepared once per source and kept, as a generic plan, like the
- * producers' insert plans (src/insert.c).  The plan cache revalidates a
+ * producers' insert plans (src/insert_plan.c).  The plan cache revalidates a
  * kept plan when a relation it reads changes (TRUNCATE by rotation, DROP).
  *
  * Event tables have no statistics (never analyzed: they are truncated, not

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# benchmark/instructions.sh [N]: instructions per event of the producer
+# workloads, counted by valgrind's callgrind on a single-user backend, so a
+# loaded or shared machine gives the same figures as a quiet one (pgbench
+# throughput does not).  Uses the server of PGBIN (default: PG's), with
+# pgque_bgw installed there.  Each workload is N statements (N/10 of 100
+# events), one transaction each, as a pgque_writer for pgque's calls; the
+# cost of a run with no statement is subtracted.  Single-user mode parses
+# and plans every statement and has no client round trip: read the ratios
+# as server work, not as pgbench's.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. test/lib.sh
+N=${1:-500}
+NB=$((N / 10))
+command -v valgrind >/dev/null || { echo "valgrind is needed" >&2; exit 1; }
+WORK=$(make_workdir pgque_instr)
+trap 'stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
+start_cluster "$WORK" "${PGQUE_BENCH_PORT:-56701}" "pgque_bgw.enabled = off" "autovacuum = off"
+as_pg psql -X -q -h "$WORK" -p "${PGQUE_BENCH_PORT:-56701}" -d postgres -v ON_ERROR_STOP=1 >/dev/null <<'SQL'
+create extension pgque_bgw;
+select pgque.create_queue('b');
+select pgque.create_queue('bk'), pgque.set_queue_config('bk', 'partition_buckets', '32');
+create table plain (id bigserial, t timestamptz default now(), typ text, data text);
+-- the event tables' ev_txid column and btree
+create table plain_idx (id bigserial, t timestamptz default now(),
+                        x xid8 not null default pg_current_xact_id(), typ text, data text);
+create index on plain_idx (x);
+create role w in role pgque_writer;
+SQL
+stop_cluster "$WORK"
+
+declare -A S=(
+	[insert]="insert into plain (typ, data) values ('default', 'payload-abcdefghij');"
+	[insert_indexed]="insert into plain_idx (typ, data) values ('default', 'payload-abcdefghij');"
+	[send]="select pgque.send('b', 'payload-abcdefghij');"
+	[send_typed]="select pgque.send('b', 'default', 'payload-abcdefghij');"
+	[send_keyed]="select pgque.send('b', 'default', 'payload-abcdefghij', 'tenant-42');"
+	[send_keyed_32_buckets]="select pgque.send('bk', 'default', 'payload-abcdefghij', 'tenant-42');"
+	[send_jsonb]="select pgque.send('b', '{\"a\": 1}'::jsonb);"
+	[send_batch_100]="select pgque.send_batch('b', 'default', array_fill('payload-abcdefghij'::text, array[100]));"
+	[multi_row_insert_100]="insert into plain (typ, data) select 'default', 'payload-abcdefghij' from generate_series(1, 100);"
+	[multi_row_insert_100_indexed]="insert into plain_idx (typ, data) select 'default', 'payload-abcdefghij' from generate_series(1, 100);"
+)
+# instructions of one single-user session running the file $1
+count() {
+	as_pg valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" \
+		"$PGBIN/postgres" --single -D "$WORK/data" postgres < "$1" >/dev/null 2>&1
+	awk '/^(summary|totals):/ {print $2; exit}' "$WORK/cg.out"
+}
+echo "set role w;" > "$WORK/empty.sql"
+base=$(count "$WORK/empty.sql")
+printf '%-32s %14s\n' workload "instr/event"
+for w in insert insert_indexed send send_typed send_keyed send_keyed_32_buckets send_jsonb \
+         send_batch_100 multi_row_insert_100 multi_row_insert_100_indexed; do
+	n=$N per=1
+	[[ $w == *_100* ]] && n=$NB per=100
+	{ echo "set role w;"; [[ $w == *insert* ]] && echo "reset role;"
+	  for _ in $(seq 1 "$n"); do echo "${S[$w]}"; done; } > "$WORK/$w.sql"
+	ir=$(count "$WORK/$w.sql")
+	awk -v a="$base" -v b="$ir" -v n="$n" -v p="$per" -v w="$w" \
+		'BEGIN {printf "%-32s %14.0f\n", w, (b - a) / (n * p)}'
+done

@@ -1,0 +1,146 @@
+/*
+ * insert_plan.c
+ *		The producer's kept SPI plans: per queue, the insert plans (one
+ *		event, an array of events) of its current child table, or of each
+ *		partition bucket table (ADR 0013).
+ *
+ * A queue's per-table plans are dropped and prepared again when rotation
+ * moves it to another child table or its bucket count changes (the queue
+ * cache, queue_cache.c, says which table is current).  Every name in the SQL
+ * is schema-qualified, so a plan means the same under any search_path; the
+ * plan cache revalidates it if a table is dropped and created again
+ * (DROP/CREATE EXTENSION reuses queue ids).
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+
+#include "producer.h"
+
+typedef struct InsertPlan
+{
+	int32		queue_id;		/* hash key */
+	int32		cur_table;		/* child table the plans insert into */
+	int32		nbuckets;		/* 0: the child table itself */
+	SPIPlanPtr *plans;			/* [bucket * INSERT_NKINDS + kind] */
+} InsertPlan;
+
+static HTAB *insert_plans = NULL;
+
+/* SPI_prepare + SPI_keepplan, or an error (inside SPI) */
+SPIPlanPtr
+pgque_prepare_kept(const char *sql, int nargs, Oid *argtypes)
+{
+	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
+
+	if (plan == NULL)
+		elog(ERROR, "pgque_bgw: SPI_prepare failed for \"%s\": %s",
+			 sql, SPI_result_code_string(SPI_result));
+	if (SPI_keepplan(plan) != 0)
+		elog(ERROR, "pgque_bgw: SPI_keepplan failed");
+	return plan;
+}
+
+/*
+ * The kept plans of a queue, from the cache; the per-table ones are
+ * dropped when the queue's current table or bucket count changed.
+ */
+static InsertPlan *
+plan_entry(const QueueInfo *q)
+{
+	InsertPlan *entry;
+	bool		found;
+
+	if (insert_plans == NULL)
+	{
+		HASHCTL		ctl;
+
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(int32);
+		ctl.entrysize = sizeof(InsertPlan);
+		insert_plans = hash_create("pgque_bgw insert plans", 16, &ctl,
+								   HASH_ELEM | HASH_BLOBS);
+	}
+
+	entry = hash_search(insert_plans, &q->queue_id, HASH_ENTER, &found);
+	if (!found)
+		entry->plans = NULL;
+	if (entry->plans != NULL &&
+		(entry->cur_table != q->cur_table || entry->nbuckets != q->nbuckets))
+	{
+		int			i;
+
+		for (i = 0; i < Max(entry->nbuckets, 1) * INSERT_NKINDS; i++)
+			if (entry->plans[i] != NULL)
+				SPI_freeplan(entry->plans[i]);
+		pfree(entry->plans);
+		entry->plans = NULL;
+	}
+	if (entry->plans == NULL)
+	{
+		entry->cur_table = q->cur_table;
+		entry->nbuckets = q->nbuckets;
+		entry->plans = MemoryContextAllocZero(TopMemoryContext,
+											  sizeof(SPIPlanPtr) * Max(q->nbuckets, 1) * INSERT_NKINDS);
+	}
+	return entry;
+}
+
+/*
+ * An insert plan for a queue's current child table (bucket: the partition
+ * bucket table, when the queue has buckets), from the cache.
+ */
+SPIPlanPtr
+pgque_insert_plan(const QueueInfo *q, int bucket, InsertKind kind)
+{
+	InsertPlan *entry = plan_entry(q);
+	char		table[96];
+	char		sql[768];
+	SPIPlanPtr *slot;
+
+	slot = &entry->plans[bucket * INSERT_NKINDS + kind];
+	if (*slot != NULL)
+		return *slot;
+
+	if (q->nbuckets > 0)
+		snprintf(table, sizeof(table), "pgque.event_%d_%d_b%d", q->queue_id, q->cur_table, bucket);
+	else
+		snprintf(table, sizeof(table), "pgque.event_%d_%d", q->queue_id, q->cur_table);
+
+	if (kind == INSERT_ONE)
+	{
+		Oid			argtypes[INS_NPARAMS] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID,
+		INT8OID, TIMESTAMPTZOID, INT4OID, INT4OID};
+
+		/*
+		 * No RETURNING: the caller passes the id (produce.c draws it with
+		 * nextval_internal), which spares the SPI tuple table per call.
+		 */
+		snprintf(sql, sizeof(sql),
+				 "insert into %s"
+				 " (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,"
+				 "  ev_extra1, ev_extra2, ev_extra3, ev_extra4)"
+				 " values ($7, coalesce($8, pg_catalog.now()), $9, $10, $1, $2, $3, $4, $5, $6)",
+				 table);
+		*slot = pgque_prepare_kept(sql, INS_NPARAMS, argtypes);
+	}
+	else
+	{
+		Oid			argtypes[4] = {TEXTOID, INT8ARRAYOID, TEXTARRAYOID, TEXTARRAYOID};
+
+		/*
+		 * The ids come drawn (produce.c, in input order); no RETURNING, no
+		 * sort.  A NULL keys array pads with NULL keys.
+		 */
+		snprintf(sql, sizeof(sql),
+				 "insert into %s (ev_id, ev_type, ev_data, ev_extra1)"
+				 " select u.i, $1, u.p, u.k"
+				 " from rows from (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4)) as u(i, p, k)",
+				 table);
+		*slot = pgque_prepare_kept(sql, 4, argtypes);
+	}
+	return *slot;
+}

@@ -1,0 +1,228 @@
+/*
+ * queue_cache.c
+ *		What a producer needs to know, cached per backend: of each queue its
+ *		id, current child table, partition buckets and insert flag (ADR
+ *		0004), keyed by name; and the role the append runs as, the extension
+ *		owner (ADR 0032).
+ *
+ * A statement trigger on pgque.queue (pgque._queue_changed(), below) sends
+ * a relcache invalidation for that table on every change (rotation,
+ * config, drop, a new owner); PostgreSQL delivers it to every backend at
+ * commit, to the changing one at command end or abort, and the callback
+ * here flushes both caches: the way PostgreSQL's own caches learn of
+ * catalog changes.  A change of the extension's owner (REASSIGN OWNED)
+ * changes pgque.queue's owner in the same transaction, so it flushes the
+ * owner too; so does any change to a role (a syscache callback on
+ * pg_authid), and a full cache reset.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_extension.h"
+#include "commands/trigger.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "miscadmin.h"
+#include "storage/sinval.h"
+#include "utils/builtins.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
+
+#include "producer.h"
+#include "rules.h"
+
+/* a queue's entry, cached by name */
+typedef struct QueueEntry
+{
+	char		name[PGQUE_QUEUE_NAME_MAX + 1]; /* hash key, zero-padded */
+	QueueInfo	info;
+} QueueEntry;
+
+static SPIPlanPtr queue_lookup_plan = NULL;
+static HTAB *queue_cache = NULL;
+static Oid	queue_table_oid = InvalidOid;
+static Oid	producer_owner = InvalidOid;
+static bool callbacks_set = false;
+
+PG_FUNCTION_INFO_V1(pgque_queue_changed);
+
+/* Relcache callback: a change of pgque.queue (or of everything) flushes. */
+static void
+queue_cache_inval(Datum arg, Oid relid)
+{
+	if (relid != InvalidOid && relid != queue_table_oid)
+		return;
+	if (queue_cache != NULL)
+	{
+		hash_destroy(queue_cache);
+		queue_cache = NULL;
+	}
+	producer_owner = InvalidOid;
+}
+
+/* Syscache callback on pg_authid: any role change flushes the owner. */
+static void
+role_inval(Datum arg, int cacheid, uint32 hashvalue)
+{
+	producer_owner = InvalidOid;
+}
+
+static void
+register_callbacks(void)
+{
+	if (callbacks_set)
+		return;
+	CacheRegisterRelcacheCallback(queue_cache_inval, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHOID, role_inval, (Datum) 0);
+	callbacks_set = true;
+}
+
+/*
+ * The role a producer appends as: the owner of extension pgque_bgw, who
+ * owns every object of it (sql/99_owner.sql) and as whom the SECURITY
+ * DEFINER API and the workers run (ADR 0014).  Read from pg_extension once
+ * and cached.  The caller must have accepted invalidation messages.
+ */
+Oid
+pgque_producer_owner(void)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			owner = InvalidOid;
+
+	if (OidIsValid(producer_owner))
+		return producer_owner;
+
+	register_callbacks();
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("pgque_bgw"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	if (!OidIsValid(owner))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("extension pgque_bgw is not installed in this database")));
+	/* the table whose relcache invalidation flushes this */
+	queue_table_oid = get_relname_relid("queue", get_namespace_oid("pgque", false));
+	producer_owner = owner;
+	return owner;
+}
+
+/*
+ * What a producer needs of a queue: from the cache, or from pgque.queue
+ * (inside SPI, as a role that may read it) and then cached.  Unknown
+ * queues raise.  The caller has checked the name (pgque_check_queue_name).
+ */
+void
+pgque_lookup_queue(text *queue_name, QueueInfo *info)
+{
+	char		key[PGQUE_QUEUE_NAME_MAX + 1];
+	int			len = VARSIZE_ANY_EXHDR(queue_name);
+	QueueEntry *entry;
+	bool		found;
+	Datum		qarg[1];
+	bool		null;
+	int			ret;
+
+	memset(key, 0, sizeof(key));
+	memcpy(key, VARDATA_ANY(queue_name), len);
+
+	if (queue_cache != NULL)
+	{
+		entry = hash_search(queue_cache, key, HASH_FIND, NULL);
+		if (entry != NULL)
+		{
+			*info = entry->info;
+			return;
+		}
+	}
+
+	if (queue_lookup_plan == NULL)
+	{
+		Oid			argtypes[1] = {TEXTOID};
+
+		queue_lookup_plan = pgque_prepare_kept(
+			"select queue_id, queue_cur_table, queue_disable_insert,"
+			"       coalesce(queue_partition_buckets, 0)"
+			"  from pgque.queue where queue_name operator(pg_catalog.=) $1",
+			1, argtypes);
+	}
+
+	/*
+	 * Read the row with the latest snapshot, not the transaction's: a
+	 * REPEATABLE READ producer must still append to the table that is
+	 * current now, never to one that rotation may already be reclaiming.
+	 */
+	qarg[0] = PointerGetDatum(queue_name);
+	ret = SPI_execute_snapshot(queue_lookup_plan, qarg, NULL, GetLatestSnapshot(),
+							   InvalidSnapshot, true, false, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "pgque_bgw: queue lookup failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("queue not found: %s", text_to_cstring(queue_name))));
+
+	info->queue_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
+	info->cur_table = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &null));
+	info->disabled = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &null));
+	info->nbuckets = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &null));
+	{
+		char		seq[NAMEDATALEN];
+
+		snprintf(seq, sizeof(seq), "event_%d_id_seq", info->queue_id);
+		info->event_seq = get_relname_relid(seq, get_namespace_oid("pgque", false));
+		if (!OidIsValid(info->event_seq))
+			elog(ERROR, "pgque_bgw: sequence pgque.%s of queue %s not found", seq,
+				 text_to_cstring(queue_name));
+	}
+
+	/*
+	 * Cache it: any later change sends an invalidation (the trigger), and
+	 * our own uncommitted changes are flushed at command end or abort.
+	 */
+	register_callbacks();
+	queue_table_oid = get_relname_relid("queue", get_namespace_oid("pgque", false));
+	if (queue_cache == NULL)
+	{
+		HASHCTL		ctl;
+
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = PGQUE_QUEUE_NAME_MAX + 1;
+		ctl.entrysize = sizeof(QueueEntry);
+		queue_cache = hash_create("pgque_bgw queue cache", 16, &ctl, HASH_ELEM | HASH_BLOBS);
+	}
+	entry = hash_search(queue_cache, key, HASH_ENTER, &found);
+	entry->info = *info;
+}
+
+/*
+ * pgque._queue_changed(): statement trigger on pgque.queue.  Sends a
+ * relcache invalidation for the table, delivered to every backend at commit
+ * (and to this one at command end), which flushes the producers' caches.
+ */
+Datum
+pgque_queue_changed(PG_FUNCTION_ARGS)
+{
+	TriggerData *trigdata = (TriggerData *) fcinfo->context;
+
+	if (!CALLED_AS_TRIGGER(fcinfo))
+		elog(ERROR, "pgque_queue_changed: not called as a trigger");
+	CacheInvalidateRelcache(trigdata->tg_relation);
+	return PointerGetDatum(NULL);
+}

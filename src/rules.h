@@ -1,0 +1,28 @@
+/*
+ * rules.h
+ *		Rules that the C code and the SQL parts share, written once.
+ *
+ * Limits: each "#define PGQUE_<NAME> <number>" line below is also
+ * substituted for @PGQUE_<NAME>@ in sql/NN_*.sql by the Makefile when it
+ * assembles the install and upgrade scripts, so the SQL checks and the C
+ * buffers cannot disagree.  Keep one define per line, a plain number.
+ *
+ * Algorithms: the partition slot (and bucket) of a key is computed by
+ * pgque_slot_of() in rules.c, which SQL calls as pgque._slot_of().
+ */
+#ifndef PGQUE_RULES_H
+#define PGQUE_RULES_H
+
+#include "postgres.h"
+
+/* queue names: the NOTIFY channel pgque_<name> must fit in NAMEDATALEN - 1 */
+#define PGQUE_QUEUE_NAME_MAX 57
+
+/* subconsumer (cooperative member) names: a key of coop.c's shared table */
+#define PGQUE_COOP_NAME_MAX 64
+
+struct varlena;
+extern void pgque_check_queue_name(struct varlena *name);
+extern int32 pgque_slot_of(Datum key, bool isnull, int32 n);
+
+#endif							/* PGQUE_RULES_H */
