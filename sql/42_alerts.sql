@@ -131,6 +131,9 @@ begin
     -- transactions holding rotation back, failed maintenance steps (ADR 0024)
     return query select * from pgque._alert_cause_conditions(i_rotation_grace);
 
+    -- resizes of partitioned consumers still draining (ADR 0030)
+    return query select * from pgque._resize_conditions();
+
     -- queues with new events and no tick for too long
     return query
     select 'ticker_stalled'::text, q.queue_name, q.queue_name, null::text, null::int4,
@@ -177,6 +180,8 @@ begin
     if exists (select 1 from pgque.queue q where not pgque._queue_try_share(q.queue_id)) then
         return;
     end if;
+    -- drained resizes switch to their new layout (ADR 0030)
+    perform pgque._resize_complete_drained();
     conds := array(select x from pgque._alert_conditions(i_slot_unpolled_after, i_slot_stale_after,
                                                          i_lag_alert_after, i_ticker_stalled_after,
                                                          i_rotation_grace) x);
@@ -198,6 +203,7 @@ begin
                 when 'ticker_stalled' then 'Check the ticker: pgque.status(), ticker_paused, pgque_bgw.enabled.'
                 when 'coop_member_silent' then 'A cooperative member holding a batch is silent: another member takes the window over after dead_interval, or restart it.'
                 when 'long_transaction' then 'A transaction holds the queue''s rotation back: end it (COMMIT, ROLLBACK, pg_terminate_backend(pid), or ROLLBACK PREPARED for a prepared one) and fix what leaves it open.'
+                when 'resize_stalled' then 'Old-layout slots of a resize are not drained: make sure workers serve the old n (pgque.partition_resize_status lists the slots).'
                 when 'maint_failed' then 'A maintenance step fails: see the error in the details and the server log; on "No space left on device" add space to the event tables'' tablespace (docs/operations.md).'
                 -- a NULL hint would make RAISE fail and with it the whole pass
                 else 'See docs/alerts.md for what to do.'

@@ -154,6 +154,7 @@ declare
     r     pgque.slot_batch;
     prev  pgque.tick;
     nxt   pgque.tick;
+    cap   bigint;
 begin
     s := pgque._subscription(i_queue_name, i_sub_name);
     perform pgque._authorize(s.sub_owner, s.sub_queue, i_sub_name);
@@ -161,6 +162,15 @@ begin
     select * into prev from pgque.tick where tick_queue = s.sub_queue and tick_id = r.sb_last_tick;
     if r.sb_batch is null then
         nxt := pgque._pick_tick(s.sub_queue, prev, null, null, null, i_span_events);
+        -- an old-layout slot of a resize ends its windows at the boundary
+        -- (ADR 0030); read after the pick, so a tick past it implies the
+        -- resize is seen
+        cap := pgque._resize_cap(s.sub_id);
+        if cap is not null and prev.tick_id >= cap then
+            nxt := null;
+        elsif cap is not null and nxt.tick_id > cap then
+            select * into nxt from pgque.tick where tick_queue = s.sub_queue and tick_id = cap;
+        end if;
         if nxt.tick_id is null then
             return (null, null, prev.tick_id, null, prev.tick_time, null, prev.tick_event_seq)::pgque.batch_info;
         end if;
