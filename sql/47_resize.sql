@@ -249,6 +249,23 @@ begin
     return b;
 end $$;
 
+-- partition_n(queue, consumer): the n its workers serve now (the old n while
+-- a resize drains; a drained resize switches here, as in claim_slot).  A
+-- worker reads it at the top of every cycle over its slots.
+create function pgque.partition_n(queue_name text, consumer_name text)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q pgque.queue;
+begin
+    q := pgque._queue(queue_name);
+    if (pgque._resize_of(q.queue_id, consumer_name)).to_n is not null then
+        perform pgque._partitioned(q, consumer_name, null, 0);
+        perform pgque._resize_complete(q.queue_id, consumer_name);
+    end if;
+    return pgque._partitioned(q, consumer_name, null, 0);
+end $$;
+
 -- One row per draining resize.
 create function pgque.get_partition_resize_info(
     out queue_name text, out consumer text, out old_n int4, out new_n int4, out boundary_tick bigint,

@@ -129,9 +129,19 @@ begin
                                             for update skip locked)
         returning * into r;
         if not found then
-            insert into pgque.slot_batch (sb_sub, sb_epoch, sb_last_tick)
-            values (i_sub.sub_id, i_epoch, pgque._slot_cursor(i_sub))
-            on conflict do nothing;
+            begin
+                insert into pgque.slot_batch (sb_sub, sb_epoch, sb_last_tick)
+                values (i_sub.sub_id, i_epoch, pgque._slot_cursor(i_sub))
+                on conflict do nothing;
+            exception when foreign_key_violation then
+                -- the slot's subscription went since this statement's
+                -- snapshot: a resize switched layouts (ADR 0030), or
+                -- unsubscribe_slot
+                raise exception 'slot subscription "%" is gone', (select c.co_name from pgque.consumer c where c.co_id = i_sub.sub_consumer)
+                    using errcode = 'object_not_in_prerequisite_state',
+                          detail = 'Its consumer was resized (pgque.resize_partitioned) or the slot unsubscribed.',
+                          hint = 'Read n again (pgque.partition_n) and claim again.';
+            end;
             -- a concurrent call of this epoch made it: a new statement sees it
             select * into r from pgque.slot_batch where sb_sub = i_sub.sub_id and sb_epoch = i_epoch for update;
         end if;

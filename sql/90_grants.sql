@@ -75,6 +75,7 @@ grant execute on function
     pgque.nack_partitioned(text, text, int4, int4, text, pgque.message, interval, text),
     pgque.get_partition_slot_info(), pgque.metrics(),
     pgque.resize_partitioned(text, text, int4), pgque.get_partition_resize_info(),
+    pgque.partition_n(text, text),
     pgque.queue_stats(), pgque.consumer_stats(), pgque.queue_health(), pgque.otel_metrics(),
     pgque.stuck_consumers(interval), pgque.in_flight(text),
     pgque.throughput(text, interval, interval), pgque.error_rate(text, interval, interval),
