@@ -86,9 +86,8 @@ begin
                      order by t.tick_id desc limit 1) lt on true
      where nt.tick_time < now_ts - i_lag_alert_after
        and (pg_catalog.strpos(c.co_name, '#') = 0
-            or pgque._slot_pending(s.sub_id, (select pc.n from pgque.partition_consumer pc
-                                                where pc.queue_id = q.queue_id
-                                                  and pc.co_name = pg_catalog.split_part(c.co_name, '#', 1)),
+            -- the slot's own n (during a resize the layouts differ: ADR 0030)
+            or pgque._slot_pending(s.sub_id, pg_catalog.split_part(pg_catalog.split_part(c.co_name, '#', 2), '/', 2)::int4,
                                    pg_catalog.split_part(pg_catalog.split_part(c.co_name, '#', 2), '/', 1)::int4) > 0);
 
     -- cooperative members silent for too long while they hold a batch (the

@@ -172,9 +172,15 @@ declare
     n  int4 := 0;
 begin
     for r in select x.queue_id, x.co_name from pgque.partition_resize x order by x.queue_id, x.co_name loop
-        if pgque._resize_complete(r.queue_id, r.co_name) then
-            n := n + 1;
-        end if;
+        begin
+            if pgque._resize_complete(r.queue_id, r.co_name) then
+                n := n + 1;
+            end if;
+        exception when others then
+            -- one failing switch must not stop the watchdog's pass; it
+            -- stays draining (and resize_stalled says so)
+            raise warning 'pgque_bgw: switching the resize of consumer "%" (queue %) failed: %', r.co_name, r.queue_id, sqlerrm;
+        end;
     end loop;
     return n;
 end $$;
