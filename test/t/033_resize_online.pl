@@ -11,6 +11,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use Time::HiRes qw(time);
 
 my $node = PostgreSQL::Test::Cluster->new('resize');
 $node->init;
@@ -174,6 +175,18 @@ is($node->safe_psql('postgres', q{select count(*) from pgque.subscription s join
                                    where c.co_name like 'c#%'}),
    '3', 'only the three slot subscriptions of n = 3 are left');
 my $elapsed = time - $t_start;
-note("4 -> 8 at tick $boundary{8}, 8 -> 3 at tick $boundary{3}; $elapsed s");
+# how long each resize drained: from the call to the (last) switch, in the
+# server log (a switch that rolled back with its caller's call is retried)
+my $log = slurp_file($node->logfile);
+my %drained;
+for my $to (8, 3)
+{
+    my ($t0) = $log =~ /^(\S+ \S+) UTC .*statement: select pgque\.resize_partitioned\('rq', 'c', $to\)/m;
+    my @t1 = $log =~ /^(\S+ \S+) UTC .*resized from n = \d+ to n = $to at tick/mg;
+    my $secs = sub { my ($d, $h, $m, $sec) = $_[0] =~ /^(\S+) (\d+):(\d+):([\d.]+)/; $h * 3600 + $m * 60 + $sec };
+    $drained{$to} = ($t0 && @t1) ? sprintf('%.2f s', $secs->($t1[-1]) - $secs->($t0)) : '?';
+}
+note(sprintf('4 -> 8 at tick %s drained in %s; 8 -> 3 at tick %s drained in %s; %.0f s in all',
+             $boundary{8}, $drained{8}, $boundary{3}, $drained{3}, $elapsed));
 $node->stop('fast');
 done_testing();
