@@ -86,9 +86,8 @@ begin
                      order by t.tick_id desc limit 1) lt on true
      where nt.tick_time < now_ts - i_lag_alert_after
        and (pg_catalog.strpos(c.co_name, '#') = 0
-            or pgque._slot_pending(s.sub_id, (select pc.n from pgque.partition_consumer pc
-                                                where pc.queue_id = q.queue_id
-                                                  and pc.co_name = pg_catalog.split_part(c.co_name, '#', 1)),
+            -- the slot's own n (during a resize the layouts differ: ADR 0030)
+            or pgque._slot_pending(s.sub_id, pg_catalog.split_part(pg_catalog.split_part(c.co_name, '#', 2), '/', 2)::int4,
                                    pg_catalog.split_part(pg_catalog.split_part(c.co_name, '#', 2), '/', 1)::int4) > 0);
 
     -- cooperative members silent for too long while they hold a batch (the
@@ -137,6 +136,9 @@ begin
     -- transactions holding rotation back, failed maintenance steps (ADR 0024)
     return query select * from pgque._alert_cause_conditions(i_rotation_grace);
 
+    -- resizes of partitioned consumers still draining (ADR 0030)
+    return query select * from pgque._resize_conditions();
+
     -- queues with new events and no tick for too long
     return query
     select 'ticker_stalled'::text, q.queue_name, q.queue_name, null::text, null::int4,
@@ -183,6 +185,8 @@ begin
     if exists (select 1 from pgque.queue q where not pgque._queue_try_share(q.queue_id)) then
         return;
     end if;
+    -- drained resizes switch to their new layout (ADR 0030)
+    perform pgque._resize_complete_drained();
     conds := array(select x from pgque._alert_conditions(i_slot_unpolled_after, i_slot_stale_after,
                                                          i_lag_alert_after, i_ticker_stalled_after,
                                                          i_rotation_grace) x);
@@ -204,6 +208,7 @@ begin
                 when 'ticker_stalled' then 'Check the ticker: pgque.status(), ticker_paused, pgque_bgw.enabled.'
                 when 'coop_member_silent' then 'A cooperative member holding a batch is silent: another member takes the window over after dead_interval, or restart it.'
                 when 'long_transaction' then 'A transaction holds the queue''s rotation back: end it (COMMIT, ROLLBACK, pg_terminate_backend(pid), or ROLLBACK PREPARED for a prepared one) and fix what leaves it open.'
+                when 'resize_stalled' then 'Old-layout slots of a resize are not drained: make sure workers serve the old n (pgque.partition_resize_status lists the slots).'
                 when 'maint_failed' then 'A maintenance step fails: see the error in the details and the server log; on "No space left on device" add space to the event tables'' tablespace (docs/operations.md).'
                 -- a NULL hint would make RAISE fail and with it the whole pass
                 else 'See docs/alerts.md for what to do.'

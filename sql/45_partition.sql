@@ -74,12 +74,16 @@ begin
     perform pgque._authorize(pc.owner, q.queue_id, i_consumer);
     pn := pc.n;
     if i_n is not null and i_n <> pn then
+        -- the new n of a resize still draining: retry later (ADR 0030)
+        perform pgque._resize_gate(q, i_consumer, i_n);
         raise exception 'consumer "%" of queue "%" is pinned to n = %, not %', i_consumer, q.queue_name, pn, i_n
-            using errcode = 'invalid_parameter_value';
+            using errcode = 'invalid_parameter_value',
+                  hint = 'Its n may have changed (pgque.resize_partitioned): read n from pgque.partition_slot_status and claim again.';
     end if;
     if i_slot < 0 or i_slot >= pn then
         raise exception 'slot % is out of range 0..% for consumer "%"', i_slot, pn - 1, i_consumer
-            using errcode = 'invalid_parameter_value';
+            using errcode = 'invalid_parameter_value',
+                  hint = 'Its n may have changed (pgque.resize_partitioned): read n from pgque.partition_slot_status.';
     end if;
     return pn;
 end $$;
@@ -119,6 +123,7 @@ begin
     on conflict (queue_id, co_name) do update set n = pc.n
     returning pc.n, pc.owner into pn, own;
     perform pgque._authorize(own, q.queue_id, consumer_name);
+    perform pgque._resize_refuse(q, consumer_name, 'subscribe_slot');
     if pn <> n then
         raise exception 'consumer "%" of queue "%" is pinned to n = %, not %', consumer_name, queue_name, pn, n
             using errcode = 'invalid_parameter_value',
@@ -146,6 +151,7 @@ declare
 begin
     q := pgque._queue(queue_name);
     pn := pgque._partitioned(q, consumer_name, null, slot);
+    perform pgque._resize_refuse(q, consumer_name, 'unsubscribe_slot');
     if pgque._unregister(q, pgque._slot_name(consumer_name, slot, pn)) = 0 then
         raise exception 'slot % of consumer "%" is not subscribed to queue "%"', slot, consumer_name, queue_name
             using errcode = 'undefined_object';
@@ -170,6 +176,11 @@ declare
     q pgque.queue;
 begin
     q := pgque._queue(queue_name);
+    -- a drained resize switches to the new layout here (ADR 0030)
+    if (pgque._resize_of(q.queue_id, consumer_name)).to_n is not null then
+        perform pgque._partitioned(q, consumer_name, null, 0);
+        perform pgque._resize_complete(q.queue_id, consumer_name);
+    end if;
     perform pgque._partitioned(q, consumer_name, null, slot);
     perform pgque._check_worker(worker);
     perform pgque._check_not_null('ttl', ttl);
@@ -334,6 +345,7 @@ begin
     -- one statement, so the queue row and the ticks come from one snapshot
     select qq as q, t1.tick_snapshot as snap1,
            (select t.tick_snapshot from pgque.tick t where t.tick_queue = s.sub_queue
+               and t.tick_id <= coalesce(pgque._resize_cap(s.sub_id), t.tick_id)
              order by t.tick_id desc limit 1) as snap2
       into r
       from pgque.subscription s
@@ -355,19 +367,17 @@ begin
     return n;
 end $$;
 
--- One row per slot of every partitioned consumer, leased or not.
+-- One row per slot of every partitioned consumer, leased or not.  Without
+-- JIT: the planner sees generate_series() and never-analyzed catalog tables
+-- as thousands of rows, and compiling the plan took seconds (measured 3.6 s
+-- of a 4.2 s call on two slots), longer than a short lease.
 create function pgque.get_partition_slot_info(
     out queue_name text, out consumer text, out slot int4, out n int4,
     out lease_owner text, out lease_until timestamptz, out epoch bigint,
     out last_tick bigint, out pending_events bigint,
     out last_receive_at timestamptz, out last_ack_at timestamptz, out alert text)
 returns setof record language sql security definer
--- jit off: the default estimates of the set-returning helpers (1,000 rows
--- each) put this query of a few rows far above jit_above_cost, and JIT
--- compiling it took 2-7 s on a loaded machine: longer than a short slot
--- lease (test/specs/slot_leases.spec read an expired lease through it)
-set search_path = pgque, pg_catalog, pg_temp
-set jit = off as $$
+set search_path = pgque, pg_catalog, pg_temp set jit = off as $$
     select q.queue_name, pc.co_name, k, pc.n,
            case when l.lease_until > pg_catalog.clock_timestamp() then l.owner end,
            l.lease_until, coalesce(l.epoch, 0), pgque._slot_cursor(s),

@@ -128,9 +128,19 @@ begin
                                             for update skip locked)
         returning * into r;
         if not found then
-            insert into pgque.slot_batch (sb_sub, sb_epoch, sb_last_tick)
-            values (i_sub.sub_id, i_epoch, pgque._slot_cursor(i_sub))
-            on conflict do nothing;
+            begin
+                insert into pgque.slot_batch (sb_sub, sb_epoch, sb_last_tick)
+                values (i_sub.sub_id, i_epoch, pgque._slot_cursor(i_sub))
+                on conflict do nothing;
+            exception when foreign_key_violation then
+                -- the slot's subscription went since this statement's
+                -- snapshot: a resize switched layouts (ADR 0030), or
+                -- unsubscribe_slot
+                raise exception 'slot subscription "%" is gone', (select c.co_name from pgque.consumer c where c.co_id = i_sub.sub_consumer)
+                    using errcode = 'object_not_in_prerequisite_state',
+                          detail = 'Its consumer was resized (pgque.resize_partitioned) or the slot unsubscribed.',
+                          hint = 'Read n again (pgque.partition_n) and claim again.';
+            end;
             -- a concurrent call of this epoch made it: a new statement sees it
             select * into r from pgque.slot_batch where sb_sub = i_sub.sub_id and sb_epoch = i_epoch for update;
         end if;
@@ -153,6 +163,7 @@ declare
     r     pgque.slot_batch;
     prev  pgque.tick;
     nxt   pgque.tick;
+    cap   bigint;
 begin
     s := pgque._subscription(i_queue_name, i_sub_name);
     perform pgque._authorize(s.sub_owner, s.sub_queue, i_sub_name);
@@ -160,6 +171,15 @@ begin
     select * into prev from pgque.tick where tick_queue = s.sub_queue and tick_id = r.sb_last_tick;
     if r.sb_batch is null then
         nxt := pgque._pick_tick(s.sub_queue, prev, null, null, null, i_span_events);
+        -- an old-layout slot of a resize ends its windows at the boundary
+        -- (ADR 0030); read after the pick, so a tick past it implies the
+        -- resize is seen
+        cap := pgque._resize_cap(s.sub_id);
+        if cap is not null and prev.tick_id >= cap then
+            nxt := null;
+        elsif cap is not null and nxt.tick_id > cap then
+            select * into nxt from pgque.tick where tick_queue = s.sub_queue and tick_id = cap;
+        end if;
         if nxt.tick_id is null then
             return (null, null, prev.tick_id, null, prev.tick_time, null, prev.tick_event_seq)::pgque.batch_info;
         end if;

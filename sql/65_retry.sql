@@ -153,7 +153,9 @@ begin
             using errcode = 'object_not_in_prerequisite_state';
     end if;
     perform pgque._authorize(own, q.queue_id, (select co_name from pgque.consumer where co_id = d.dl_consumer_id));
-    perform pgque._insert_event(q.queue_name, d.ev_id, d.ev_time, sid, null, d.ev_type, d.ev_data,
+    -- an old-layout slot's dead letter during a resize: its key's new slot (ADR 0030)
+    perform pgque._insert_event(q.queue_name, d.ev_id, d.ev_time, pgque._retry_owner(sid, d.ev_extra1),
+                                null, d.ev_type, d.ev_data,
                                 d.ev_extra1, d.ev_extra2, d.ev_extra3, d.ev_extra4, false);
     delete from pgque.dead_letter where dl_id = dead_letter_id;
     return d.ev_id;
@@ -178,7 +180,8 @@ begin
                   and s.sub_consumer = dl.dl_consumer_id
                   and (admin or s.sub_owner = me or pg_catalog.pg_has_role(me, s.sub_owner, 'member'))
             returning dl.*, s.sub_id)
-    select count(pgque._insert_event(q.queue_name, d2.ev_id, d2.ev_time, d2.sub_id, null, d2.ev_type,
+    select count(pgque._insert_event(q.queue_name, d2.ev_id, d2.ev_time,
+                                     pgque._retry_owner(d2.sub_id, d2.ev_extra1), null, d2.ev_type,
                                      d2.ev_data, d2.ev_extra1, d2.ev_extra2, d2.ev_extra3,
                                      d2.ev_extra4, false))
       into replayed

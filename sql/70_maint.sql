@@ -134,7 +134,10 @@ begin
         if i_retries then
             with m as (delete from pgque.retry_queue where ev_queue = q.queue_id and ev_retry_after <= now()
                        returning *)
-            select count(pgque._insert_event(q.queue_name, m2.ev_id, m2.ev_time, m2.ev_owner, m2.ev_retry,
+            -- a retry of an old-layout slot during a resize goes to its key's
+            -- new slot (ADR 0030)
+            select count(pgque._insert_event(q.queue_name, m2.ev_id, m2.ev_time,
+                                             pgque._retry_owner(m2.ev_owner, m2.ev_extra1), m2.ev_retry,
                                              m2.ev_type, m2.ev_data, m2.ev_extra1, m2.ev_extra2,
                                              m2.ev_extra3, m2.ev_extra4, false))
               into moved

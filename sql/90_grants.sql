@@ -74,6 +74,8 @@ grant execute on function
     pgque.ack_partitioned(text, text, int4, int4, text),
     pgque.nack_partitioned(text, text, int4, int4, text, pgque.message, interval, text),
     pgque.get_partition_slot_info(), pgque.metrics(),
+    pgque.resize_partitioned(text, text, int4), pgque.get_partition_resize_info(),
+    pgque.partition_n(text, text),
     pgque.queue_stats(), pgque.consumer_stats(), pgque.queue_health(), pgque.otel_metrics(),
     pgque.stuck_consumers(interval), pgque.in_flight(text),
     pgque.throughput(text, interval, interval), pgque.error_rate(text, interval, interval),
@@ -88,6 +90,7 @@ grant execute on function
     pgque.next_batch_custom(text, text, text, interval, int4, interval, interval)
   to pgque_reader;
 grant select on pgque.partition_slot_status to pgque_reader, pgque_admin;
+grant select on pgque.partition_resize_status to pgque_reader, pgque_admin;
 
 -- running the queues
 grant execute on function

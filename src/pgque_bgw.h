@@ -38,6 +38,7 @@ extern int	pgque_slot_stale_after;	/* s */
 extern int	pgque_lag_alert_after;	/* s */
 extern int	pgque_ticker_stalled_after;	/* s */
 extern int	pgque_long_transaction_after;	/* s */
+extern int	pgque_resize_stalled_after;	/* s */
 extern int	pgque_alert_retention;	/* s */
 extern int	pgque_restart_max;	/* ms: cap of the restart back-off */
 extern int	pgque_worker_down_after;	/* s */

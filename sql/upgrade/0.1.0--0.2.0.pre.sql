@@ -150,3 +150,19 @@ create table pgque.state_seal (
 );
 select pg_catalog.pg_extension_config_dump('pgque.state_seal', '');
 insert into pgque.state_seal default values;
+
+-- Online resize of a partitioned consumer (ADR 0030): one row per resize
+-- still draining.
+create table pgque.partition_resize (
+    queue_id       int4 not null,
+    co_name        text not null,
+    from_n         int4 not null,
+    to_n           int4 not null,
+    boundary_tick  bigint not null,
+    old_subs       int4[] not null,
+    new_subs       int4[] not null,
+    started_at     timestamptz not null default now(),
+    primary key (queue_id, co_name),
+    foreign key (queue_id, co_name) references pgque.partition_consumer (queue_id, co_name) on delete cascade
+);
+select pg_catalog.pg_extension_config_dump('pgque.partition_resize', '');

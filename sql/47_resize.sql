@@ -1,0 +1,306 @@
+-- Online resize of a partitioned consumer (issue #17, ADR 0030): N changes
+-- at a tick boundary B.  Every key's events up to B are processed under the
+-- old layout (old N, old slot subscriptions "C#k/old"), those after B under
+-- the new one ("C#k/new", subscribed at B).  The old slots' windows end at
+-- B; the new slots serve once every old slot's cursor reached B (the old
+-- layout is "drained"), so no key is ever in two slots' hands at once.
+--
+-- States (docs/system-design.md):  serving(n)  --resize_partitioned-->
+-- draining(old n -> new n, B)  --last old cursor at B, completion-->
+-- serving(new n).  One row of pgque.partition_resize per draining consumer.
+
+create table pgque.partition_resize (
+    queue_id       int4 not null,
+    co_name        text not null,
+    from_n         int4 not null,
+    to_n           int4 not null,
+    boundary_tick  bigint not null,
+    -- the subscriptions of each layout, by slot (1-based: slot k at [k + 1];
+    -- NULL for an old slot that was not subscribed)
+    old_subs       int4[] not null,
+    new_subs       int4[] not null,
+    started_at     timestamptz not null default now(),
+    primary key (queue_id, co_name),
+    foreign key (queue_id, co_name) references pgque.partition_consumer (queue_id, co_name) on delete cascade
+);
+select pg_catalog.pg_extension_config_dump('pgque.partition_resize', '');
+
+-- The boundary tick of an old-layout slot subscription of a draining
+-- consumer (its windows end there), else NULL.  Read after the window's end
+-- tick is picked: a tick past B commits after the resize, so a statement
+-- that sees it sees the resize too.
+create function pgque._resize_cap(i_sub int4)
+returns bigint language sql stable as $$
+    select r.boundary_tick from pgque.partition_resize r
+     where i_sub operator(pg_catalog.=) any (r.old_subs)
+$$;
+
+-- Where a retried (or replayed) event of subscription i_owner goes: to the
+-- new-layout slot of its key when i_owner is an old-layout slot of a
+-- draining consumer (the event lands after B, which the old slot never
+-- reads), else to i_owner.  Volatile: every call reads the latest committed
+-- resize (the callers hold what a resize waits for: ADR 0030).
+create function pgque._retry_owner(i_owner int4, i_key text)
+returns int4 language plpgsql volatile as $$
+declare
+    target int4;
+begin
+    if i_owner is null then
+        return null;
+    end if;
+    select r.new_subs[pgque._slot_of(i_key, r.to_n) operator(pg_catalog.+) 1] into target
+      from pgque.partition_resize r
+     where i_owner operator(pg_catalog.=) any (r.old_subs);
+    return coalesce(target, i_owner);
+end $$;
+
+-- The draining resize of a consumer, if any.
+create function pgque._resize_of(i_queue_id int4, i_consumer text)
+returns pgque.partition_resize language sql stable as $$
+    select * from pgque.partition_resize r where r.queue_id = i_queue_id and r.co_name = i_consumer
+$$;
+
+-- Called by _partitioned() for a slot operation naming n = i_n: the new
+-- layout's slots are not served while the old layout drains (55000, retry).
+create function pgque._resize_gate(q pgque.queue, i_consumer text, i_n int4)
+returns void language plpgsql as $$
+declare
+    r pgque.partition_resize;
+begin
+    r := pgque._resize_of(q.queue_id, i_consumer);
+    if r.to_n is not null and i_n = r.to_n then
+        raise exception 'consumer "%" of queue "%" is being resized from n = % to n = %', i_consumer, q.queue_name, r.from_n, r.to_n
+            using errcode = 'object_not_in_prerequisite_state',
+                  detail = pg_catalog.format('Its slots of n = %s serve once every slot of n = %s has consumed up to tick %s (the boundary).',
+                                             r.to_n, r.from_n, r.boundary_tick),
+                  hint = pg_catalog.format('Serve the slots of n = %s meanwhile (claim_slot addresses them) and retry; see pgque.partition_resize_status.', r.from_n);
+    end if;
+end $$;
+
+-- subscribe_slot / unsubscribe_slot change a layout: not while it drains.
+create function pgque._resize_refuse(q pgque.queue, i_consumer text, i_func text)
+returns void language plpgsql as $$
+declare
+    r pgque.partition_resize;
+begin
+    r := pgque._resize_of(q.queue_id, i_consumer);
+    if r.to_n is not null then
+        raise exception '% is not possible while consumer "%" of queue "%" is being resized from n = % to n = %',
+              i_func, i_consumer, q.queue_name, r.from_n, r.to_n
+            using errcode = 'object_not_in_prerequisite_state',
+                  hint = 'Wait until pgque.partition_resize_status no longer lists it.';
+    end if;
+end $$;
+
+-- Has every old slot consumed up to the boundary?
+create function pgque._resize_drained(r pgque.partition_resize)
+returns boolean language sql stable as $$
+    select not exists (select 1 from pg_catalog.unnest(r.old_subs) o(sub_id)
+                         join pgque.subscription s on s.sub_id = o.sub_id
+                        where pgque._slot_cursor(s) < r.boundary_tick)
+$$;
+
+-- The old slots still draining (cursor before the boundary).
+create function pgque._resize_draining(r pgque.partition_resize)
+returns int4[] language sql stable as $$
+    select coalesce(pg_catalog.array_agg(o.k - 1 order by o.k), '{}')
+      from pg_catalog.unnest(r.old_subs) with ordinality o(sub_id, k)
+      join pgque.subscription s on s.sub_id = o.sub_id
+     where pgque._slot_cursor(s) < r.boundary_tick
+$$;
+
+-- The switch to the new layout, once drained: retries and dead letters of
+-- the old slots go to their key's new slot, the old subscriptions go, n
+-- becomes the new n, and the old layout's leases are forgotten (the new
+-- slots start with fresh, larger epochs).  Waits for nothing: the queue's
+-- DDL lock is only tried (the ticker, the retry mover, the watchdog) and a
+-- row lock held by a frozen old owner ends the attempt after lock_timeout.
+-- -> true when this call completed it.
+create function pgque._resize_complete(i_queue_id int4, i_consumer text)
+returns boolean language plpgsql set lock_timeout = '200ms' as $$
+declare
+    r     pgque.partition_resize;
+    olds  int4[];
+begin
+    r := pgque._resize_of(i_queue_id, i_consumer);
+    if r.to_n is null or not pgque._resize_drained(r) then
+        return false;
+    end if;
+    -- the retry mover holds it shared while it moves retries (ADR 0020)
+    if not pg_catalog.pg_try_advisory_xact_lock(pgque._queue_lock_class(), i_queue_id) then
+        return false;
+    end if;
+    select * into r from pgque.partition_resize x
+     where x.queue_id = i_queue_id and x.co_name = i_consumer for update;
+    if not found or not pgque._resize_drained(r) then
+        return false;
+    end if;
+    olds := array(select o from pg_catalog.unnest(r.old_subs) o where o is not null);
+    update pgque.retry_queue rq
+       set ev_owner = r.new_subs[pgque._slot_of(rq.ev_extra1, r.to_n) + 1]
+     where rq.ev_owner = any (olds);
+    update pgque.dead_letter d
+       set dl_consumer_id = (select s.sub_consumer from pgque.subscription s
+                              where s.sub_id = r.new_subs[pgque._slot_of(d.ev_extra1, r.to_n) + 1])
+     where d.dl_queue_id = i_queue_id
+       and d.dl_consumer_id in (select s.sub_consumer from pgque.subscription s where s.sub_id = any (olds));
+    -- (the consumer names go too, unless another queue uses them)
+    with gone as (delete from pgque.subscription s where s.sub_id = any (olds) returning s.sub_consumer)
+    delete from pgque.consumer c
+     where c.co_id in (select sub_consumer from gone)
+       and not exists (select 1 from pgque.subscription x
+                        where x.sub_consumer = c.co_id and x.sub_id <> all (olds));
+    update pgque.partition_consumer pc set n = r.to_n
+     where pc.queue_id = i_queue_id and pc.co_name = i_consumer;
+    delete from pgque.partition_resize x where x.queue_id = i_queue_id and x.co_name = i_consumer;
+    -- last: shared memory is not rolled back (an abort after this costs the
+    -- workers one PQ001 and a claim)
+    perform pgque._slot_forget(i_queue_id, i_consumer);
+    raise log 'pgque_bgw: consumer "%" of queue % resized from n = % to n = % at tick %',
+              i_consumer, i_queue_id, r.from_n, r.to_n, r.boundary_tick;
+    return true;
+exception when lock_not_available or deadlock_detected then
+    return false;   -- an old owner's open transaction: the next call tries again
+end $$;
+
+-- Every drained resize completes (the watchdog's pass; claim_slot does it
+-- per consumer).  -> how many completed.
+create function pgque._resize_complete_drained()
+returns int4 language plpgsql as $$
+declare
+    r  record;
+    n  int4 := 0;
+begin
+    for r in select x.queue_id, x.co_name from pgque.partition_resize x order by x.queue_id, x.co_name loop
+        begin
+            if pgque._resize_complete(r.queue_id, r.co_name) then
+                n := n + 1;
+            end if;
+        exception when others then
+            -- one failing switch must not stop the watchdog's pass; it
+            -- stays draining (and resize_stalled says so)
+            raise warning 'pgque_bgw: switching the resize of consumer "%" (queue %) failed: %', r.co_name, r.queue_id, sqlerrm;
+        end;
+    end loop;
+    return n;
+end $$;
+
+-- resize_partitioned(queue, consumer, new_n): change N online.  The
+-- boundary B is a tick taken here, under the queue row lock that orders
+-- every tick (so no old slot can ever see a tick past B before it sees the
+-- resize) and after the queue's DDL lock (so the retry mover's in-flight
+-- re-injections land before B).  -> B.
+create function pgque.resize_partitioned(queue_name text, consumer_name text, new_n int4)
+returns bigint language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q     pgque.queue;
+    pc    pgque.partition_consumer;
+    r     pgque.partition_resize;
+    b     bigint;
+    olds  int4[];
+    news  int4[];
+begin
+    q := pgque._queue(queue_name);
+    perform pgque._check_not_null('new_n', new_n);
+    -- unknown consumer (42704), another role's (42501)
+    perform pgque._partitioned(q, consumer_name, null, 0);
+    if new_n < 1 or new_n > 1024 then
+        raise exception 'new_n must be between 1 and 1024, got %', new_n
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if q.queue_external_ticker then
+        raise exception 'queue "%" is ticked by an external ticker', queue_name
+            using errcode = 'object_not_in_prerequisite_state',
+                  detail = 'A resize takes its boundary tick itself.';
+    end if;
+    perform pgque._queue_ddl_lock(q.queue_id);
+    select * into q from pgque.queue where queue_id = q.queue_id for update;
+    select * into pc from pgque.partition_consumer p
+     where p.queue_id = q.queue_id and p.co_name = consumer_name for update;
+    r := pgque._resize_of(q.queue_id, consumer_name);
+    if r.to_n is not null then
+        raise exception 'consumer "%" of queue "%" is already being resized from n = % to n = %',
+              consumer_name, queue_name, r.from_n, r.to_n
+            using errcode = 'object_not_in_prerequisite_state',
+                  hint = 'Wait until pgque.partition_resize_status no longer lists it, then resize again.';
+    end if;
+    if new_n = pc.n then
+        raise exception 'consumer "%" of queue "%" already has n = %', consumer_name, queue_name, new_n
+            using errcode = 'invalid_parameter_value';
+    end if;
+    olds := array(select s.sub_id
+                    from pg_catalog.generate_series(0, pc.n - 1) k
+                    left join pgque.consumer c on c.co_name = pgque._slot_name(consumer_name, k, pc.n)
+                    left join pgque.subscription s on s.sub_queue = q.queue_id and s.sub_consumer = c.co_id
+                   order by k);
+    -- a DLQ replay of an old slot's event in flight lands before B
+    perform 1 from pgque.dead_letter d
+     where d.dl_queue_id = q.queue_id
+       and d.dl_consumer_id in (select s.sub_consumer from pgque.subscription s where s.sub_id = any (olds))
+       for update;
+    b := pgque._tick(q);
+    for k in 0 .. new_n - 1 loop
+        perform pgque._register(q, pgque._slot_name(consumer_name, k, new_n), b, pc.owner);
+    end loop;
+    news := array(select s.sub_id
+                    from pg_catalog.generate_series(0, new_n - 1) k
+                    join pgque.consumer c on c.co_name = pgque._slot_name(consumer_name, k, new_n)
+                    join pgque.subscription s on s.sub_queue = q.queue_id and s.sub_consumer = c.co_id
+                   order by k);
+    insert into pgque.partition_resize (queue_id, co_name, from_n, to_n, boundary_tick, old_subs, new_subs)
+    values (q.queue_id, consumer_name, pc.n, new_n, b, olds, news);
+    -- old slots that were never subscribed or are already at B: nothing to wait for
+    perform pgque._resize_complete(q.queue_id, consumer_name);
+    return b;
+end $$;
+
+-- partition_n(queue, consumer): the n its workers serve now (the old n while
+-- a resize drains; a drained resize switches here, as in claim_slot).  A
+-- worker reads it at the top of every cycle over its slots.
+create function pgque.partition_n(queue_name text, consumer_name text)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q pgque.queue;
+begin
+    q := pgque._queue(queue_name);
+    if (pgque._resize_of(q.queue_id, consumer_name)).to_n is not null then
+        perform pgque._partitioned(q, consumer_name, null, 0);
+        perform pgque._resize_complete(q.queue_id, consumer_name);
+    end if;
+    return pgque._partitioned(q, consumer_name, null, 0);
+end $$;
+
+-- One row per draining resize.
+create function pgque.get_partition_resize_info(
+    out queue_name text, out consumer text, out old_n int4, out new_n int4, out boundary_tick bigint,
+    out started_at timestamptz, out draining_slots int4[])
+returns setof record language sql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select q.queue_name, r.co_name, r.from_n, r.to_n, r.boundary_tick, r.started_at, pgque._resize_draining(r)
+      from pgque.partition_resize r
+      join pgque.queue q on q.queue_id = r.queue_id
+     order by q.queue_name, r.co_name
+$$;
+
+create view pgque.partition_resize_status as
+    select * from pgque.get_partition_resize_info();
+
+-- The resize_stalled alert: a resize still draining after
+-- pgque_bgw.resize_stalled_after (the watchdog; ADR 0012 open once, clear
+-- once: it clears when the resize completes).
+create function pgque._resize_conditions()
+returns setof pgque.alert_condition language plpgsql stable as $$
+begin
+    return query
+    select 'resize_stalled'::text, q.queue_name operator(pg_catalog.||) '/' operator(pg_catalog.||) r.co_name,
+           q.queue_name, r.co_name, null::int4,
+           pg_catalog.jsonb_build_object(
+               'old_n', r.from_n, 'new_n', r.to_n, 'boundary_tick', r.boundary_tick,
+               'started_at', r.started_at, 'draining_slots', pgque._resize_draining(r))
+      from pgque.partition_resize r
+      join pgque.queue q on q.queue_id = r.queue_id
+     where r.started_at < pg_catalog.clock_timestamp()
+                          operator(pg_catalog.-) pgque._guc_interval('pgque_bgw.resize_stalled_after', interval '10 minutes');
+end $$;
