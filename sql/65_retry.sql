@@ -48,6 +48,7 @@ declare
     e  pgque.event_template;
 begin
     s := pgque._open_batch_or_raise(batch_id);
+    perform pgque._pause_refuse_primitive(s, 'event_dead');
     perform pgque._check_not_null('event_id', event_id);
     perform pgque._check_not_null('ev_time', ev_time);
     -- event_template's columns: ev_id, ev_time, ev_txid, ev_owner, ev_retry,
@@ -65,6 +66,7 @@ declare
     e  pgque.event_template;
 begin
     s := pgque._open_batch_or_raise(x_batch_id);
+    perform pgque._pause_refuse_primitive(s, 'event_retry');
     perform pgque._check_not_null('event_id', x_event_id);
     perform pgque._check_timestamp('retry_time', x_retry_time);
     select * into e from pgque._batch_rows(x_batch_id, 1, x_event_id);
@@ -97,6 +99,7 @@ declare
     n  int4 := 0;
 begin
     s := pgque._open_batch_or_raise(i_batch_id);
+    perform pgque._pause_refuse_primitive(s, 'batch_retry');
     perform pgque._check_not_null('retry_seconds', i_retry_seconds);
     if i_retry_seconds < 0 then
         raise exception 'retry_seconds must be zero or positive, got %', i_retry_seconds

@@ -62,7 +62,8 @@ set search_path = pgque, pg_catalog, pg_temp as $$
            (select count(*) from pgque.alert a where a.cleared_at is null and a.kind = k.kind)::float8
       from (select v.kind from (values ('slot_unpolled'), ('slot_stale'), ('consumer_lagging'),
                                        ('coop_member_silent'), ('rotation_pinned'), ('long_transaction'),
-                                       ('maint_failed'), ('ticker_stalled'), ('worker_down')) v(kind)
+                                       ('maint_failed'), ('ticker_stalled'), ('worker_down'),
+                                       ('key_blocked')) v(kind)
             union
             select o.kind from pgque.alert o where o.cleared_at is null) k
     union all
