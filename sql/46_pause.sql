@@ -42,7 +42,9 @@ returns text language plpgsql immutable as $$
 begin
     perform pgque._check_not_null('failure_policy', i_policy);
     if i_policy not in ('skip', 'pause') then
-        raise exception 'unknown failure policy "%"', i_policy
+        raise exception 'unknown failure policy "%"',
+              case when pg_catalog.octet_length(i_policy) <= 32 then i_policy
+                   else pg_catalog.left(i_policy, 16) || '...' end
             using errcode = 'invalid_parameter_value',
                   hint = 'Use ''skip'' (a failed event is retried, later events of its key may pass it) '
                          'or ''pause'' (later events of its key wait for it).';
