@@ -50,11 +50,26 @@ ok($node->poll_query_until('postgres', q{
        select count(*) = 1 from pg_stat_activity where backend_type = 'pgque_bgw ticker'}),
    'the ticker runs');
 
+# the backlog: 100 transactions of 100 events over 200 keys
+$node->safe_psql('postgres', q{
+    do $$ begin
+      for t in 0 .. 99 loop
+        perform pgque.send_batch('pq', 'e',
+                   array(select case when hashtext('a' || i) % 500 = 0 then 'fa-'
+                                     when hashtext('o' || i) % 50 = 0 then 'f1-' else 'ok-' end || i
+                           from generate_series(t * 100 + 1, t * 100 + 100) i),
+                   array(select 'key-' || (hashtext('k' || i) & 1023) % 200
+                           from generate_series(t * 100 + 1, t * 100 + 100) i));
+        commit;
+      end loop;
+    end $$});
+
 # workers: shell loops that call the worker procedure again after an error
-# (a killed backend, a restart, a lost lease) and stop after an idle exit
+# (a killed backend, a restart, a lost lease)
 my $psql = $node->config_data('--bindir') . '/psql';
 my ($host, $port) = ($node->host, $node->port);
 my @loops;
+my $t0 = time();
 for my $c ('paused', 'skipped')
 {
     for my $w (1 .. 3)
@@ -62,41 +77,26 @@ for my $c ('paused', 'skipped')
         my $id = substr($c, 0, 1) . "-$w";
         my $script = qq{
             until PGAPPNAME=pause_worker_$id "$psql" -X -q -h "$host" -p $port -d postgres -v ON_ERROR_STOP=1 \\
-                  -c "call partition_worker('pq', '$c', 4, '$id', '6 seconds', '5 seconds', '$retry_s seconds')"
+                  -c "call partition_worker('pq', '$c', 4, '$id', '10 minutes', '5 seconds', '$retry_s seconds')"
             do sleep 0.3; done
         };
         push @loops, IPC::Run::start(['bash', '-c', $script], '>', '/dev/null', '2>', '/dev/null');
     }
 }
 
-# the producer: 100 transactions of 100 events over 200 keys
-my $t0 = time();
-for my $t (0 .. 99)
-{
-    $node->safe_psql('postgres', qq{
-        select pgque.send_batch('pq', 'e',
-                   array(select case when hashtext('a' || i) % 500 = 0 then 'fa-'
-                                     when hashtext('o' || i) % 50 = 0 then 'f1-' else 'ok-' end || i
-                           from generate_series($t * 100 + 1, $t * 100 + 100) i),
-                   array(select 'key-' || (hashtext('k' || i) & 1023) % 200
-                           from generate_series($t * 100 + 1, $t * 100 + 100) i))});
-    if ($t == 30)
-    {
-        # SIGKILL of a pausing worker's backend: the postmaster restarts
-        my $pid = $node->safe_psql('postgres', q{
-            select pid from pg_stat_activity where application_name like 'pause_worker_p-%'
-             order by pid limit 1});
-        if ($pid) { kill 'KILL', $pid; }
-        $node->poll_query_until('postgres', 'select 1', '1');
-    }
-    if ($t == 70)
-    {
-        $node->restart;
-    }
-}
+# a third of the way: SIGKILL of a pausing worker's backend (the postmaster
+# restarts); two thirds: a server restart
+$node->poll_query_until('postgres', q{select count(*) >= 3000 from example_processed where worker like 'p-%'});
+my $pid = $node->safe_psql('postgres', q{
+    select pid from pg_stat_activity where application_name like 'pause_worker_p-%' order by pid limit 1});
+ok($pid && kill('KILL', $pid), 'a pausing worker\'s backend killed with SIGKILL');
+$node->poll_query_until('postgres', 'select 1', '1');
+$node->poll_query_until('postgres', q{select count(*) >= 6500 from example_processed where worker like 'p-%'});
+$node->restart;
+note('killed and restarted after ' . (time() - $t0) . ' s');
 my $failing = $node->safe_psql('postgres', q{
-    select count(*) filter (where payload like 'f1%') || ' ' || count(*) filter (where payload like 'fa%')
-      from (select ev_data as payload from pgque.event_1) e});
+    select count(*) filter (where ev_data like 'f1%') || ' ' || count(*) filter (where ev_data like 'fa%')
+      from pgque.event_1 where ev_owner is null});
 note("fail-once, always-failing events: $failing");
 
 ok($node->poll_query_until('postgres', q{
@@ -108,8 +108,15 @@ ok($node->poll_query_until('postgres', q{
                 where c.co_name like 'skipped#%') = 10000
           and not exists (select from pgque.blocked_key)}),
    'both consumers processed or dead-lettered all 10,000 events, no key blocked');
-note('took ' . (time() - $t0) . ' s');
-$_->finish for @loops;
+note('took ' . (time() - $t0) . ' s; ' . $node->safe_psql('postgres', q{
+    select string_agg(left(worker, 1) || ': ' || n || ' events, ' || s || ' s', '; ')
+      from (select left(worker, 1) as worker, count(*) as n,
+                   round(extract(epoch from max(at) - min(at))::numeric, 1) as s
+              from example_processed group by 1) x}));
+# the workers never exit on their own (long idle exit): stop the loops, then their sessions
+$_->kill_kill for @loops;
+$node->safe_psql('postgres', q{
+    select count(pg_terminate_backend(pid)) from pg_stat_activity where application_name like 'pause_worker_%'});
 
 # pause: per key strictly ascending ev_id, each event processed once
 is($node->safe_psql('postgres', q{
