@@ -8,7 +8,7 @@
 #    pause (same backlog, fan-out).  Events per second until every event was
 #    processed.
 # 2. Cost per blocked key: 10, 1,000 and 100,000 blocked keys on one slot
-#    (markers made by nacks of one event per key); then 20,000 events of
+#    (their marker rows inserted as nacks make them); then 20,000 events of
 #    other keys are received and acked 100 at a time: rows, table size and
 #    time per receive, against the same with no blocked key.
 
@@ -52,13 +52,14 @@ begin
             end loop;
         end loop;
         exit when (select count(*) from bench_pause_done d where d.c = bench_pause_drain.c) >= i_events;
+        -- what the maintenance worker and the ticker do meanwhile
+        perform pgque.maint_retry_events();
+        commit;
         if not busy then
-            perform pgque.maint_retry_events();
-            commit;
             perform pgque.force_tick(q);
-            perform pgque.ticker(q);
-            commit;
         end if;
+        perform pgque.ticker(q);
+        commit;
     end loop;
 end $$;
 SQL
@@ -88,22 +89,15 @@ SQL
 select pgque.create_queue('pause_cost');
 select pgque.subscribe_slot('pause_cost', 'pc', 0, 1, 'pause');
 select pgque.claim_slot('pause_cost', 'pc', 0, 'bw', '1 day');
--- block i_keys keys: one event each, nacked with a retry far ahead
+-- i_keys blocked keys: the rows nack_partitioned makes (a nack per key
+-- would measure the nacks), head 0: every event of theirs is withheld
 create procedure bench_pause_block(i_keys int) language plpgsql as $$
 begin
-    for t in 0 .. (i_keys - 1) / 10000 loop
-        perform pgque.send_batch('pause_cost', 'b', array_fill('x'::text, array[least(10000, i_keys - t * 10000)]),
-                                 array(select 'blocked-' || i from generate_series(t * 10000 + 1, least(i_keys, t * 10000 + 10000)) i));
-        commit;
-    end loop;
-    perform pgque.ticker('pause_cost');
-    commit;
-    loop
-        perform pgque.nack_partitioned('pause_cost', 'pc', 0, 1, 'bw', m, '1 day')
-           from pgque.receive_partitioned('pause_cost', 'pc', 0, 1, 'bw', 1000) m;
-        exit when pgque.ack_partitioned('pause_cost', 'pc', 0, 1, 'bw') = 0;
-        commit;
-    end loop;
+    insert into pgque.blocked_key (bk_sub, bk_key, bk_head, bk_tick)
+    select s.sub_id, 'blocked-' || i, 0, pgque._slot_cursor(s)
+      from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer,
+           generate_series(1, i_keys) i
+     where c.co_name = 'pc#0/1';
 end $$;
 -- 20,000 events of other keys (and 1% of blocked ones: withheld)
 create procedure bench_pause_send() language plpgsql as $$
@@ -119,7 +113,7 @@ SQL
 	echo "-- cost per blocked key: one slot, 20,000 events of other keys received 100 at a time"
 	for k in 0 10 1000 100000; do
 		[ "$QUICK" = 1 ] && [ "$k" = 100000 ] && k=20000
-		"${PSQL[@]}" >/dev/null -c "delete from pgque.blocked_key" -c "delete from pgque.retry_queue"
+		"${PSQL[@]}" >/dev/null -c "delete from pgque.blocked_key" -c "vacuum full pgque.blocked_key"
 		[ "$k" -gt 0 ] && "${PSQL[@]}" >/dev/null -c "call bench_pause_block($k)"
 		read -r rows size < <("${PSQL[@]}" -F ' ' -c "select count(*), pg_total_relation_size('pgque.blocked_key') from pgque.blocked_key")
 		"${PSQL[@]}" >/dev/null -c "call bench_pause_send()"

@@ -91,7 +91,8 @@ end $$;
 
 -- set_failure_policy(queue, consumer, policy) -> the previous policy.
 -- 'pause' -> 'skip' releases every blocked key of the consumer first (its
--- withheld events go to the retry queue, due now), so nothing is lost.
+-- withheld events are appended again), so nothing is lost; it waits for the
+-- slots' open batches (their transactions) to end.
 create function pgque.set_failure_policy(queue_name text, consumer_name text, failure_policy text)
 returns text language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
@@ -106,6 +107,14 @@ begin
     select * into pc from pgque.partition_consumer p
      where p.queue_id = q.queue_id and p.co_name = consumer_name for update;
     if pc.failure_policy = 'pause' and failure_policy = 'skip' then
+        -- the slots' receive locks: a batch received under pause (its
+        -- withheld events left out) is acked before its keys are released
+        perform from pgque.slot_batch b
+          join pgque.subscription s on s.sub_id = b.sb_sub
+          join pgque.consumer c on c.co_id = s.sub_consumer
+         where s.sub_queue = q.queue_id
+           and c.co_name like pgque._like_escape(consumer_name) || '#%/' || pc.n
+           for update of b;
         for k in select b.*, s.sub_id, c.co_name as sub_name
                    from pgque.blocked_key b
                    join pgque.subscription s on s.sub_id = b.bk_sub
