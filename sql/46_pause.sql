@@ -115,14 +115,14 @@ begin
          where s.sub_queue = q.queue_id
            and c.co_name like pgque._like_escape(consumer_name) || '#%/' || pc.n
            for update of b;
-        for k in select b.*, s.sub_id, c.co_name as sub_name
-                   from pgque.blocked_key b
-                   join pgque.subscription s on s.sub_id = b.bk_sub
+        for k in select s.sub_id, c.co_name as sub_name,
+                        array(select b.bk_key from pgque.blocked_key b where b.bk_sub = s.sub_id) as keys
+                   from pgque.subscription s
                    join pgque.consumer c on c.co_id = s.sub_consumer
                   where s.sub_queue = q.queue_id
                     and c.co_name like pgque._like_escape(consumer_name) || '#%/' || pc.n
-                  order by b.bk_sub, b.bk_key loop
-            perform pgque._pause_release(k.bk_sub, k.bk_key, pc.n,
+                  order by s.sub_id loop
+            perform pgque._pause_release(k.sub_id, k.keys, pc.n,
                                          pg_catalog.split_part(pg_catalog.split_part(k.sub_name, '#', 2), '/', 1)::int4,
                                          null, true);
         end loop;
@@ -150,12 +150,11 @@ begin
     end if;
 end $$;
 
--- The events of key i_key on slot i_slot of subscription i_sub with an
--- ev_id above i_after, in the slot's windows from tick i_from to tick i_to,
--- plus those of window (i_to, i_next] up to i_pos: what the slot passed.
--- Retried copies (ev_owner = the slot) and the originals both: a caller
--- keeps one per ev_id.
-create function pgque._pause_passed_rows(i_sub int4, i_key text, i_after bigint, i_n int4, i_slot int4,
+-- The events of slot i_slot of subscription i_sub in its windows from tick
+-- i_from to tick i_to, plus those of window (i_to, i_next] up to ev_id
+-- i_pos: what the slot passed.  Retried copies (ev_owner = the slot) and
+-- the originals both: a caller keeps one per ev_id.
+create function pgque._pause_passed_rows(i_sub int4, i_n int4, i_slot int4,
                                          i_from bigint, i_to bigint, i_pos bigint, i_next bigint)
 returns setof pgque.event_template language plpgsql as $$
 declare
@@ -178,41 +177,43 @@ begin
             select e.* from pgque._window_rows(pgque._event_source(q, lo, hi, i_n, i_slot),
                                                pg_catalog.pg_snapshot_xmax(lo), pg_catalog.pg_snapshot_xmax(hi),
                                                array(select pg_catalog.pg_snapshot_xip(lo)), hi, i_sub,
-                                               null, null, null, i_n, i_slot) e
-             where e.ev_extra1 = i_key and e.ev_id > i_after;
+                                               null, null, null, i_n, i_slot) e;
     end if;
-    if i_pos is not null and i_pos > i_after then
+    if i_pos is not null then
         select t.tick_snapshot into nx from pgque.tick t where t.tick_queue = q.queue_id and t.tick_id = i_next;
         return query
             select e.* from pgque._window_rows(pgque._event_source(q, hi, nx, i_n, i_slot),
                                                pg_catalog.pg_snapshot_xmax(hi), pg_catalog.pg_snapshot_xmax(nx),
                                                array(select pg_catalog.pg_snapshot_xip(hi)), nx, i_sub,
                                                null, null, null, i_n, i_slot) e
-             where e.ev_extra1 = i_key and e.ev_id > i_after and e.ev_id <= i_pos;
+             where e.ev_id <= i_pos;
     end if;
 end $$;
 
--- Release blocked key i_key of slot subscription i_sub: its withheld
--- events that the slot passed are appended again for this slot (as a retry
--- is, with its retry count unchanged, now, in ev_id order), the largest becomes the head
--- (draining) and bk_tick the slot's cursor; none: the key is unblocked.
--- i_epoch: the caller's lease epoch row gives the cursor (NULL: the slot's
--- newest).  i_drop: re-queue and forget the key (set_failure_policy skip).
+-- Release blocked keys i_keys of slot subscription i_sub: their withheld
+-- events that the slot passed (above each key's head, in the windows since
+-- the oldest of their ticks: one read for all of them) are appended again
+-- for this slot (as a retry is, with their retry count unchanged, now, in
+-- ev_id order); per key the largest becomes the head (draining) and
+-- bk_tick the slot's cursor; a key with none is unblocked.  i_epoch: the
+-- caller's lease epoch row gives the cursor (NULL: the slot's newest).
+-- i_drop: re-queue and forget the keys (set_failure_policy skip).
 -- -> events re-queued.
-create function pgque._pause_release(i_sub int4, i_key text, i_n int4, i_slot int4, i_epoch bigint,
+create function pgque._pause_release(i_sub int4, i_keys text[], i_n int4, i_slot int4, i_epoch bigint,
                                      i_drop boolean default false)
 returns int4 language plpgsql as $$
 declare
-    k      pgque.blocked_key;
     r      pgque.slot_batch;
+    lo     bigint;
     ptick  bigint;
     ppos   bigint;
     pnext  bigint;
-    top    bigint;
     n      int4;
 begin
-    select * into k from pgque.blocked_key where bk_sub = i_sub and bk_key = i_key for update;
-    if not found then
+    select pg_catalog.min(k.bk_tick) into lo
+      from (select b.bk_tick from pgque.blocked_key b
+             where b.bk_sub = i_sub and b.bk_key = any(i_keys) for update) k;
+    if lo is null then
         return 0;
     end if;
     if i_epoch is not null then
@@ -227,22 +228,31 @@ begin
     end if;
     -- the producers' insert (C: it routes rows to partition buckets), in
     -- ev_id order, in this transaction: one window, handed out in order
-    select pg_catalog.max(w.ev_id), count(pgque._insert_event(q.queue_name, w.ev_id, w.ev_time, i_sub, w.ev_retry,
-                                                              w.ev_type, w.ev_data, w.ev_extra1, w.ev_extra2,
-                                                              w.ev_extra3, w.ev_extra4, false))
-      into top, n
-      from (select distinct on (e.ev_id) e.*
-              from pgque._pause_passed_rows(i_sub, i_key, k.bk_head, i_n, i_slot, k.bk_tick, ptick, ppos, pnext) e
-             order by e.ev_id, (e.ev_owner is null)) w,
-           pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue
-     where s.sub_id = i_sub;
-    if top is null or i_drop then
-        delete from pgque.blocked_key where bk_sub = i_sub and bk_key = i_key;
-    else
-        update pgque.blocked_key
-           set bk_head = top, bk_tick = ptick, bk_done_batch = null, bk_draining = true
-         where bk_sub = i_sub and bk_key = i_key;
-    end if;
+    with w as materialized (
+        select distinct on (e.ev_id) e.*
+          from pgque._pause_passed_rows(i_sub, i_n, i_slot, lo, ptick, ppos, pnext) e
+          join pgque.blocked_key k on k.bk_sub = i_sub and k.bk_key = e.ev_extra1 and e.ev_id > k.bk_head
+         where k.bk_key = any(i_keys)
+         order by e.ev_id, (e.ev_owner is null)),
+    ins as (
+        select count(pgque._insert_event(q.queue_name, w2.ev_id, w2.ev_time, i_sub, w2.ev_retry,
+                                         w2.ev_type, w2.ev_data, w2.ev_extra1, w2.ev_extra2,
+                                         w2.ev_extra3, w2.ev_extra4, false))::int4 as cnt
+          from (select * from w order by w.ev_id) w2,
+               pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue
+         where s.sub_id = i_sub),
+    tops as (
+        select w.ev_extra1 as key, pg_catalog.max(w.ev_id) as top from w group by w.ev_extra1),
+    upd as (
+        update pgque.blocked_key b
+           set bk_head = t.top, bk_tick = ptick, bk_done_batch = null, bk_draining = true
+          from tops t
+         where not i_drop and b.bk_sub = i_sub and b.bk_key = t.key),
+    del as (
+        delete from pgque.blocked_key b
+         where b.bk_sub = i_sub and b.bk_key = any(i_keys)
+           and (i_drop or not exists (select from tops t where t.key = b.bk_key)))
+    select ins.cnt into n from ins;
     return n;
 end $$;
 
@@ -278,16 +288,12 @@ end $$;
 create function pgque._pause_after_ack(i_sub int4, i_batch bigint, i_epoch bigint, i_n int4, i_slot int4)
 returns int4 language plpgsql as $$
 declare
-    k    text;
-    cnt  int4 := 0;
+    keys text[];
 begin
-    for k in select b.bk_key from pgque.blocked_key b
-              where b.bk_done_batch = i_batch and b.bk_sub = i_sub
-              order by b.bk_key loop
-        perform pgque._pause_release(i_sub, k, i_n, i_slot, i_epoch);
-        cnt := cnt + 1;
-    end loop;
-    return cnt;
+    keys := array(select b.bk_key from pgque.blocked_key b
+                   where b.bk_done_batch = i_batch and b.bk_sub = i_sub);
+    perform pgque._pause_release(i_sub, keys, i_n, i_slot, i_epoch);
+    return pg_catalog.cardinality(keys);
 end $$;
 
 -- PgQ's primitives that retry or dead-letter one event bypass the markers:
