@@ -397,20 +397,23 @@ begin
                set sb_last = m.last
               from m
              where sb.sb_batch = i_batch and sb.sb_last is distinct from m.last),
+        -- one index probe per event (a scalar subquery: never a scan of
+        -- every blocked key of the slot, however many there are)
         give as materialized (
-            select p.*, k.bk_head
+            select p.*, (select k.bk_head from pgque.blocked_key k
+                          where k.bk_sub = sid and k.bk_key = p.ev_extra1) as bk_head
               from part p
-              left join pgque.blocked_key k on k.bk_sub = sid and k.bk_key = p.ev_extra1
-             where p.rn <= i_max_return and (k.bk_head is null or p.ev_id <= k.bk_head)),
+             where p.rn <= i_max_return),
         done as (
             update pgque.blocked_key k
                set bk_done_batch = i_batch
-              from give o
-             where k.bk_sub = sid and k.bk_key = o.ev_extra1 and o.ev_id = k.bk_head
+              from (select o.ev_extra1, o.ev_id from give o where o.ev_id = o.bk_head) h
+             where k.bk_sub = sid and k.bk_key = h.ev_extra1 and k.bk_head = h.ev_id
                and k.bk_done_batch is distinct from i_batch
-               and not exists (select from pgque.retry_queue r where r.ev_owner = sid and r.ev_id = o.ev_id))
+               and not exists (select from pgque.retry_queue r where r.ev_owner = sid and r.ev_id = h.ev_id))
         select o.ev_id, i_batch, o.ev_type, o.ev_data, o.ev_retry, o.ev_time,
                o.ev_extra1, o.ev_extra2, o.ev_extra3, o.ev_extra4
           from give o
+         where o.bk_head is null or o.ev_id <= o.bk_head
          order by o.rn;
 end $$;
