@@ -1,6 +1,6 @@
 # Failure policy pause (ADR 0029) under load: 10,000 keyed events over 200
 # keys, 2% failing once and 0.2% always (-> dead letters), consumed at the
-# same time by a pausing consumer and a skipping one (3 workers each,
+# same time by a pausing consumer and a skipping one (2 workers each,
 # examples/partition_worker.sql, N = 4), through a SIGKILL of a worker's
 # backend (a crash restart) and a server restart.  Under pause every key's
 # processed events are in strictly ascending ev_id order, the dead letters
@@ -72,7 +72,7 @@ my @loops;
 my $t0 = time();
 for my $c ('paused', 'skipped')
 {
-    for my $w (1 .. 3)
+    for my $w (1 .. 2)
     {
         my $id = substr($c, 0, 1) . "-$w";
         my $script = qq{
