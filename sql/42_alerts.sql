@@ -109,7 +109,10 @@ begin
     -- rotation overdue because a subscription's cursor holds the oldest
     -- table: only when the queue's latest tick is past the switch, so that
     -- the cursor could move past it (else a transaction holds every cursor:
-    -- long_transaction below; or the ticker: ticker_stalled)
+    -- long_transaction below; or the ticker: ticker_stalled), and when the
+    -- subscription has had a newer tick to move to for longer than the
+    -- grace (else it is a healthy consumer one poll behind the tick that
+    -- has just freed rotation, e.g. when a long transaction ends)
     return query
     select 'rotation_pinned'::text, q.queue_name || '/' || c.co_name, q.queue_name, c.co_name, null::int4,
            pg_catalog.jsonb_build_object(
@@ -126,7 +129,10 @@ begin
      where q.queue_switch_step2 is not null
        and q.queue_switch_time + q.queue_rotation_period + i_rotation_grace < now_ts
        and pg_catalog.pg_snapshot_xmin(t.tick_snapshot) <= q.queue_switch_step2
-       and pg_catalog.pg_snapshot_xmin(lt.tick_snapshot) > q.queue_switch_step2;
+       and pg_catalog.pg_snapshot_xmin(lt.tick_snapshot) > q.queue_switch_step2
+       and (select n.tick_time from pgque.tick n
+             where n.tick_queue = s.sub_queue and n.tick_id > s.sub_last_tick
+             order by n.tick_id limit 1) + i_rotation_grace < now_ts;
 
     -- transactions holding rotation back, failed maintenance steps (ADR 0024)
     return query select * from pgque._alert_cause_conditions(i_rotation_grace);

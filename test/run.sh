@@ -47,7 +47,7 @@ if [ -n "${PGQUE_TAP_ONLY:-}" ]; then
 	echo "== PGQUE_TAP_ONLY=$PGQUE_TAP_ONLY: pg_regress and isolation skipped (not a full run)"
 else
 regress_tests=$(cd test/sql && ls *.sql | sed 's/\.sql$//' | sort)
-echo "== pg_regress"
+echo "== pg_regress (at ${SECONDS} s)"
 as_pg "$PGXS_TEST/regress/pg_regress" \
 	--bindir="$PGBIN" --inputdir="$T" --outputdir="$WORK/regress" \
 	--temp-instance="$WORK/regress/tmp" --temp-config="$T/pgque_test.conf" \
@@ -62,7 +62,7 @@ if [ "$rc" -ne 0 ]; then
 fi
 
 isolation_tests=$(cd test/specs && ls *.spec | sed 's/\.spec$//' | sort)
-echo "== isolation"
+echo "== isolation (at ${SECONDS} s)"
 as_pg "$PGXS_TEST/isolation/pg_isolation_regress" \
 	--bindir="$PGBIN" --inputdir="$T" --outputdir="$WORK/isolation" \
 	--temp-instance="$WORK/isolation/tmp" --temp-config="$T/pgque_test.conf" \
@@ -80,7 +80,7 @@ fi
 # the Makefile's REGRESS/ISOLATION against a server started by hand with
 # the test configuration (docs/install.md), from a copy postgres can write
 # to.  Counted as one: its tests are the ones above.
-echo "== make installcheck"
+echo "== make installcheck (at ${SECONDS} s)"
 IC="$WORK/installcheck"
 as_pg mkdir -p "$IC/src"
 cp -r Makefile pgque_bgw.control sql test "$IC/src/"
@@ -134,7 +134,7 @@ if [ -n "${PGQUE_SKIP_TAP:-}" ]; then
 	echo "== PGQUE_SKIP_TAP: TAP skipped (not a full run)"
 	failures+=("TAP skipped")
 fi
-echo "== TAP"
+echo "== TAP (at ${SECONDS} s)"
 # 028_full_disk fills a small file system: a tmpfs, which only root can
 # mount.  As root, one is mounted here for it (the test fails when this did
 # not work); not as root, the test skips itself (the manual procedure is in
@@ -153,6 +153,7 @@ fi
 for t in test/t/*${PGQUE_TAP_ONLY:-}*.pl; do
 	[ -n "${PGQUE_SKIP_TAP:-}" ] && break
 	name=$(basename "$t")
+	t0=$SECONDS
 	as_pg mkdir -p "$WORK/tap/$name"
 	# TESTDIR for PostgreSQL 15-16, TESTDATADIR/TESTLOGDIR for 17 on
 	as_pg env TESTDIR="$WORK/tap/$name" PG_REGRESS="$PGXS_TEST/regress/pg_regress" \
@@ -168,13 +169,13 @@ for t in test/t/*${PGQUE_TAP_ONLY:-}*.pl; do
 	if [ "$rc" -ne 0 ] || [ "$bad" -ne 0 ] || [ "$skip" -ne 0 ]; then
 		[ "$bad" -eq 0 ] && [ "$skip" -eq 0 ] && failed=$((failed + 1))
 		failures+=("$name")
-		echo "$name ... FAILED ($ok ok, $bad not ok, $skip skipped)"
+		echo "$name ... FAILED ($ok ok, $bad not ok, $skip skipped, $((SECONDS - t0)) s)"
 		cat "$WORK/tap_$name.log"
 		ls "$WORK/tap/$name/tmp_check/log/" 2>/dev/null | while read -r f; do
 			echo "---- $f (tail)"; tail -n 40 "$WORK/tap/$name/tmp_check/log/$f"
 		done
 	else
-		echo "$name ... ok ($ok assertions)"
+		echo "$name ... ok ($ok assertions, $((SECONDS - t0)) s)"
 		# figures the tests print (diag lines marked "figure:")
 		grep -E '^# figure:' "$WORK/tap_$name.log" | sed 's/^# /    /'
 	fi

@@ -38,9 +38,9 @@ $node->safe_psql('postgres', 'create database plain');
 $node->safe_psql('db1', q{
     create extension pgque_bgw;
     select pgque.create_queue('idle');
+    select pgque.set_queue_config('idle', 'ticker_idle_period', '10 seconds');
 });
 my $idle_start = time();
-my $idle_ticks0 = $node->safe_psql('db1', q{select count(*) from pgque.tick});
 
 ok($node->poll_query_until('postgres', qq{
        select string_agg(backend_type, ',' order by backend_type) = '$all_three'
@@ -178,12 +178,15 @@ ok($node->poll_query_until('db1', q{select count(*) = 0 from pgque.idem}),
 like($node->safe_psql('db1', q{select detail from pgque.status() where component = 'maintenance'}),
      qr/idem_reaped=/, 'status() shows the maintenance pass');
 
-# an idle queue for a minute: one or two ticks (idle period 1 min)
-my $wait = 62 - (time() - $idle_start);
+# an idle queue ticks once per idle period (10 s here), no more, no less
+my $wait = 32 - (time() - $idle_start);
 sleep($wait) if $wait > 0;
 my $idle_ticks = $node->safe_psql('db1', q{
-    select count(*) from pgque.tick t join pgque.queue q on q.queue_id = t.tick_queue where q.queue_name = 'idle'});
-cmp_ok($idle_ticks - 1, '<=', 2, sprintf('an idle queue wrote %d tick(s) in %.0f s', $idle_ticks - 1, time() - $idle_start));
+    select count(*) - 1 from pgque.tick t join pgque.queue q on q.queue_id = t.tick_queue where q.queue_name = 'idle'});
+my $idle_secs = time() - $idle_start;
+my $periods = int($idle_secs / 10);
+ok($idle_ticks >= $periods - 1 && $idle_ticks <= $periods + 1,
+   sprintf('an idle queue wrote %d tick(s) in %.0f s with a 10 s idle period', $idle_ticks, $idle_secs));
 
 # DROP EXTENSION stops that database's workers
 $node->safe_psql('db2', 'drop extension pgque_bgw cascade');

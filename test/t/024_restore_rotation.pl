@@ -132,7 +132,9 @@ sub dumped_alerts
         if ($f[7] eq '\\N') { push @open, "$f[0]|$f[1]|$f[2]"; }
         else { push @cleared, $f[0]; }
     }
-    return (join("\n", @open), join(',', @cleared));
+    # COPY writes rows in their physical order, which an update changes
+    @open = sort { ($a =~ /^(\d+)/)[0] <=> ($b =~ /^(\d+)/)[0] } @open;
+    return (join("\n", @open), join(',', sort { $a <=> $b } @cleared));
 }
 
 my %restore = (

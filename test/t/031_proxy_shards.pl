@@ -11,6 +11,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use IPC::Run;
 
 my $N = 4;          # slots per shard
 my $KEYS = 500;
@@ -81,17 +82,18 @@ for my $node (@shards)
        'ticker runs on ' . $node->name);
 }
 
-# one slot worker per shard serving its 4 slots; it leaves after 15 s idle
+# one slot worker per shard serving its 4 slots, until cancelled below (its
+# idle exit is long: a shard's restart on a loaded machine can take 15 s)
 sub start_worker
 {
     my ($s) = @_;
-    my $bg = $shards[$s]->background_psql('postgres', on_error_stop => 0);
-    $bg->query_until(qr/started/, qq{
-        \\echo started
-        call partition_worker('orders', 'indexer', $N, 'shard$s-worker', '15 seconds');
-        \\echo finished
-    });
-    return $bg;
+    my ($out, $err) = ('', '');
+    # a psql of its own rather than a background_psql, whose query timer
+    # (180 s) a worker outlives on a loaded machine
+    return IPC::Run::start(
+        [ $shards[$s]->installed_command('psql'), '-X', '-q', '-d', $shards[$s]->connstr('postgres'),
+          '-c', "call partition_worker('orders', 'indexer', $N, 'shard$s-worker', '10 minutes')" ],
+        '>', \$out, '2>', \$err);
 }
 my @workers = map { start_worker($_) } 0 .. 2;
 
@@ -113,7 +115,7 @@ for my $t (1 .. $BATCHES)
     if ($t == 101)
     {
         $shards[$down]->stop('immediate');
-        eval { $workers[$down]->quit; };
+        eval { $workers[$down]->finish; };
     }
     if ($t == 201)
     {
@@ -158,7 +160,11 @@ my $processed = sub {
 my $deadline = time + 300;
 sleep 1 while $processed->() < $total && time < $deadline;
 is($processed->(), $total, "all $total events processed, on the three shards");
-$_->quit for @workers;
+# done: stop the workers
+$_->safe_psql('postgres', q{
+    select pg_cancel_backend(pid) from pg_stat_activity
+     where query like 'call partition_worker(%' and pid <> pg_backend_pid()}) for @shards;
+eval { $_->finish } for @workers;
 
 # every payload exactly once over all shards; each key on one shard, the
 # one the proxy routes it to, and in send order there
