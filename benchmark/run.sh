@@ -11,8 +11,10 @@
 # WAL, sustained mixed load with a stopped slot worker
 # (benchmark/sustained.sh), cooperative groups of 1, 4, 8 members against one plain
 # consumer (benchmark/coop.sh), sends through a PL/Proxy proxy to 1-3 shards
-# (benchmark/proxy.sh), WAL bytes and dead tuples per event.  ONLY=name,... runs a subset
-# (producer, drain, partition, lease, latency, sustained, coop, proxy).
+# (benchmark/proxy.sh), failure policy pause against skip and the cost of
+# blocked keys (benchmark/pause.sh), WAL bytes and dead tuples per event.
+# ONLY=name,... runs a subset
+# (producer, drain, partition, lease, latency, sustained, coop, proxy, pause).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -23,7 +25,8 @@ else DUR=30; BACKLOG=1000000; JOBS=100000; PK_EVENTS=500000; fi
 # BENCH_DUR=s: seconds per pgbench workload (a shorter look on a shared machine)
 DUR=${BENCH_DUR:-$DUR}
 LAT_SECS=$([ "$QUICK" = 1 ] && echo 4 || echo 60)
-ONLY=${ONLY:-producer,drain,partition,lease,latency,sustained,coop,proxy}
+ONLY=${ONLY:-producer,drain,partition,lease,latency,sustained,coop,proxy,pause}
+PAUSE_EVENTS=$([ "$QUICK" = 1 ] && echo 20000 || echo 100000)
 COOP_EVENTS=$([ "$QUICK" = 1 ] && echo 50000 || echo 200000)
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 . benchmark/partition.sh
@@ -31,6 +34,7 @@ want() { [[ ",$ONLY," == *",$1,"* ]]; }
 . benchmark/sustained.sh
 . benchmark/coop.sh
 . benchmark/proxy.sh
+. benchmark/pause.sh
 . benchmark/plot.sh
 PORT=${PGQUE_BENCH_PORT:-56700}
 
@@ -194,6 +198,11 @@ fi
 if want coop; then
 echo "== cooperative consumers: $COOP_EVENTS events"
 coop_workload "$COOP_EVENTS"
+fi
+
+if want pause; then
+echo "== failure policy pause: $PAUSE_EVENTS events, skip against pause; blocked keys"
+pause_workload "$PAUSE_EVENTS"
 fi
 
 if want latency; then

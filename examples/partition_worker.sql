@@ -14,6 +14,15 @@
 -- to the handler: stamp it on side effects to fence a worker that lost its
 -- lease (a zombie's ack raises SQLSTATE PQ002; PQ001 means the lease is gone,
 -- e.g. after a server restart: just claim again).
+--
+-- A handler that raises makes the worker nack the event (retry after
+-- i_retry_after, dead letter after the queue's max_retries).  Under the
+-- consumer's failure policy 'pause' (pgque.set_failure_policy, ADR 0029)
+-- the server then withholds the key's later events until the failed one is
+-- acked on a retry or dead-lettered; the worker's part is to skip the rest
+-- of that key's events in the batch it holds (they were handed out before
+-- the nack; they come back, in order, after the failed one).  Under 'skip'
+-- it processes them (the failed one comes back later, out of order).
 
 create table if not exists example_processed (
     seq       bigserial primary key,
@@ -22,7 +31,8 @@ create table if not exists example_processed (
     slot      int4 not null,
     ev_id     bigint not null,
     key       text,
-    payload   text
+    payload   text,
+    at        timestamptz not null default clock_timestamp()
 );
 
 create or replace function handle_event(i_worker text, i_epoch bigint, i_slot int4, m pgque.message)
@@ -33,7 +43,8 @@ $$;
 
 create or replace procedure partition_worker(i_queue text, i_consumer text, i_n int4, i_worker text,
                                              i_idle_exit interval default '5 seconds',
-                                             i_ttl interval default '30 seconds')
+                                             i_ttl interval default '30 seconds',
+                                             i_retry_after interval default '10 seconds')
 language plpgsql as $$
 declare
     k          int4;
@@ -42,6 +53,8 @@ declare
     rows       int4;
     busy       boolean;
     idle_since timestamptz := clock_timestamp();
+    pause      boolean := pgque.get_failure_policy(i_queue, i_consumer) = 'pause';
+    nacked     text[];
 begin
     loop
         busy := false;
@@ -51,9 +64,18 @@ begin
             continue when epoch is null;            -- someone else has it
             loop                                    -- drain this slot
                 rows := 0;
+                nacked := '{}';
                 for m in select * from pgque.receive_partitioned(i_queue, i_consumer, k, i_n, i_worker, 100) loop
-                    perform handle_event(i_worker, epoch, k, m);
                     rows := rows + 1;
+                    -- pause: a key nacked in this batch waits for its failed event
+                    continue when pause and m.extra1 = any(nacked);
+                    begin
+                        perform handle_event(i_worker, epoch, k, m);
+                    exception when others then
+                        perform pgque.nack_partitioned(i_queue, i_consumer, k, i_n, i_worker, m,
+                                                       i_retry_after, sqlerrm);
+                        nacked := nacked || m.extra1;
+                    end;
                 end loop;
                 exit when rows = 0;
                 perform pgque.ack_partitioned(i_queue, i_consumer, k, i_n, i_worker);

@@ -138,6 +138,9 @@ begin
 
     -- resizes of partitioned consumers still draining (ADR 0030)
     return query select * from pgque._resize_conditions();
+    -- keys of pausing partitioned consumers blocked for too long (ADR 0029)
+    return query select * from pgque._pause_alert_conditions(
+                                   pgque._guc_interval('pgque_bgw.key_blocked_after', null));
 
     -- queues with new events and no tick for too long
     return query
@@ -209,6 +212,7 @@ begin
                 when 'coop_member_silent' then 'A cooperative member holding a batch is silent: another member takes the window over after dead_interval, or restart it.'
                 when 'long_transaction' then 'A transaction holds the queue''s rotation back: end it (COMMIT, ROLLBACK, pg_terminate_backend(pid), or ROLLBACK PREPARED for a prepared one) and fix what leaves it open.'
                 when 'resize_stalled' then 'Old-layout slots of a resize are not drained: make sure workers serve the old n (pgque.partition_resize_status lists the slots).'
+                when 'key_blocked' then 'A key of a partitioned consumer with failure policy pause waits for its failed event: fix what makes it fail, or let it reach the dead-letter queue (pgque.blocked_keys).'
                 when 'maint_failed' then 'A maintenance step fails: see the error in the details and the server log; on "No space left on device" add space to the event tables'' tablespace (docs/operations.md).'
                 -- a NULL hint would make RAISE fail and with it the whole pass
                 else 'See docs/alerts.md for what to do.'

@@ -11,6 +11,9 @@ create table pgque.partition_consumer (
     -- the role that subscribed the first slot: it owns every slot
     -- subscription "<co_name>#<k>/<n>" (pgque._authorize)
     owner     regrole not null,
+    -- what a nack does to the key's later events (ADR 0029): 'skip' they
+    -- pass the retried one; 'pause' they wait for it (sql/46_pause.sql)
+    failure_policy text not null default 'skip' check (failure_policy in ('skip', 'pause')),
     primary key (queue_id, co_name)
 );
 select pg_catalog.pg_extension_config_dump('pgque.partition_consumer', '');
@@ -269,7 +272,8 @@ begin
     q := pgque._queue(queue_name);
     perform pgque._check_max_return(max_return);
     g := pgque._slot_guard(q, consumer_name, slot, n, worker, false);
-    return query select * from pgque._receive(queue_name, g.sub_name, max_return, n, slot, g.epoch);
+    return query select * from pgque._receive(queue_name, g.sub_name, max_return, n, slot, g.epoch,
+                                              pgque._slot_pauses(q.queue_id, consumer_name));
 end $$;
 
 -- ack_partitioned -> 1 acked / 0 no open batch.  A fenced worker raises,
@@ -288,6 +292,10 @@ begin
     s := pgque._slot_open(queue_name, g.sub_name, g.epoch);
     if s.sub_batch is not null then
         res := pgque._slot_finish(s.sub_batch);
+        -- failure policy pause: release the keys whose head was done in it
+        if exists (select from pgque.blocked_key b where b.bk_done_batch = s.sub_batch) then
+            perform pgque._pause_after_ack(s.sub_id, s.sub_batch, g.epoch, n, slot);
+        end if;
     end if;
     perform pgque._slot_recheck(q.queue_id, consumer_name, slot, worker, g.epoch, queue_name);
     return res;
@@ -331,6 +339,9 @@ begin
             using errcode = 'object_not_in_prerequisite_state';
     end if;
     res := pgque._slot_nack_event(s, msg.msg_id, retry_after, reason, n, slot);
+    if pgque._slot_pauses(q.queue_id, consumer_name) then
+        perform pgque._pause_on_nack(s, msg.msg_id, n, slot);   -- block its key (ADR 0029)
+    end if;
     perform pgque._slot_recheck(q.queue_id, consumer_name, slot, worker, g.epoch, queue_name);
     return res;
 end $$;

@@ -6,9 +6,12 @@
 -- under a new batch id, so nothing past max_return is skipped.  Empty
 -- windows are finished here and the next one is tried.
 -- A partition slot's receive passes its lease epoch (i_epoch): its batch
--- lives in the epoch's row of pgque.slot_batch (ADR 0023).
+-- lives in the epoch's row of pgque.slot_batch (ADR 0023).  i_pause: the
+-- slot's consumer has failure policy pause (ADR 0029): events of blocked
+-- keys past their head are withheld, and handing out a head marks it.
 create function pgque._receive(i_queue_name text, i_sub_name text, i_max_return int4,
-                               i_n int4, i_slot int4, i_epoch bigint default null)
+                               i_n int4, i_slot int4, i_epoch bigint default null,
+                               i_pause boolean default false)
 returns setof pgque.message language plpgsql as $$
 declare
     b        pgque.batch_info;
@@ -25,6 +28,17 @@ begin
         end if;
         if b.batch_id is null then
             return;
+        end if;
+        if i_pause then
+            return query select * from pgque._receive_paused(b.batch_id, i_max_return, i_n, i_slot);
+            get diagnostics n = row_count;
+            if n > 0 then
+                return;
+            end if;
+            perform pgque._slot_finish(b.batch_id);
+            tries := tries + 1;
+            exit when tries >= 10;
+            continue;
         end if;
         -- One statement, no per-row PL/pgSQL: the part's rows, and (when the
         -- window holds more than max_return) where the part ends, so that

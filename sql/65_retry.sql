@@ -50,6 +50,7 @@ begin
     s := pgque._open_batch_or_raise(batch_id);
     perform pgque._check_not_null('event_id', event_id);
     perform pgque._check_not_null('ev_time', ev_time);
+    perform pgque._pause_refuse_primitive(s, 'event_dead');
     -- event_template's columns: ev_id, ev_time, ev_txid, ev_owner, ev_retry,
     -- ev_type, ev_data, ev_extra1..4
     e := row(event_id, ev_time, ev_txid, null, ev_retry, ev_type, ev_data,
@@ -67,6 +68,7 @@ begin
     s := pgque._open_batch_or_raise(x_batch_id);
     perform pgque._check_not_null('event_id', x_event_id);
     perform pgque._check_timestamp('retry_time', x_retry_time);
+    perform pgque._pause_refuse_primitive(s, 'event_retry');
     select * into e from pgque._batch_rows(x_batch_id, 1, x_event_id);
     if not found then
         raise exception 'msg_id % not found in batch %', x_event_id, x_batch_id
@@ -102,6 +104,7 @@ begin
         raise exception 'retry_seconds must be zero or positive, got %', i_retry_seconds
             using errcode = 'invalid_parameter_value';
     end if;
+    perform pgque._pause_refuse_primitive(s, 'batch_retry');
     for e in select * from pgque._batch_rows(i_batch_id, null, null) loop
         n := n + pgque._retry_event(s, e, now() + pg_catalog.make_interval(secs => i_retry_seconds));
     end loop;

@@ -20,10 +20,12 @@ begin
         return 0;
     end if;
     -- everything written before the previous switch must be consumed by all
+    -- (a blocked key's tick counts as a cursor: its withheld events, ADR 0029)
     select min(pg_catalog.pg_snapshot_xmin(t.tick_snapshot)) into lowest
-      from pgque.subscription s
-      join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
-     where s.sub_queue = q.queue_id;
+      from (select s.sub_last_tick as tk from pgque.subscription s where s.sub_queue = q.queue_id
+            union all
+            select pgque._blocked_ticks(q.queue_id)) c
+      join pgque.tick t on t.tick_queue = q.queue_id and t.tick_id = c.tk;
     if lowest is not null and lowest <= q.queue_switch_step2 then
         return 0;
     end if;
@@ -68,10 +70,11 @@ declare
     newest   xid8;
     newer    boolean;
 begin
-    if exists (select from pgque.subscription s
-                where s.sub_queue = q.queue_id
-                  and not exists (select from pgque.tick t
-                                   where t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick)) then
+    if exists (select from (select s.sub_last_tick as tk from pgque.subscription s where s.sub_queue = q.queue_id
+                            union all
+                            select pgque._blocked_ticks(q.queue_id)) c
+                where not exists (select from pgque.tick t
+                                   where t.tick_queue = q.queue_id and t.tick_id = c.tk)) then
         horizon := '0'::xid8;
     elsif horizon is null then
         select pg_catalog.pg_snapshot_xmin(t.tick_snapshot) into horizon
@@ -186,7 +189,10 @@ begin
      using pgque.queue q
      where t.tick_queue = q.queue_id
        and t.tick_time < now() - q.queue_rotation_period
-       and t.tick_id < coalesce((select min(s.sub_last_tick) from pgque.subscription s where s.sub_queue = q.queue_id),
+       and t.tick_id < coalesce((select min(c.tk) from (select s.sub_last_tick as tk from pgque.subscription s
+                                                          where s.sub_queue = q.queue_id
+                                                         union all
+                                                         select pgque._blocked_ticks(q.queue_id)) c),
                                 (select max(x.tick_id) from pgque.tick x where x.tick_queue = q.queue_id));
     get diagnostics n = row_count;
     return n;

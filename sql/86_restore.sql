@@ -28,13 +28,17 @@ create table pgque.state_seal (
     after_window_tick      bigint,
     after_slot_batch_sub   int4,
     after_slot_batch_epoch bigint,
+    after_blocked_sub      int4,
+    after_blocked_key      text,
     foreign key (after_tick_queue, after_tick_id) references pgque.tick (tick_queue, tick_id) on delete restrict,
     foreign key (after_slots_queue, after_slots_consumer) references pgque.partition_consumer (queue_id, co_name) on delete restrict,
     foreign key (after_window_sub, after_window_tick) references pgque.coop_window (cw_sub, cw_prev_tick) on delete restrict,
     foreign key (after_slot_batch_sub, after_slot_batch_epoch) references pgque.slot_batch (sb_sub, sb_epoch) on delete restrict,
+    foreign key (after_blocked_sub, after_blocked_key) references pgque.blocked_key (bk_sub, bk_key) on delete restrict,
     check (pg_catalog.num_nonnulls(after_tick_queue, after_tick_id, after_alert, after_slots_queue,
                                    after_slots_consumer, after_window_sub, after_window_tick,
-                                   after_slot_batch_sub, after_slot_batch_epoch) = 0)
+                                   after_slot_batch_sub, after_slot_batch_epoch,
+                                   after_blocked_sub, after_blocked_key) = 0)
 );
 select pg_catalog.pg_extension_config_dump('pgque.state_seal', '');
 
@@ -63,6 +67,19 @@ begin
       join pgque.queue q on q.queue_id = s.sub_queue
       join pgque.consumer c on c.co_id = s.sub_consumer
      where not exists (select from pgque.tick t where t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick)
+     limit 1;
+    if why is not null then
+        return why;
+    end if;
+    -- a blocked key's tick holds its withheld events (ADR 0029)
+    select pg_catalog.format('the tick %s of a blocked key of consumer %s on queue %s is not loaded yet',
+                             b.bk_tick, c.co_name, q.queue_name)
+      into why
+      from pgque.blocked_key b
+      join pgque.subscription s on s.sub_id = b.bk_sub
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.consumer c on c.co_id = s.sub_consumer
+     where not exists (select from pgque.tick t where t.tick_queue = s.sub_queue and t.tick_id = b.bk_tick)
      limit 1;
     if why is not null then
         return why;

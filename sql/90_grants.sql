@@ -76,6 +76,8 @@ grant execute on function
     pgque.get_partition_slot_info(), pgque.metrics(),
     pgque.resize_partitioned(text, text, int4), pgque.get_partition_resize_info(),
     pgque.partition_n(text, text),
+    pgque.subscribe_slot(text, text, int4, int4, text), pgque.get_failure_policy(text, text),
+    pgque.set_failure_policy(text, text, text), pgque.get_blocked_keys(),
     pgque.queue_stats(), pgque.consumer_stats(), pgque.queue_health(), pgque.otel_metrics(),
     pgque.stuck_consumers(interval), pgque.in_flight(text),
     pgque.throughput(text, interval, interval), pgque.error_rate(text, interval, interval),
@@ -91,6 +93,7 @@ grant execute on function
   to pgque_reader;
 grant select on pgque.partition_slot_status to pgque_reader, pgque_admin;
 grant select on pgque.partition_resize_status to pgque_reader, pgque_admin;
+grant select on pgque.blocked_keys to pgque_reader, pgque_admin;
 
 -- running the queues
 grant execute on function
@@ -123,5 +126,6 @@ grant execute on function pgque.logutriga(), pgque.jsontriga(), pgque.sqltriga()
 -- catalog tables are readable by admin; payloads only through the API
 grant select on pgque.queue, pgque.consumer, pgque.subscription, pgque.tick,
                  pgque.retry_queue, pgque.delayed_event, pgque.dead_letter, pgque.event_template,
-                 pgque.coop_member, pgque.coop_window, pgque.coop_fence, pgque.state_seal, pgque.slot_batch
+                 pgque.coop_member, pgque.coop_window, pgque.coop_fence, pgque.state_seal, pgque.slot_batch,
+                 pgque.blocked_key
   to pgque_admin;

@@ -31,6 +31,7 @@ int			pgque_slot_stale_after = 30;
 int			pgque_lag_alert_after = 300;
 int			pgque_ticker_stalled_after = 20;
 int			pgque_long_transaction_after = 300;
+static int	pgque_key_blocked_after = 300;
 int			pgque_alert_retention = 7 * 24 * 3600;
 int			pgque_resize_stalled_after = 600;
 int			pgque_restart_max = 5000;
@@ -130,6 +131,11 @@ pgque_define_gucs(void)
 	DefineCustomIntVariable("pgque_bgw.resize_stalled_after",
 							"Alert resize_stalled when a resize of a partitioned consumer has not completed after this long.",
 							NULL, &pgque_resize_stalled_after, 600, 1, 86400 * 7, PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	/* read by SQL (pgque._pause_alert_conditions), not by C */
+	DefineCustomIntVariable("pgque_bgw.key_blocked_after",
+							"Alert key_blocked when a key of a consumer with failure policy pause stays blocked this long.",
+							NULL, &pgque_key_blocked_after, 300, 1, 86400 * 7, PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("pgque_bgw.alert_retention",
 							"How long cleared alerts stay in pgque.alert.",

@@ -126,6 +126,26 @@ create table pgque.maint_failure (
 -- The parent of the queues' space reserves (ADR 0025).
 create table pgque.space_reserve_template (r pg_catalog.bpchar(400));
 
+-- Failure policy pause of partitioned consumers (ADR 0029): the policy,
+-- the blocked keys.
+alter table pgque.partition_consumer add column failure_policy text check (failure_policy in ('skip', 'pause'));
+update pgque.partition_consumer set failure_policy = 'skip';
+alter table pgque.partition_consumer
+    alter column failure_policy set default 'skip',
+    alter column failure_policy set not null;
+create table pgque.blocked_key (
+    bk_sub         int4 not null references pgque.subscription (sub_id) on delete cascade,
+    bk_key         text not null,
+    bk_head        bigint not null,
+    bk_tick        bigint not null,
+    bk_since       timestamptz not null default now(),
+    bk_done_batch  bigint,
+    bk_draining    boolean not null default false,
+    primary key (bk_sub, bk_key)
+);
+create index blocked_key_done_idx on pgque.blocked_key (bk_done_batch) where bk_done_batch is not null;
+select pg_catalog.pg_extension_config_dump('pgque.blocked_key', '');
+
 -- Restores (ADR 0022): the seal, written here because a database being
 -- updated is whole (a fresh install leaves it to the first create_queue).
 create table pgque.state_seal (
@@ -140,13 +160,17 @@ create table pgque.state_seal (
     after_window_tick      bigint,
     after_slot_batch_sub   int4,
     after_slot_batch_epoch bigint,
+    after_blocked_sub      int4,
+    after_blocked_key      text,
     foreign key (after_tick_queue, after_tick_id) references pgque.tick (tick_queue, tick_id) on delete restrict,
     foreign key (after_slots_queue, after_slots_consumer) references pgque.partition_consumer (queue_id, co_name) on delete restrict,
     foreign key (after_window_sub, after_window_tick) references pgque.coop_window (cw_sub, cw_prev_tick) on delete restrict,
     foreign key (after_slot_batch_sub, after_slot_batch_epoch) references pgque.slot_batch (sb_sub, sb_epoch) on delete restrict,
+    foreign key (after_blocked_sub, after_blocked_key) references pgque.blocked_key (bk_sub, bk_key) on delete restrict,
     check (pg_catalog.num_nonnulls(after_tick_queue, after_tick_id, after_alert, after_slots_queue,
                                    after_slots_consumer, after_window_sub, after_window_tick,
-                                   after_slot_batch_sub, after_slot_batch_epoch) = 0)
+                                   after_slot_batch_sub, after_slot_batch_epoch,
+                                   after_blocked_sub, after_blocked_key) = 0)
 );
 select pg_catalog.pg_extension_config_dump('pgque.state_seal', '');
 insert into pgque.state_seal default values;
