@@ -11,8 +11,10 @@
 # WAL, sustained mixed load with a stopped slot worker
 # (benchmark/sustained.sh), cooperative groups of 1, 4, 8 members against one plain
 # consumer (benchmark/coop.sh), sends through a PL/Proxy proxy to 1-3 shards
-# (benchmark/proxy.sh), WAL bytes and dead tuples per event.  ONLY=name,... runs a subset
-# (producer, drain, partition, lease, latency, sustained, coop, proxy).
+# (benchmark/proxy.sh), what idle queues cost the workers and the latency
+# beside 100 idle queues and 1,000 slot subscriptions (benchmark/idle.sh),
+# WAL bytes and dead tuples per event.  ONLY=name,... runs a subset
+# (producer, drain, partition, lease, latency, sustained, coop, proxy, idle).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -21,7 +23,8 @@ QUICK=${QUICK:-0}
 if [ "$QUICK" = 1 ]; then DUR=3; BACKLOG=100000; JOBS=20000; PK_EVENTS=50000
 else DUR=30; BACKLOG=1000000; JOBS=100000; PK_EVENTS=500000; fi
 LAT_SECS=$([ "$QUICK" = 1 ] && echo 4 || echo 60)
-ONLY=${ONLY:-producer,drain,partition,lease,latency,sustained,coop,proxy}
+ONLY=${ONLY:-producer,drain,partition,lease,latency,sustained,coop,proxy,idle}
+IDLE_SECS=$([ "$QUICK" = 1 ] && echo 10 || echo 60)
 COOP_EVENTS=$([ "$QUICK" = 1 ] && echo 50000 || echo 200000)
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 . benchmark/partition.sh
@@ -29,6 +32,7 @@ want() { [[ ",$ONLY," == *",$1,"* ]]; }
 . benchmark/sustained.sh
 . benchmark/coop.sh
 . benchmark/proxy.sh
+. benchmark/idle.sh
 . benchmark/plot.sh
 PORT=${PGQUE_BENCH_PORT:-56700}
 
@@ -174,6 +178,11 @@ fi
 if want latency; then
 echo "== end-to-end latency, send -> in the consumer's hands ($LAT_SECS s per run)"
 latency_workload "$LAT_SECS"
+fi
+
+if want idle; then
+echo "== idle queues: workers' CPU at 10, 100, 1,000 queues ($IDLE_SECS s each), then latency beside 100 idle queues"
+idle_workload "$IDLE_SECS"
 fi
 
 if want proxy; then

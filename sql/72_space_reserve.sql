@@ -53,6 +53,27 @@ set search_path = pgque, pg_catalog, pg_temp as $$
      where x.indrelid in (select oid from rels union all select reltoastrelid from rels)
 $$;
 
+-- Has _space_reserve_keep work to do: the queue's next table to truncate
+-- exists and its reserve is missing, in another tablespace, or short of
+-- pages?  The maintenance worker visits only such queues (ADR 0031).
+create function pgque._space_reserve_due(q pgque.queue)
+returns boolean language plpgsql stable
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    nxt regclass := pg_catalog.to_regclass(pg_catalog.format('pgque.%I',
+                        'event_' || q.queue_id || '_' || (q.queue_cur_table + 1) % q.queue_ntables));
+    res regclass := pg_catalog.to_regclass(pgque._space_reserve_name(q));
+begin
+    if nxt is null then
+        return false;
+    end if;
+    return res is null
+        or (select c.reltablespace from pg_catalog.pg_class c where c.oid = res)
+           <> (select c.reltablespace from pg_catalog.pg_class c where c.oid = nxt)
+        or pg_catalog.pg_relation_size(res) / pg_catalog.current_setting('block_size')::int8
+           < pgque._space_reserve_pages(nxt);
+end $$;
+
 -- Keep the queue's reserve: created where the queue's next table to
 -- truncate lives (moved with it when an operator moves the event tables),
 -- filled up to _space_reserve_pages.  Writes nothing when it is full.
@@ -141,3 +162,26 @@ exception when disk_full then
         using detail = 'The queue''s space reserve is freed for the next attempt.';
     return -1;
 end $$;
+
+-- The queues with a per-queue maintenance step to run (maint.c), in one
+-- statement instead of two transactions per queue and pass (ADR 0031):
+-- rotation step 1 when rotation is due, the space reserve when it is short
+-- (_space_reserve_due), and either while a failure of it is recorded (its
+-- success marks the failure recovered: the maint_failed alert clears).
+create function pgque._maint_queue_steps(out queue_name text, out rotate boolean, out reserve boolean)
+returns setof record language sql stable
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select x.queue_name, x.rotate, x.reserve from (
+        select q.queue_id, q.queue_name,
+               pgque._rotation_due(q)
+               or exists (select 1 from pgque.maint_failure f
+                           where f.mf_step = 'rotation step 1' and f.mf_queue = q.queue_name
+                             and f.mf_recovered_at is null) as rotate,
+               pgque._space_reserve_due(q)
+               or exists (select 1 from pgque.maint_failure f
+                           where f.mf_step = 'space reserve' and f.mf_queue = q.queue_name
+                             and f.mf_recovered_at is null) as reserve
+          from pgque.queue q) x
+     where x.rotate or x.reserve
+     order by x.queue_id
+$$;

@@ -468,7 +468,7 @@ insert_event_internal(text *queue_name, Datum *args, bool *isnull, bool check_di
 	ev_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
 
 	SPI_finish();
-	pgque_note_event_inserted();	/* wake the ticker when this commits */
+	pgque_note_event_inserted(q.queue_id);	/* wake the ticker when this commits */
 	return ev_id;
 }
 
@@ -790,7 +790,7 @@ pgque_send_batch(PG_FUNCTION_ARGS)
 	else
 		ids = insert_by_bucket(&q, PG_GETARG_DATUM(1), payloads, kdat, knull, buckets, n, caller_cxt);
 	SPI_finish();
-	pgque_note_event_inserted();
+	pgque_note_event_inserted(q.queue_id);
 
 	id_datums = palloc(sizeof(Datum) * n);
 	for (i = 0; i < n; i++)

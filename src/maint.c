@@ -1,8 +1,9 @@
 /*
  * maint.c
  *		The maintenance worker: every pgque_bgw.maint_interval, rotation
- *		step 1 per queue (each in its own transaction, LOCK ... NOWAIT inside
- *		so a busy table is skipped, not waited for), then rotation step 2 in a
+ *		step 1 per queue whose rotation is due (each in its own transaction,
+ *		LOCK ... NOWAIT inside so a busy table is skipped, not waited for;
+ *		the queues due are listed in one statement, ADR 0031), then rotation step 2 in a
  *		later transaction, then retry and delayed re-injection until drained,
  *		tick history cleanup and expired idempotency keys in bounded batches.
  *
@@ -38,6 +39,18 @@ typedef struct MaintPass
 	TimestampTz started;		/* start of the last pass */
 } MaintPass;
 
+/*
+ * The queues with a per-queue step to run: _maint_queue_steps says which
+ * (one statement, ADR 0031); an older SQL not yet updated has no such
+ * function (ADR 0019): every queue, both steps.
+ */
+typedef struct MaintQueue
+{
+	char	   *name;
+	bool		rotate;			/* rotation step 1 */
+	bool		reserve;		/* the space reserve */
+} MaintQueue;
+
 static void
 list_queues(void *arg)
 {
@@ -45,12 +58,23 @@ list_queues(void *arg)
 	uint64		i;
 	MemoryContext old;
 
-	if (SPI_execute("select queue_name from pgque.queue order by queue_id", true, 0) != SPI_OK_SELECT)
+	if (SPI_execute(pgque_schema_current
+					? "select queue_name, rotate, reserve from pgque._maint_queue_steps()"
+					: "select queue_name, true, true from pgque.queue order by queue_id",
+					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "listing queues failed");
 	old = MemoryContextSwitchTo(pass->cxt);
 	for (i = 0; i < SPI_processed; i++)
-		pass->queues = lappend(pass->queues,
-							   pstrdup(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1)));
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		MaintQueue *mq = palloc(sizeof(MaintQueue));
+		bool		null;
+
+		mq->name = pstrdup(SPI_getvalue(tup, SPI_tuptable->tupdesc, 1));
+		mq->rotate = DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &null));
+		mq->reserve = DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &null));
+		pass->queues = lappend(pass->queues, mq);
+	}
 	MemoryContextSwitchTo(old);
 }
 
@@ -190,9 +214,15 @@ maint_pass(void *state, MemoryContext cxt)
 	/* rotation step 1, one queue per transaction, and its space reserve */
 	foreach(lc, pass->queues)
 	{
-		pass->queue = (char *) lfirst(lc);
-		switched += (int) rotate_step1(pass);
-		if (pgque_schema_current)
+		MaintQueue *mq = (MaintQueue *) lfirst(lc);
+		int			n = 0;
+
+		pass->queue = mq->name;
+		if (mq->rotate)
+			n = (int) rotate_step1(pass);
+		switched += n;
+		/* a switch changes the next table to truncate: its reserve too */
+		if (pgque_schema_current && (mq->reserve || n > 0))
 		{
 			pass->sql = "select pgque._space_reserve_keep($1)";
 			run_step(pass, "space reserve", pass->queue, queue_unit);
@@ -235,7 +265,7 @@ maint_pass(void *state, MemoryContext cxt)
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
 	pgque_worker_db->last_maint = GetCurrentTimestamp();
 	LWLockRelease(pgque_shared->lock);
-	pgque_worker_report("maint_interval=%ds queues=%d switched=%d moved=%lld idem_reaped=%lld",
+	pgque_worker_report("maint_interval=%ds queues with a step due=%d switched=%d moved=%lld idem_reaped=%lld",
 						pgque_maint_interval, list_length(pass->queues), switched,
 						(long long) Max(moved, 0), (long long) reaped);
 }
