@@ -37,6 +37,7 @@ typedef struct MaintPass
 	const char *step_queue;
 	pgque_unit_fn step_fn;
 	TimestampTz started;		/* start of the last pass */
+	bool		reserve_freed;	/* step 1 emptied the queue's space reserve */
 } MaintPass;
 
 /*
@@ -182,8 +183,12 @@ rotate_step1(MaintPass *pass)
 		: "select pgque.maint_rotate_tables_step1($1)::pg_catalog.int8";
 	if (!run_step(pass, "rotation step 1", pass->queue, queue_unit))
 		return 0;
-	if (pass->result < 0 && !run_step(pass, "rotation step 1", pass->queue, queue_unit))
-		return 0;
+	if (pass->result < 0)
+	{
+		pass->reserve_freed = true;
+		if (!run_step(pass, "rotation step 1", pass->queue, queue_unit))
+			return 0;
+	}
 	return Max(pass->result, 0);
 }
 
@@ -218,11 +223,15 @@ maint_pass(void *state, MemoryContext cxt)
 		int			n = 0;
 
 		pass->queue = mq->name;
+		pass->reserve_freed = false;
 		if (mq->rotate)
 			n = (int) rotate_step1(pass);
 		switched += n;
-		/* a switch changes the next table to truncate: its reserve too */
-		if (pgque_schema_current && (mq->reserve || n > 0))
+		/*
+		 * a switch changes the next table to truncate and the pages its
+		 * reserve needs; step 1 on a full disk may have emptied it
+		 */
+		if (pgque_schema_current && (mq->reserve || n > 0 || pass->reserve_freed))
 		{
 			pass->sql = "select pgque._space_reserve_keep($1)";
 			run_step(pass, "space reserve", pass->queue, queue_unit);
