@@ -117,8 +117,25 @@ list_queues(void *arg)
 	/* from here on a change of pgque.queue makes the list stale again */
 	st->stale = false;
 	queue_relid = get_relname_relid("queue", get_namespace_oid("pgque", false));
-	ret = SPI_execute("select queue_id, queue_name, max_lag_ms, idle_ms, last_tick"
-					  "  from pgque._ticker_queues()", true, 0);
+	if (pgque_schema_current)
+		ret = SPI_execute("select queue_id, queue_name, max_lag_ms, idle_ms, last_tick"
+						  "  from pgque._ticker_queues()", true, 0);
+	else
+	{
+		/*
+		 * An older SQL not yet updated (ADR 0019) has no _ticker_queues:
+		 * its columns, read directly.
+		 */
+		ret = SPI_execute("select q.queue_id, q.queue_name,"
+						  "       (pg_catalog.extract('epoch', q.queue_ticker_max_lag)"
+						  "        operator(pg_catalog.*) 1000)::pg_catalog.int8,"
+						  "       (pg_catalog.extract('epoch', q.queue_ticker_idle_period)"
+						  "        operator(pg_catalog.*) 1000)::pg_catalog.int8,"
+						  "       null::pg_catalog.timestamptz"
+						  "  from pgque.queue q"
+						  " where not q.queue_ticker_paused and not q.queue_external_ticker"
+						  " order by q.queue_id", true, 0);
+	}
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "listing queues failed: %s", SPI_result_code_string(ret));
 
@@ -250,7 +267,8 @@ visit_queues(TickerState *st, int *nvisits)
 			marked++;
 	*nvisits = marked;
 
-	if (marked > VISIT_ONE_BY_ONE)
+	/* an older SQL not yet updated has no _tick_many (ADR 0019) */
+	if (marked > VISIT_ONE_BY_ONE && pgque_schema_current)
 	{
 		Datum	   *ids = palloc(sizeof(Datum) * TICK_CHUNK);
 		int			from = 0;
@@ -416,7 +434,13 @@ ticker_pass(void *state, MemoryContext cxt)
 	if (now >= st->next_probe)
 	{
 		st->next_probe = TimestampTzPlusMilliseconds(now, pgque_ticker_probe_interval * 1000L);
-		if (ids_unit(st, "probing event sequences", "select pgque._ticks_seq_moved()", NULL))
+		/* an older SQL not yet updated has no _ticks_seq_moved: visit all */
+		if (!pgque_schema_current)
+		{
+			for (i = 0; i < st->nqueues; i++)
+				st->queues[i].visit = true;
+		}
+		else if (ids_unit(st, "probing event sequences", "select pgque._ticks_seq_moved()", NULL))
 		{
 			ListCell   *lc;
 
