@@ -478,7 +478,7 @@ ticker_pass(void *state, MemoryContext cxt)
  * The next pass: tick_interval after the start of the last one once a
  * commit woke us (a rate limit that costs an isolated commit nothing);
  * otherwise the earliest idle tick, the next sequence probe, or the poll
- * after a failed visit.
+ * after a failed visit or while the watchdog is down.
  */
 static TimestampTz
 ticker_next_pass(void *state)
@@ -489,7 +489,11 @@ ticker_next_pass(void *state)
 	if (pg_atomic_read_u32(&pgque_worker_db->wake) != 0)
 		return TimestampTzPlusMilliseconds(st->last_pass, pgque_tick_interval);
 	next = Min(st->next_probe, st->next_idle);
-	if (st->retry || st->stale || st->probe_all)
+	/*
+	 * a failed visit or list; or the watchdog is down and its worker_down
+	 * alert is this loop's to write (ADR 0028): at the poll
+	 */
+	if (st->retry || st->stale || st->probe_all || pgque_worker_alerts_due(false))
 		next = Min(next, TimestampTzPlusMilliseconds(st->last_pass, st->poll_ms));
 	return Max(next, TimestampTzPlusMilliseconds(st->last_pass, pgque_tick_interval));
 }
