@@ -3,6 +3,7 @@
 #   <stamp>-latency.png    latency distribution (CDF) per system at 100 ev/s
 #   <stamp>-partition.png  pgque shared buffers per event against N
 #   <stamp>-sustained.png  lag and event-table size over the sustained run
+#   <stamp>-idle.png       workers' CPU against the number of idle queues
 
 make_plots() {
 	local stamp=$1 out=benchmark/results f name n plots=()
@@ -48,6 +49,25 @@ set key top left
 set grid
 plot '$WORK/partition.dat' using 1:2 with linespoints lw 2 title '32 partition buckets (pgque)', \
      '' using 1:3 with linespoints lw 2 title 'no buckets: every slot scans and filters (PgQue design)'
+GP
+	fi
+
+	# idle queues: CPU of the workers against 10, 100, 1,000 queues
+	if [ -s "$WORK/idle_cpu.dat" ]; then
+		gnuplot <<GP
+set terminal pngcairo size 900,520 font 'sans,11'
+set output '$out/$stamp-idle.png'
+set title 'CPU of the workers with N idle queues in one database (/proc/<pid>/stat)'
+set xlabel 'idle queues (log scale)'
+set ylabel '% of one core'
+set logscale x
+set xtics (10, 100, 1000)
+set yrange [0:*]
+set key top left
+set grid
+plot '$WORK/idle_cpu.dat' using 1:3 with linespoints lw 2 title 'ticker + watchdog', \
+     '' using 1:4 with linespoints lw 2 title 'maintenance', \
+     '' using 1:2 with linespoints lw 2 title 'all workers'
 GP
 	fi
 

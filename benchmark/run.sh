@@ -12,9 +12,11 @@
 # (benchmark/sustained.sh), cooperative groups of 1, 4, 8 members against one plain
 # consumer (benchmark/coop.sh), sends through a PL/Proxy proxy to 1-3 shards
 # (benchmark/proxy.sh), failure policy pause against skip and the cost of
-# blocked keys (benchmark/pause.sh), WAL bytes and dead tuples per event.
+# blocked keys (benchmark/pause.sh), what idle queues cost the workers and
+# the latency beside 100 idle queues and 1,000 slot subscriptions
+# (benchmark/idle.sh), WAL bytes and dead tuples per event.
 # ONLY=name,... runs a subset
-# (producer, drain, partition, lease, latency, sustained, coop, proxy, pause).
+# (producer, drain, partition, lease, latency, sustained, coop, proxy, pause, idle).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -25,8 +27,9 @@ else DUR=30; BACKLOG=1000000; JOBS=100000; PK_EVENTS=500000; fi
 # BENCH_DUR=s: seconds per pgbench workload (a shorter look on a shared machine)
 DUR=${BENCH_DUR:-$DUR}
 LAT_SECS=$([ "$QUICK" = 1 ] && echo 4 || echo 60)
-ONLY=${ONLY:-producer,drain,partition,lease,latency,sustained,coop,proxy,pause}
+ONLY=${ONLY:-producer,drain,partition,lease,latency,sustained,coop,proxy,pause,idle}
 PAUSE_EVENTS=$([ "$QUICK" = 1 ] && echo 20000 || echo 100000)
+IDLE_SECS=$([ "$QUICK" = 1 ] && echo 10 || echo 60)
 COOP_EVENTS=$([ "$QUICK" = 1 ] && echo 50000 || echo 200000)
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 . benchmark/partition.sh
@@ -35,6 +38,7 @@ want() { [[ ",$ONLY," == *",$1,"* ]]; }
 . benchmark/coop.sh
 . benchmark/proxy.sh
 . benchmark/pause.sh
+. benchmark/idle.sh
 . benchmark/plot.sh
 PORT=${PGQUE_BENCH_PORT:-56700}
 
@@ -208,6 +212,11 @@ fi
 if want latency; then
 echo "== end-to-end latency, send -> in the consumer's hands ($LAT_SECS s per run)"
 latency_workload "$LAT_SECS"
+fi
+
+if want idle; then
+echo "== idle queues: workers' CPU at 10, 100, 1,000 queues ($IDLE_SECS s each), then latency beside 100 idle queues"
+idle_workload "$IDLE_SECS"
 fi
 
 if want proxy; then

@@ -85,6 +85,62 @@ begin
         or pgque._has_unticked_events(q, last);
 end $$;
 
+-- The rule for the queues this database's ticker serves, in one place for
+-- C (ticker.c, through _ticker_queues) and SQL: neither paused nor ticked
+-- by an external ticker.
+create function pgque._ticked_by_worker(q pgque.queue)
+returns boolean language sql immutable as $$
+    select not q.queue_ticker_paused and not q.queue_external_ticker
+$$;
+
+-- The ticker worker's queue list (ticker.c caches it until pgque.queue
+-- changes): the queues it serves, their idle period and latest tick.
+create function pgque._ticker_queues(out queue_id int4, out queue_name text, out max_lag_ms int8,
+                                     out idle_ms int8, out last_tick timestamptz)
+returns setof record language sql stable as $$
+    select q.queue_id, q.queue_name,
+           (extract(epoch from q.queue_ticker_max_lag) * 1000)::int8,
+           (extract(epoch from q.queue_ticker_idle_period) * 1000)::int8,
+           (select t.tick_time from pgque.tick t where t.tick_queue = q.queue_id
+             order by t.tick_id desc limit 1)
+      from pgque.queue q
+     where pgque._ticked_by_worker(q)
+     order by q.queue_id
+$$;
+
+-- The ticker's periodic safety probe (ADR 0031): queues whose event
+-- sequence moved past their latest tick.  Events sent through pgque mark
+-- their queue at commit; this finds rows written into the event tables
+-- directly.
+create function pgque._ticks_seq_moved()
+returns setof int4 language sql as $$
+    select q.queue_id from pgque.queue q
+      join lateral (select t.tick_event_seq from pgque.tick t where t.tick_queue = q.queue_id
+                     order by t.tick_id desc limit 1) lt on true
+     where pgque._ticked_by_worker(q)
+       and case when pgque._queue_try_share(q.queue_id)
+                then pgque._event_seq_pos(q) > lt.tick_event_seq else false end
+     order by q.queue_id
+$$;
+
+-- Tick those of the given queues that are due, in one transaction: the
+-- ticker worker's visit of many queues at once (idle ticks falling due
+-- together, its first pass after a start, COMMIT PREPARED).  -> the ids
+-- ticked.  On an error the worker visits them one by one instead.
+create function pgque._tick_many(i_queue_ids int4[])
+returns setof int4 language plpgsql as $$
+declare
+    q pgque.queue;
+begin
+    for q in select * from pgque.queue x
+              where x.queue_id = any(i_queue_ids) and pgque._ticked_by_worker(x)
+              order by x.queue_id loop
+        if pgque._tick_if_due(q) is not null then
+            return next q.queue_id;
+        end if;
+    end loop;
+end $$;
+
 -- Tick a queue if it is due.  The check runs first without a lock, so a
 -- queue with nothing to do costs the ticker no write; then again under the
 -- queue row lock, which serialises tickers of one queue.
@@ -96,7 +152,7 @@ begin
         return null;
     end if;
     select * into q from pgque.queue where queue_id = q.queue_id for update;
-    if q.queue_ticker_paused or q.queue_external_ticker or not pgque._tick_due(q) then
+    if not pgque._ticked_by_worker(q) or not pgque._tick_due(q) then
         return null;
     end if;
     return pgque._tick(q);
@@ -143,9 +199,7 @@ declare
     q      pgque.queue;
     n      bigint := 0;
 begin
-    for q in select * from pgque.queue
-              where not queue_ticker_paused and not queue_external_ticker
-              order by queue_id loop
+    for q in select * from pgque.queue x where pgque._ticked_by_worker(x) order by queue_id loop
         if pgque._tick_if_due(q) is not null then
             n := n + 1;
         end if;

@@ -35,7 +35,14 @@ create function pgque._alert_conditions(i_slot_unpolled_after interval, i_slot_s
 returns setof pgque.alert_condition language plpgsql as $$
 declare
     now_ts timestamptz := pg_catalog.clock_timestamp();
+    p_subs int4[];
+    p_counts int8[];
 begin
+    -- every slot's pending events, one window read per partitioned consumer
+    -- (ADR 0031)
+    select pg_catalog.array_agg(p.sub_id), pg_catalog.array_agg(p.pending) into p_subs, p_counts
+      from pgque._slot_pending_all() p;
+
     -- partition slots: pending work nobody polls; leases left to expire
     return query
     with slots as (
@@ -49,9 +56,9 @@ begin
           join pgque.subscription s on s.sub_queue = q.queue_id and s.sub_consumer = c.co_id
           left join pgque._slot_leases() l on l.queue_id = q.queue_id and l.consumer = pc.co_name and l.slot = k
     ), polled as (
-        select *, greatest(last_receive, sub_active) as last_poll,
-               pgque._slot_pending(sub_id, n, sl) as pending
-          from slots
+        select sl.*, greatest(sl.last_receive, sl.sub_active) as last_poll, p.pending
+          from slots sl
+          left join rows from (pg_catalog.unnest(p_subs), pg_catalog.unnest(p_counts)) p(sub_id, pending) on p.sub_id = sl.sub_id
     )
     select 'slot_unpolled'::text, p.qn || '/' || p.cn || '/' || p.sl, p.qn, p.cn, p.sl,
            pg_catalog.jsonb_build_object(
@@ -86,9 +93,8 @@ begin
                      order by t.tick_id desc limit 1) lt on true
      where nt.tick_time < now_ts - i_lag_alert_after
        and (pg_catalog.strpos(c.co_name, '#') = 0
-            -- the slot's own n (during a resize the layouts differ: ADR 0030)
-            or pgque._slot_pending(s.sub_id, pg_catalog.split_part(pg_catalog.split_part(c.co_name, '#', 2), '/', 2)::int4,
-                                   pg_catalog.split_part(pg_catalog.split_part(c.co_name, '#', 2), '/', 1)::int4) > 0);
+            or (select p.pending from rows from (pg_catalog.unnest(p_subs), pg_catalog.unnest(p_counts)) p(sub_id, pending)
+                 where p.sub_id = s.sub_id) > 0);
 
     -- cooperative members silent for too long while they hold a batch (the
     -- group's own lag is consumer_lagging above: its cursor is the group's)
@@ -155,7 +161,12 @@ begin
                      order by t.tick_id desc limit 1) lt on true
      where not q.queue_external_ticker
        and lt.tick_time < now_ts - i_ticker_stalled_after
-       and (pgque._event_seq_pos(q) > lt.tick_event_seq or pgque._has_unticked_events(q, lt));
+       -- new events moved the sequence; or a late committer (ADR 0005),
+       -- probed only once the idle tick is overdue too: a running ticker
+       -- ticks it at its commit, and an idle queue is not probed on every
+       -- pass (ADR 0031)
+       and (pgque._event_seq_pos(q) > lt.tick_event_seq
+            or (lt.tick_time < now_ts - q.queue_ticker_idle_period and pgque._has_unticked_events(q, lt)));
 end $$;
 
 create function pgque._alert_where(a pgque.alert)

@@ -378,6 +378,69 @@ begin
     return n;
 end $$;
 
+-- Every slot's share of the events after its cursor (up to the latest
+-- tick), as _slot_pending counts it, with one read of the window per
+-- partitioned consumer instead of one per slot (ADR 0031), and none for a
+-- consumer whose slots are all at the latest tick.  An event counts for its
+-- slot when its own cursor's snapshot does not see it: the window read is
+-- the oldest cursor's.  -> (sub_id, pending); pending NULL when the slot's
+-- cursor tick is gone.
+create function pgque._slot_pending_all(out sub_id int4, out pending bigint)
+returns setof record language plpgsql stable as $$
+declare
+    g  record;
+begin
+    for g in
+        select qq as q, x.n, x.slots, x.subs, x.snaps, x.lo_tick, x.lo_snap,
+               lt.tick_id as hi_tick, lt.tick_snapshot as hi_snap
+          from (select pc.queue_id, pc.n,
+                       pg_catalog.array_agg(k order by k) as slots,
+                       pg_catalog.array_agg(s.sub_id order by k) as subs,
+                       pg_catalog.array_agg(t1.tick_snapshot order by k) as snaps,
+                       pg_catalog.min(t1.tick_id) as lo_tick,
+                       (pg_catalog.array_agg(t1.tick_snapshot order by t1.tick_id))[1] as lo_snap
+                  from pgque.partition_consumer pc
+                 cross join lateral pg_catalog.generate_series(0, pc.n - 1) k
+                  join pgque.consumer c on c.co_name = pgque._slot_name(pc.co_name, k, pc.n)
+                  join pgque.subscription s on s.sub_queue = pc.queue_id and s.sub_consumer = c.co_id
+                  join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = pgque._slot_cursor(s)
+                 group by pc.queue_id, pc.co_name, pc.n) x
+          join pgque.queue qq on qq.queue_id = x.queue_id
+          join lateral (select t.tick_id, t.tick_snapshot from pgque.tick t where t.tick_queue = x.queue_id
+                         order by t.tick_id desc limit 1) lt on true
+    loop
+        if g.lo_tick >= g.hi_tick then
+            -- every slot is at the latest tick: nothing pending, nothing read
+            return query select u, 0::bigint from pg_catalog.unnest(g.subs) u;
+            continue;
+        end if;
+        return query execute pg_catalog.format(
+            'select x.sub, count(e.ev_txid)'
+            '  from rows from (pg_catalog.unnest($3::int4[]), pg_catalog.unnest($4::int4[]),'
+            '                  pg_catalog.unnest($5::pg_catalog.pg_snapshot[])) x(slot, sub, snap1)'
+            '  left join (select ev.ev_txid, ev.ev_owner, pgque._slot_of(ev.ev_extra1, $8) as slot'
+            '               from %s ev'
+            '              where ((ev.ev_txid >= $1 and ev.ev_txid < $2) or ev.ev_txid = any($6))'
+            '                and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, $7)) e'
+            '    on e.slot = x.slot'
+            '   and not pg_catalog.pg_visible_in_snapshot(e.ev_txid, x.snap1)'
+            '   and (e.ev_owner is null or e.ev_owner = x.sub)'
+            ' group by x.sub', pgque._event_source(g.q, g.lo_snap, g.hi_snap, null, null))
+        using pg_catalog.pg_snapshot_xmax(g.lo_snap), pg_catalog.pg_snapshot_xmax(g.hi_snap),
+              g.slots, g.subs, g.snaps, array(select pg_catalog.pg_snapshot_xip(g.lo_snap)),
+              g.hi_snap, g.n;
+    end loop;
+    -- slots whose cursor tick is gone
+    return query
+    select s.sub_id, null::bigint
+      from pgque.partition_consumer pc
+     cross join lateral pg_catalog.generate_series(0, pc.n - 1) k
+      join pgque.consumer c on c.co_name = pgque._slot_name(pc.co_name, k, pc.n)
+      join pgque.subscription s on s.sub_queue = pc.queue_id and s.sub_consumer = c.co_id
+     where not exists (select 1 from pgque.tick t1 where t1.tick_queue = s.sub_queue
+                                                      and t1.tick_id = pgque._slot_cursor(s));
+end $$;
+
 -- One row per slot of every partitioned consumer, leased or not.  Without
 -- JIT: the planner sees generate_series() and never-analyzed catalog tables
 -- as thousands of rows, and compiling the plan took seconds (measured 3.6 s
@@ -392,7 +455,7 @@ set search_path = pgque, pg_catalog, pg_temp set jit = off as $$
     select q.queue_name, pc.co_name, k, pc.n,
            case when l.lease_until > pg_catalog.clock_timestamp() then l.owner end,
            l.lease_until, coalesce(l.epoch, 0), pgque._slot_cursor(s),
-           pgque._slot_pending(s.sub_id, pc.n, k),
+           p.pending,
            l.last_receive, l.last_ack,
            (select pg_catalog.string_agg(a.kind, ',' order by a.kind) from pgque.alert a
              where a.cleared_at is null and a.queue_name = q.queue_name
@@ -403,6 +466,7 @@ set search_path = pgque, pg_catalog, pg_temp set jit = off as $$
       left join pgque.consumer c on c.co_name = pgque._slot_name(pc.co_name, k, pc.n)
       left join pgque.subscription s on s.sub_queue = q.queue_id and s.sub_consumer = c.co_id
       left join pgque._slot_leases() l on l.queue_id = q.queue_id and l.consumer = pc.co_name and l.slot = k
+      left join pgque._slot_pending_all() p on p.sub_id = s.sub_id
      order by q.queue_name, pc.co_name, k
 $$;
 

@@ -1,6 +1,15 @@
 -- Maintenance: rotation (two steps in two transactions), retry and delayed
 -- re-injection, tick history cleanup.
 
+-- Is rotation due: the rotation period passed since the last switch and
+-- that switch is complete (step 2 stamped)?  Step 1 below asks it first;
+-- the maintenance worker lists the queues by it (_maint_queue_steps).
+create function pgque._rotation_due(q pgque.queue)
+returns boolean language sql stable as $$
+    select q.queue_switch_step2 is not null
+       and q.queue_switch_time + q.queue_rotation_period <= pg_catalog.now()
+$$;
+
 -- Rotation step 1: when the rotation period has passed, the previous switch
 -- is complete (step 2 stamped) and every cursor has moved past it, TRUNCATE
 -- the oldest child and make it current.  -> 1 switched / 0 not now.
@@ -15,8 +24,7 @@ declare
 begin
     q := pgque._queue(i_queue_name);
     select * into q from pgque.queue where queue_id = q.queue_id for update;
-    if q.queue_switch_step2 is null
-       or q.queue_switch_time + q.queue_rotation_period > now() then
+    if not pgque._rotation_due(q) then
         return 0;
     end if;
     -- everything written before the previous switch must be consumed by all
@@ -269,3 +277,4 @@ begin
     n := n + pgque._maint_extra();
     return n;
 end $$;
+

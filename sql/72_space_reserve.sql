@@ -43,14 +43,21 @@ $$;
 create function pgque._space_reserve_pages(i_table regclass)
 returns int8 language sql stable
 set search_path = pgque, pg_catalog, pg_temp as $$
+    -- index probes only (pg_inherits by parent, pg_class by oid, pg_index
+    -- by indrelid): a seq scan of pg_class per queue cost ~10 ms with
+    -- 1,000 queues (ADR 0031)
     with rels as (
-        select c.oid, c.reltoastrelid from pg_catalog.pg_class c
-         where c.oid = i_table
-            or c.oid in (select i.inhrelid from pg_catalog.pg_inherits i where i.inhparent = i_table)
+        select i_table::oid as oid
+        union all
+        select i.inhrelid from pg_catalog.pg_inherits i where i.inhparent = i_table
+    ), withtoast as (
+        select r.oid from rels r
+        union all
+        select c.reltoastrelid from pg_catalog.pg_class c join rels r on c.oid = r.oid
+         where c.reltoastrelid <> 0
     )
     select 16 + 2 * pg_catalog.count(*)
-      from pg_catalog.pg_index x
-     where x.indrelid in (select oid from rels union all select reltoastrelid from rels)
+      from withtoast w join pg_catalog.pg_index x on x.indrelid = w.oid
 $$;
 
 -- Keep the queue's reserve: created where the queue's next table to
@@ -141,3 +148,43 @@ exception when disk_full then
         using detail = 'The queue''s space reserve is freed for the next attempt.';
     return -1;
 end $$;
+
+-- The queues with a per-queue maintenance step to run (maint.c), in one
+-- statement of index probes instead of two transactions per queue and
+-- pass (ADR 0031):
+--   rotate:  rotation is due (_rotation_due);
+--   reserve: _space_reserve_keep has work: the next table to truncate
+--            exists and its reserve is missing or in another tablespace.
+--            maint.c also keeps the reserve of every queue it switched
+--            (the next table, and with it the pages wanted, changed) or
+--            whose reserve step 1 emptied; a reserve short of pages
+--            otherwise (partition buckets added since) is topped up at the
+--            queue's next switch.  No relation is opened: with 1,000
+--            queues a size per queue cost more than the rest of the pass;
+--   either while a failure of it is recorded (its success marks the
+--   failure recovered: the maint_failed alert clears).
+create function pgque._maint_queue_steps(out queue_name text, out rotate boolean, out reserve boolean)
+returns setof record language sql stable
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select x.queue_name, x.rotate, x.reserve from (
+        select q.queue_id, q.queue_name,
+               pgque._rotation_due(q) or coalesce(f.rotate_failing, false) as rotate,
+               (r.nxt is not null
+                and (r.res is null
+                     or (select c.reltablespace from pg_catalog.pg_class c where c.oid = r.res)
+                        <> (select c.reltablespace from pg_catalog.pg_class c where c.oid = r.nxt)))
+               or coalesce(f.reserve_failing, false) as reserve
+          from pgque.queue q
+         cross join lateral (
+               select pg_catalog.to_regclass(pg_catalog.format('pgque.%I',
+                          'event_' || q.queue_id || '_' || (q.queue_cur_table + 1) % q.queue_ntables)) as nxt,
+                      pg_catalog.to_regclass(pgque._space_reserve_name(q)) as res) r
+          left join (select mf.mf_queue,
+                            pg_catalog.bool_or(mf.mf_step = 'rotation step 1') as rotate_failing,
+                            pg_catalog.bool_or(mf.mf_step = 'space reserve') as reserve_failing
+                       from pgque.maint_failure mf
+                      where mf.mf_recovered_at is null
+                      group by mf.mf_queue) f on f.mf_queue = q.queue_name) x
+     where x.rotate or x.reserve
+     order by x.queue_id
+$$;

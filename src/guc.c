@@ -30,6 +30,7 @@ int			pgque_slot_unpolled_after = 60;
 int			pgque_slot_stale_after = 30;
 int			pgque_lag_alert_after = 300;
 int			pgque_ticker_stalled_after = 20;
+int			pgque_ticker_probe_interval = 10;
 int			pgque_long_transaction_after = 300;
 static int	pgque_key_blocked_after = 300;
 int			pgque_alert_retention = 7 * 24 * 3600;
@@ -116,6 +117,11 @@ pgque_define_gucs(void)
 	DefineCustomIntVariable("pgque_bgw.lag_alert_after",
 							"Alert consumer_lagging when a consumer's (or slot's) oldest unconsumed event is older than this.",
 							NULL, &pgque_lag_alert_after, 300, 1, 86400 * 30, PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("pgque_bgw.ticker_probe_interval",
+							"How often the ticker checks every queue's event sequence for events appended without pgque's commit hook.",
+							"Events sent through pgque are ticked when their transaction commits; this bounds the wait of rows written into the event tables directly (ADR 0031).",
+							&pgque_ticker_probe_interval, 10, 1, 3600, PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("pgque_bgw.ticker_stalled_after",
 							"Alert ticker_stalled before a queue's new events wait this long for a tick.",

@@ -1,8 +1,9 @@
 /*
  * maint.c
  *		The maintenance worker: every pgque_bgw.maint_interval, rotation
- *		step 1 per queue (each in its own transaction, LOCK ... NOWAIT inside
- *		so a busy table is skipped, not waited for), then rotation step 2 in a
+ *		step 1 per queue whose rotation is due (each in its own transaction,
+ *		LOCK ... NOWAIT inside so a busy table is skipped, not waited for;
+ *		the queues due are listed in one statement, ADR 0031), then rotation step 2 in a
  *		later transaction, then retry and delayed re-injection until drained,
  *		tick history cleanup and expired idempotency keys in bounded batches.
  *
@@ -36,7 +37,20 @@ typedef struct MaintPass
 	const char *step_queue;
 	pgque_unit_fn step_fn;
 	TimestampTz started;		/* start of the last pass */
+	bool		reserve_freed;	/* step 1 emptied the queue's space reserve */
 } MaintPass;
+
+/*
+ * The queues with a per-queue step to run: _maint_queue_steps says which
+ * (one statement, ADR 0031); an older SQL not yet updated has no such
+ * function (ADR 0019): every queue, both steps.
+ */
+typedef struct MaintQueue
+{
+	char	   *name;
+	bool		rotate;			/* rotation step 1 */
+	bool		reserve;		/* the space reserve */
+} MaintQueue;
 
 static void
 list_queues(void *arg)
@@ -45,12 +59,23 @@ list_queues(void *arg)
 	uint64		i;
 	MemoryContext old;
 
-	if (SPI_execute("select queue_name from pgque.queue order by queue_id", true, 0) != SPI_OK_SELECT)
+	if (SPI_execute(pgque_schema_current
+					? "select queue_name, rotate, reserve from pgque._maint_queue_steps()"
+					: "select queue_name, true, true from pgque.queue order by queue_id",
+					true, 0) != SPI_OK_SELECT)
 		elog(ERROR, "listing queues failed");
 	old = MemoryContextSwitchTo(pass->cxt);
 	for (i = 0; i < SPI_processed; i++)
-		pass->queues = lappend(pass->queues,
-							   pstrdup(SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1)));
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		MaintQueue *mq = palloc(sizeof(MaintQueue));
+		bool		null;
+
+		mq->name = pstrdup(SPI_getvalue(tup, SPI_tuptable->tupdesc, 1));
+		mq->rotate = DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 2, &null));
+		mq->reserve = DatumGetBool(SPI_getbinval(tup, SPI_tuptable->tupdesc, 3, &null));
+		pass->queues = lappend(pass->queues, mq);
+	}
 	MemoryContextSwitchTo(old);
 }
 
@@ -158,8 +183,12 @@ rotate_step1(MaintPass *pass)
 		: "select pgque.maint_rotate_tables_step1($1)::pg_catalog.int8";
 	if (!run_step(pass, "rotation step 1", pass->queue, queue_unit))
 		return 0;
-	if (pass->result < 0 && !run_step(pass, "rotation step 1", pass->queue, queue_unit))
-		return 0;
+	if (pass->result < 0)
+	{
+		pass->reserve_freed = true;
+		if (!run_step(pass, "rotation step 1", pass->queue, queue_unit))
+			return 0;
+	}
 	return Max(pass->result, 0);
 }
 
@@ -190,9 +219,19 @@ maint_pass(void *state, MemoryContext cxt)
 	/* rotation step 1, one queue per transaction, and its space reserve */
 	foreach(lc, pass->queues)
 	{
-		pass->queue = (char *) lfirst(lc);
-		switched += (int) rotate_step1(pass);
-		if (pgque_schema_current)
+		MaintQueue *mq = (MaintQueue *) lfirst(lc);
+		int			n = 0;
+
+		pass->queue = mq->name;
+		pass->reserve_freed = false;
+		if (mq->rotate)
+			n = (int) rotate_step1(pass);
+		switched += n;
+		/*
+		 * a switch changes the next table to truncate and the pages its
+		 * reserve needs; step 1 on a full disk may have emptied it
+		 */
+		if (pgque_schema_current && (mq->reserve || n > 0 || pass->reserve_freed))
 		{
 			pass->sql = "select pgque._space_reserve_keep($1)";
 			run_step(pass, "space reserve", pass->queue, queue_unit);
@@ -235,7 +274,7 @@ maint_pass(void *state, MemoryContext cxt)
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
 	pgque_worker_db->last_maint = GetCurrentTimestamp();
 	LWLockRelease(pgque_shared->lock);
-	pgque_worker_report("maint_interval=%ds queues=%d switched=%d moved=%lld idem_reaped=%lld",
+	pgque_worker_report("maint_interval=%ds queues with a step due=%d switched=%d moved=%lld idem_reaped=%lld",
 						pgque_maint_interval, list_length(pass->queues), switched,
 						(long long) Max(moved, 0), (long long) reaped);
 }

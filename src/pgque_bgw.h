@@ -37,6 +37,7 @@ extern int	pgque_slot_unpolled_after;	/* s */
 extern int	pgque_slot_stale_after;	/* s */
 extern int	pgque_lag_alert_after;	/* s */
 extern int	pgque_ticker_stalled_after;	/* s */
+extern int	pgque_ticker_probe_interval;	/* s */
 extern int	pgque_long_transaction_after;	/* s */
 extern int	pgque_resize_stalled_after;	/* s */
 extern int	pgque_alert_retention;	/* s */
@@ -112,12 +113,22 @@ typedef struct PgqueWorkerSlot
 	char		detail[PGQUE_ERRMSG_LEN];	/* what the worker reports of itself */
 } PgqueWorkerSlot;
 
+/*
+ * Which queues had events committed since the ticker last looked (ADR 0031):
+ * bit (queue_id % PGQUE_DIRTY_BITS), set at commit by the producer's
+ * transaction callback, taken (exchanged with 0) by the ticker at the start
+ * of a pass.  Two queues may share a bit: a spurious bit costs one probe.
+ */
+#define PGQUE_DIRTY_BITS 4096
+#define PGQUE_DIRTY_WORDS (PGQUE_DIRTY_BITS / 32)
+
 typedef struct PgqueDb
 {
 	Oid			dboid;
 	PgqueDbState state;
 	char		dbname[NAMEDATALEN];
 	pg_atomic_uint32 wake;		/* producers set it at commit, the ticker clears */
+	pg_atomic_uint32 dirty[PGQUE_DIRTY_WORDS];	/* see PGQUE_DIRTY_BITS */
 	TimestampTz last_tick;		/* last tick written by the ticker */
 	TimestampTz last_maint;		/* last completed maintenance pass */
 	bool		schema_warned;	/* said once that the SQL is older than the library */
@@ -147,9 +158,11 @@ extern void pgque_wake_launcher(void);
 extern void pgque_slot_mark_up(PgqueWorkerSlot *slot, TimestampTz now);
 
 /* ---- wake.c: commit-time wake-ups ---- */
-extern void pgque_note_event_inserted(void);
+extern void pgque_note_event_inserted(int32 queue_id);
 extern void pgque_forget_leases_at_commit(void);
 extern void pgque_wake_ticker(Oid dboid);
+extern void pgque_mark_all_dirty(PgqueDb *db);
+extern void pgque_prepared_committed(void);
 extern void pgque_register_xact_callback(void);
 
 /* ---- worker.c: the skeleton every worker runs ---- */

@@ -114,6 +114,7 @@ typedef struct AppendOne
 	bool	   *isnull;
 	bool		check_disabled; /* producers do; re-injection by maintenance does not */
 	int64		ev_id;			/* out */
+	int32		queue_id;		/* out */
 } AppendOne;
 
 static void
@@ -130,6 +131,7 @@ append_one(void *arg)
 		elog(ERROR, "pgque_bgw: SPI_connect failed");
 
 	pgque_lookup_queue(a->queue_name, &q);
+	a->queue_id = q.queue_id;
 	if (a->check_disabled)
 		refuse_disabled(a->queue_name, q.disabled);
 
@@ -176,7 +178,7 @@ insert_event_internal(text *queue_name, Datum *args, bool *isnull, bool check_di
 	else
 		append_one(&a);
 
-	pgque_note_event_inserted();	/* wake the ticker when this commits */
+	pgque_note_event_inserted(a.queue_id); /* wake the ticker when this commits */
 	return a.ev_id;
 }
 
@@ -356,6 +358,7 @@ typedef struct AppendBatch
 	int			n;
 	MemoryContext caller_cxt;
 	int64	   *ids;			/* out, in caller_cxt, in input order */
+	int32		queue_id;		/* out */
 } AppendBatch;
 
 /* one INSERT of m events given as arrays of ids, payloads and keys */
@@ -447,6 +450,7 @@ append_batch(void *arg)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pgque_bgw: SPI_connect failed");
 	pgque_lookup_queue(a->queue_name, &q);
+	a->queue_id = q.queue_id;
 	refuse_disabled(a->queue_name, q.disabled);
 	if (n == 0)
 	{
@@ -539,7 +543,7 @@ pgque_send_batch(PG_FUNCTION_ARGS)
 	run_as_owner(append_batch, &a);
 	if (a.n == 0)
 		PG_RETURN_ARRAYTYPE_P(construct_empty_array(INT8OID));
-	pgque_note_event_inserted();
+	pgque_note_event_inserted(a.queue_id);
 
 	id_datums = palloc(sizeof(Datum) * a.n);
 	for (i = 0; i < a.n; i++)

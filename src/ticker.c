@@ -1,80 +1,228 @@
 /*
  * ticker.c
- *		The ticker worker: sleeps until a producer's commit wakes it (or the
- *		shortest ticker_max_lag of the database's queues passes), then asks
- *		every queue whether a tick is due, one transaction per queue.
+ *		The ticker worker: visits only the queues that changed (ADR 0031).
  *
- * Like autoprewarm, it sleeps until a deadline computed from its last pass,
- * not for a fixed nap: passes start at least pgque_bgw.tick_interval apart,
- * a commit after that is served at once, and one that arrives sooner waits
- * for that deadline.  Whether a
- * queue ticks is decided by pgque.ticker(queue) (sql/40_ticker.sql): at once
- * when it has new committed events, otherwise once per ticker_idle_period,
- * so an idle queue costs one tick per idle period.
+ * A producer's commit marks its queue in the database's dirty bits and sets
+ * the ticker's latch (wake.c).  A pass takes the bits (exchanging them with
+ * 0, before any snapshot of the pass) and asks pgque.ticker(queue) of the
+ * queues marked, one transaction per queue; an idle queue is visited only
+ * when its idle tick is due (once per ticker_idle_period).  The queue list
+ * is cached here and read again only when pgque.queue changed (its trigger
+ * sends a relcache invalidation, which a callback notes).
+ *
+ * What the commit hook cannot see is covered by probes, one statement each
+ * for all the queues concerned: the first pass after the ticker starts
+ * (shared memory lost in a restart or crash, a promoted standby) and COMMIT
+ * PREPARED ask _ticks_due of every queue; every ticker_probe_interval a
+ * pass asks _ticks_seq_moved for rows written into the event tables
+ * directly.  The dirty bits are rate-limited as before: passes start at
+ * least pgque_bgw.tick_interval apart, a commit after that is served at
+ * once, one that arrives sooner waits for that deadline.
  */
 #include "postgres.h"
 
+#include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
 #include "pgque_bgw.h"
 
-typedef struct TickerPass
-{
-	MemoryContext cxt;			/* the pass's, reset by the skeleton */
-	List	   *queues;			/* queue names (char *) */
-	long		poll_ms;		/* shortest ticker_max_lag */
-	char	   *queue;			/* the queue of the current unit */
-	bool		ticked;
-	TimestampTz last_pass;		/* start of the last pass */
-	long		next_poll_ms;	/* poll interval chosen by the last pass */
-} TickerPass;
+/* more queues than this to visit in a pass: TICK_CHUNK per transaction */
+#define VISIT_ONE_BY_ONE 8
+#define TICK_CHUNK 64
 
+typedef struct TickQueue
+{
+	int32		id;
+	char	   *name;
+	int64		max_lag_ms;
+	int64		idle_ms;
+	TimestampTz idle_due;		/* its idle tick is due (0: visit at once) */
+	bool		visit;			/* visit in this pass */
+} TickQueue;
+
+typedef struct TickerState
+{
+	MemoryContext list_cxt;		/* the cached queue list */
+	TickQueue  *queues;			/* ordered by id */
+	int			nqueues;
+	bool		stale;			/* pgque.queue changed: read the list again */
+	bool		probe_all;		/* ask _ticks_due of every queue */
+	bool		retry;			/* a visit failed: again at the poll */
+	long		poll_ms;		/* shortest ticker_max_lag: the retry poll */
+	TimestampTz next_probe;		/* next _ticks_seq_moved */
+	TimestampTz next_idle;		/* the earliest idle_due */
+	TimestampTz last_pass;		/* start of the last pass */
+	uint32		taken[PGQUE_DIRTY_WORDS];	/* the bits this pass took */
+	/* the unit at hand */
+	TickQueue  *queue;
+	bool		ticked;
+	List	   *due;			/* queue ids a statement returned */
+	const char *ids_sql;
+	ArrayType  *ids;
+	MemoryContext pass_cxt;
+} TickerState;
+
+static TickerState *ticker_state = NULL;
+static Oid	queue_relid = InvalidOid;
+
+/* relcache callback: pgque.queue changed (or every relation: a cache reset) */
+static void
+queue_list_invalidated(Datum arg, Oid relid)
+{
+	if (ticker_state != NULL && (relid == InvalidOid || relid == queue_relid))
+		ticker_state->stale = true;
+}
+
+static int
+cmp_queue_id(const void *a, const void *b)
+{
+	int32		x = *(const int32 *) a;
+	int32		y = ((const TickQueue *) b)->id;
+
+	return (x > y) - (x < y);
+}
+
+static TickQueue *
+find_queue(TickerState *st, int32 id)
+{
+	if (st->nqueues == 0)
+		return NULL;
+	return bsearch(&id, st->queues, st->nqueues, sizeof(TickQueue), cmp_queue_id);
+}
+
+/*
+ * Read the queue list (unit).  A queue already known keeps its idle
+ * deadline; a new one is visited in this pass.
+ */
 static void
 list_queues(void *arg)
 {
-	TickerPass *pass = arg;
+	TickerState *st = arg;
+	MemoryContext cxt;
+	MemoryContext old;
+	TickQueue  *queues;
+	int			ret;
+	uint64		i;
+	TimestampTz now = GetCurrentTimestamp();
+
+	/* from here on a change of pgque.queue makes the list stale again */
+	st->stale = false;
+	queue_relid = get_relname_relid("queue", get_namespace_oid("pgque", false));
+	if (pgque_schema_current)
+		ret = SPI_execute("select queue_id, queue_name, max_lag_ms, idle_ms, last_tick"
+						  "  from pgque._ticker_queues()", true, 0);
+	else
+	{
+		/*
+		 * An older SQL not yet updated (ADR 0019) has no _ticker_queues:
+		 * its columns, read directly.
+		 */
+		ret = SPI_execute("select q.queue_id, q.queue_name,"
+						  "       (pg_catalog.extract('epoch', q.queue_ticker_max_lag)"
+						  "        operator(pg_catalog.*) 1000)::pg_catalog.int8,"
+						  "       (pg_catalog.extract('epoch', q.queue_ticker_idle_period)"
+						  "        operator(pg_catalog.*) 1000)::pg_catalog.int8,"
+						  "       null::pg_catalog.timestamptz"
+						  "  from pgque.queue q"
+						  " where not q.queue_ticker_paused and not q.queue_external_ticker"
+						  " order by q.queue_id", true, 0);
+	}
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "listing queues failed: %s", SPI_result_code_string(ret));
+
+	cxt = AllocSetContextCreate(TopMemoryContext, "pgque_bgw ticker queues",
+								ALLOCSET_DEFAULT_SIZES);
+	old = MemoryContextSwitchTo(cxt);
+	queues = palloc0(sizeof(TickQueue) * Max(SPI_processed, 1));
+	st->poll_ms = 60000;
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		TickQueue  *q = &queues[i];
+		TickQueue  *known;
+		bool		null;
+		Datum		last;
+
+		q->id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &null));
+		q->name = SPI_getvalue(tup, desc, 2);
+		q->max_lag_ms = DatumGetInt64(SPI_getbinval(tup, desc, 3, &null));
+		q->idle_ms = DatumGetInt64(SPI_getbinval(tup, desc, 4, &null));
+		last = SPI_getbinval(tup, desc, 5, &null);
+		known = find_queue(st, q->id);
+		if (known == NULL || null)
+			q->idle_due = 0;	/* new to the list: visit it now */
+		else
+			q->idle_due = Min(known->idle_due,
+							  TimestampTzPlusMilliseconds(DatumGetTimestampTz(last), q->idle_ms));
+		q->visit = (q->idle_due <= now);
+		st->poll_ms = Min(st->poll_ms, (long) q->max_lag_ms);
+	}
+	MemoryContextSwitchTo(old);
+
+	if (st->list_cxt != NULL)
+		MemoryContextDelete(st->list_cxt);
+	st->list_cxt = cxt;
+	st->queues = queues;
+	st->nqueues = (int) SPI_processed;
+	st->poll_ms = Max(st->poll_ms, pgque_tick_interval);
+}
+
+/* A statement returning queue ids (unit); the ids go to st->due. */
+static void
+run_ids(void *arg)
+{
+	TickerState *st = arg;
+	Oid			argtypes[1] = {INT4ARRAYOID};
+	Datum		args[1];
 	int			ret;
 	uint64		i;
 	MemoryContext old;
 
-	ret = SPI_execute("select queue_name,"
-					  "       (pg_catalog.extract('epoch', queue_ticker_max_lag)"
-					  "        operator(pg_catalog.*) 1000)::pg_catalog.int8"
-					  "  from pgque.queue"
-					  " where not queue_ticker_paused and not queue_external_ticker"
-					  " order by queue_id", true, 0);
+	args[0] = PointerGetDatum(st->ids);
+	ret = SPI_execute_with_args(st->ids_sql, st->ids ? 1 : 0, argtypes, args, NULL, false, 0);
 	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "listing queues failed: %s", SPI_result_code_string(ret));
-
-	old = MemoryContextSwitchTo(pass->cxt);
+		elog(ERROR, "%s failed: %s", st->ids_sql, SPI_result_code_string(ret));
+	old = MemoryContextSwitchTo(st->pass_cxt);
 	for (i = 0; i < SPI_processed; i++)
 	{
 		bool		null;
-		char	   *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
-		int64		lag = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 2, &null));
 
-		pass->queues = lappend(pass->queues, pstrdup(name));
-		if (!null && lag < pass->poll_ms)
-			pass->poll_ms = lag;
+		st->due = lappend_int(st->due,
+							  DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[i],
+														  SPI_tuptable->tupdesc, 1, &null)));
 	}
 	MemoryContextSwitchTo(old);
+}
+
+/* Run it: NIL on failure (logged and recorded by the skeleton) */
+static bool
+ids_unit(TickerState *st, const char *what, const char *sql, ArrayType *ids)
+{
+	st->ids_sql = sql;
+	st->ids = ids;
+	st->due = NIL;
+	return pgque_run_unit(what, run_ids, st);
 }
 
 static void
 tick_queue(void *arg)
 {
-	TickerPass *pass = arg;
+	TickerState *st = arg;
 	Oid			argtypes[1] = {TEXTOID};
 	Datum		args[1];
 	int			ret;
 
-	args[0] = CStringGetTextDatum(pass->queue);
+	args[0] = CStringGetTextDatum(st->queue->name);
 	ret = SPI_execute_with_args("select pgque.ticker($1)", 1, argtypes, args, NULL, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "ticker failed: %s", SPI_result_code_string(ret));
@@ -83,47 +231,235 @@ tick_queue(void *arg)
 		bool		null;
 
 		(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null);
-		pass->ticked = !null;
+		st->ticked = !null;
 	}
+}
+
+/* A queue was visited: ticked or not, when is its idle tick due? */
+static void
+visited(TickQueue *q, bool ticked, TimestampTz now)
+{
+	q->visit = false;
+	/*
+	 * Ticked now, or found not due at its idle deadline (another ticker
+	 * call ticked it since): one idle period from now.  Otherwise a commit
+	 * marked it and nothing was new: the deadline stands.
+	 */
+	if (ticked || q->idle_due <= now)
+		q->idle_due = TimestampTzPlusMilliseconds(now, q->idle_ms);
+}
+
+/*
+ * Visit the marked queues: one at a time when few, else in chunks of
+ * TICK_CHUNK per transaction (_tick_many), a chunk that fails one at a time.
+ * -> the number ticked; *nvisits the number visited.
+ */
+static int
+visit_queues(TickerState *st, int *nvisits)
+{
+	int			nticks = 0;
+	int			marked = 0;
+	int			i;
+	char		what[NAMEDATALEN + 32];
+
+	for (i = 0; i < st->nqueues; i++)
+		if (st->queues[i].visit)
+			marked++;
+	*nvisits = marked;
+
+	/* an older SQL not yet updated has no _tick_many (ADR 0019) */
+	if (marked > VISIT_ONE_BY_ONE && pgque_schema_current)
+	{
+		Datum	   *ids = palloc(sizeof(Datum) * TICK_CHUNK);
+		int			from = 0;
+
+		while (from < st->nqueues)
+		{
+			int			n = 0;
+			int			to;
+			TimestampTz now;
+			ListCell   *lc;
+
+			for (to = from; to < st->nqueues && n < TICK_CHUNK; to++)
+				if (st->queues[to].visit)
+					ids[n++] = Int32GetDatum(st->queues[to].id);
+			if (n > 0 &&
+				ids_unit(st, "ticking queues", "select pgque._tick_many($1)",
+						 construct_array(ids, n, INT4OID, sizeof(int32), true, TYPALIGN_INT)))
+			{
+				now = GetCurrentTimestamp();
+				foreach(lc, st->due)
+				{
+					TickQueue  *q = find_queue(st, lfirst_int(lc));
+
+					if (q != NULL)
+					{
+						visited(q, true, now);
+						nticks++;
+					}
+				}
+				for (i = from; i < to; i++)
+					if (st->queues[i].visit)
+						visited(&st->queues[i], false, now);
+			}
+			/* a failed chunk stays marked: one by one below */
+			from = to;
+		}
+	}
+
+	for (i = 0; i < st->nqueues; i++)
+	{
+		TickQueue  *q = &st->queues[i];
+
+		if (!q->visit)
+			continue;
+		st->queue = q;
+		st->ticked = false;
+		snprintf(what, sizeof(what), "ticking queue \"%s\"", q->name);
+		if (!pgque_run_unit(what, tick_queue, st))
+		{
+			st->retry = true;	/* q->visit stays: again at the poll */
+			continue;
+		}
+		visited(q, st->ticked, GetCurrentTimestamp());
+		if (st->ticked)
+			nticks++;
+	}
+	return nticks;
 }
 
 static void *
 ticker_init(void)
 {
-	TickerPass *pass = MemoryContextAllocZero(TopMemoryContext, sizeof(TickerPass));
+	TickerState *st = MemoryContextAllocZero(TopMemoryContext, sizeof(TickerState));
 
-	pass->next_poll_ms = 1000;
-	return pass;
+	st->stale = true;
+	/* what committed while no ticker ran is known to nobody: probe all */
+	st->probe_all = true;
+	st->poll_ms = 1000;
+	st->next_idle = DT_NOEND;
+	ticker_state = st;
+	CacheRegisterRelcacheCallback(queue_list_invalidated, (Datum) 0);
+	return st;
+}
+
+/* Take the dirty bits; true when any was set. */
+static bool
+take_dirty(TickerState *st)
+{
+	bool		any = false;
+	int			w;
+
+	for (w = 0; w < PGQUE_DIRTY_WORDS; w++)
+	{
+		st->taken[w] = pg_atomic_read_u32(&pgque_worker_db->dirty[w]) == 0 ? 0 :
+			pg_atomic_exchange_u32(&pgque_worker_db->dirty[w], 0);
+		if (st->taken[w] != 0)
+			any = true;
+	}
+	return any;
+}
+
+/* Mark the queues of the taken bits for a visit; false if a bit names none. */
+static bool
+mark_dirty_queues(TickerState *st)
+{
+	bool		all_known = true;
+	int			w;
+	int			i;
+	bool		hit[PGQUE_DIRTY_BITS / 32];
+
+	memset(hit, 0, sizeof(hit));
+	for (i = 0; i < st->nqueues; i++)
+	{
+		uint32		bit = (uint32) st->queues[i].id % PGQUE_DIRTY_BITS;
+
+		if (st->taken[bit / 32] & ((uint32) 1 << (bit % 32)))
+		{
+			st->queues[i].visit = true;
+			hit[bit / 32] = true;
+		}
+	}
+	for (w = 0; w < PGQUE_DIRTY_WORDS; w++)
+		if (st->taken[w] != 0 && !hit[w])
+			all_known = false;
+	return all_known;
 }
 
 static void
 ticker_pass(void *state, MemoryContext cxt)
 {
-	TickerPass *pass = state;
-	ListCell   *lc;
-	int			nticks = 0;
-	char		what[NAMEDATALEN + 32];
+	TickerState *st = state;
+	TimestampTz now;
+	int			nticks;
+	int			nvisits;
+	int			i;
+	bool		any_dirty;
 
-	/* commits from here on wake the next pass */
+	/* commits from here on wake the next pass, and mark their queues */
 	pg_atomic_write_u32(&pgque_worker_db->wake, 0);
-	pass->last_pass = GetCurrentTimestamp();
+	any_dirty = take_dirty(st);
+	st->last_pass = now = GetCurrentTimestamp();
+	st->pass_cxt = cxt;
+	st->retry = false;
 
-	pass->cxt = cxt;
-	pass->queues = NIL;
-	pass->poll_ms = 60000;
+	/* a unit: it also takes the invalidations (a changed pgque.queue) */
 	if (pgque_state_held(cxt))
-		return;
-	if (pgque_run_unit("listing queues", list_queues, pass))
-		pass->next_poll_ms = Max(pass->poll_ms, pgque_tick_interval);
-
-	foreach(lc, pass->queues)
 	{
-		pass->queue = (char *) lfirst(lc);
-		pass->ticked = false;
-		snprintf(what, sizeof(what), "ticking queue \"%s\"", pass->queue);
-		if (pgque_run_unit(what, tick_queue, pass) && pass->ticked)
-			nticks++;
+		/* nothing done: the next pass, at the poll, probes everything */
+		st->probe_all = true;
+		st->next_probe = TimestampTzPlusMilliseconds(now, st->poll_ms);
+		return;
 	}
+	if (st->stale && !pgque_run_unit("listing queues", list_queues, st))
+	{
+		st->retry = true;
+		st->probe_all = true;
+		st->next_probe = TimestampTzPlusMilliseconds(now, st->poll_ms);
+		return;
+	}
+	/* a bit no queue of the list has: one created since; read it again */
+	if (any_dirty && !mark_dirty_queues(st) &&
+		pgque_run_unit("listing queues", list_queues, st))
+		(void) mark_dirty_queues(st);
+
+	for (i = 0; i < st->nqueues; i++)
+	{
+		if (st->probe_all || st->queues[i].idle_due <= now)
+			st->queues[i].visit = true;
+	}
+	st->probe_all = false;
+
+	/* rows written into the event tables directly: every probe interval */
+	if (now >= st->next_probe)
+	{
+		st->next_probe = TimestampTzPlusMilliseconds(now, pgque_ticker_probe_interval * 1000L);
+		/* an older SQL not yet updated has no _ticks_seq_moved: visit all */
+		if (!pgque_schema_current)
+		{
+			for (i = 0; i < st->nqueues; i++)
+				st->queues[i].visit = true;
+		}
+		else if (ids_unit(st, "probing event sequences", "select pgque._ticks_seq_moved()", NULL))
+		{
+			ListCell   *lc;
+
+			foreach(lc, st->due)
+			{
+				TickQueue  *q = find_queue(st, lfirst_int(lc));
+
+				if (q != NULL)
+					q->visit = true;
+			}
+		}
+	}
+
+	nticks = visit_queues(st, &nvisits);
+
+	st->next_idle = DT_NOEND;
+	for (i = 0; i < st->nqueues; i++)
+		st->next_idle = Min(st->next_idle, st->queues[i].idle_due);
+
 	if (nticks > 0)
 	{
 		LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
@@ -133,23 +469,33 @@ ticker_pass(void *state, MemoryContext cxt)
 	/* the watchdog is down: its own worker_down alert is the ticker's to write */
 	if (pgque_worker_alerts_due(false))
 		pgque_worker_alerts_pass();
-	pgque_worker_report("tick_interval=%dms poll=%ldms queues=%d last pass ticked %d",
-						pgque_tick_interval, pass->next_poll_ms, list_length(pass->queues), nticks);
+	pgque_worker_report("tick_interval=%dms probe=%ds queues=%d last pass visited %d, ticked %d",
+						pgque_tick_interval, pgque_ticker_probe_interval, st->nqueues,
+						nvisits, nticks);
 }
 
 /*
  * The next pass: tick_interval after the start of the last one once a
- * commit woke us (a rate limit that costs an isolated commit nothing),
- * otherwise when the shortest ticker_max_lag polls.
+ * commit woke us (a rate limit that costs an isolated commit nothing);
+ * otherwise the earliest idle tick, the next sequence probe, or the poll
+ * after a failed visit or while the watchdog is down.
  */
 static TimestampTz
 ticker_next_pass(void *state)
 {
-	TickerPass *pass = state;
+	TickerState *st = state;
+	TimestampTz next;
 
 	if (pg_atomic_read_u32(&pgque_worker_db->wake) != 0)
-		return TimestampTzPlusMilliseconds(pass->last_pass, pgque_tick_interval);
-	return TimestampTzPlusMilliseconds(pass->last_pass, pass->next_poll_ms);
+		return TimestampTzPlusMilliseconds(st->last_pass, pgque_tick_interval);
+	next = Min(st->next_probe, st->next_idle);
+	/*
+	 * a failed visit or list; or the watchdog is down and its worker_down
+	 * alert is this loop's to write (ADR 0028): at the poll
+	 */
+	if (st->retry || st->stale || st->probe_all || pgque_worker_alerts_due(false))
+		next = Min(next, TimestampTzPlusMilliseconds(st->last_pass, st->poll_ms));
+	return Max(next, TimestampTzPlusMilliseconds(st->last_pass, pgque_tick_interval));
 }
 
 /* is the extension still there? at most once a second */

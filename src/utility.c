@@ -221,6 +221,15 @@ pgque_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 			resume_database(paused);
 	}
 	PG_END_TRY();
+
+	/*
+	 * COMMIT PREPARED made a prepared transaction's events visible; the
+	 * session that appended them could not mark its queues at commit
+	 * (wake.c), so every queue of the database is probed (ADR 0031).
+	 */
+	if (pgque_shared != NULL && IsA(pstmt->utilityStmt, TransactionStmt) &&
+		((TransactionStmt *) pstmt->utilityStmt)->kind == TRANS_STMT_COMMIT_PREPARED)
+		pgque_prepared_committed();
 }
 
 void

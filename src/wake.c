@@ -9,6 +9,13 @@
  * gone, and a wrong guess costs one spurious wake-up), and the wake flag is
  * an atomic exchange, so only the first commit after the ticker cleared it
  * pays for a SetLatch: the wake-up is rate-limited to once per ticker pass.
+ *
+ * Before the wake-up the commit marks the queues it appended to in the
+ * database's dirty bits (an atomic OR per queue), so that the ticker visits
+ * those queues and no other (ADR 0031).  The callback runs after the commit
+ * is visible to new snapshots, and the ticker exchanges the bits with 0
+ * before it takes its snapshot: an event is never marked only before its
+ * commit.
  */
 #include "postgres.h"
 
@@ -34,6 +41,10 @@ static SubTransactionId xact_created_extension = InvalidSubTransactionId;
 static SubTransactionId xact_dropped_extension = InvalidSubTransactionId;
 static int	cached_db_index = -1;
 
+/* the queues this transaction appended to: bit queue_id % PGQUE_DIRTY_BITS */
+static uint32 xact_dirty[PGQUE_DIRTY_WORDS];
+static bool xact_dirty_any = false;
+
 PG_FUNCTION_INFO_V1(pgque_wake_launcher_at_commit);
 
 /* Set a flag, unless an enclosing (sub)transaction set it already. */
@@ -51,38 +62,91 @@ pgque_forget_leases_at_commit(void)
 	set_flag(&xact_dropped_extension);
 }
 
+/*
+ * An event was appended to queue_id.  A savepoint rolled back keeps the
+ * queue's bit (a spurious bit costs the ticker one probe), not the wake-up.
+ */
 void
-pgque_note_event_inserted(void)
+pgque_note_event_inserted(int32 queue_id)
 {
+	uint32		bit = (uint32) queue_id % PGQUE_DIRTY_BITS;
+
 	set_flag(&xact_inserted);
+	xact_dirty[bit / 32] |= (uint32) 1 << (bit % 32);
+	xact_dirty_any = true;
+}
+
+/* Every queue of the database is to be probed (no commit hook saw them). */
+void
+pgque_mark_all_dirty(PgqueDb *db)
+{
+	int			w;
+
+	for (w = 0; w < PGQUE_DIRTY_WORDS; w++)
+		pg_atomic_write_u32(&db->dirty[w], ~(uint32) 0);
+}
+
+/* This database's entry, found without the lock (see the file header). */
+static PgqueDb *
+db_entry(Oid dboid)
+{
+	int			i;
+
+	if (pgque_shared == NULL || !OidIsValid(dboid))
+		return NULL;
+	if (cached_db_index >= 0 && pgque_shared->dbs[cached_db_index].dboid == dboid)
+		return &pgque_shared->dbs[cached_db_index];
+	for (i = 0; i < pgque_shared->max_dbs; i++)
+	{
+		if (pgque_shared->dbs[i].dboid == dboid &&
+			pgque_shared->dbs[i].state != PGQUE_DB_UNUSED)
+		{
+			cached_db_index = i;
+			return &pgque_shared->dbs[i];
+		}
+	}
+	return NULL;
+}
+
+/* Mark this transaction's queues in the database's dirty bits. */
+static void
+publish_dirty(Oid dboid)
+{
+	PgqueDb    *db = db_entry(dboid);
+	int			w;
+
+	if (db == NULL)
+		return;
+	for (w = 0; w < PGQUE_DIRTY_WORDS; w++)
+	{
+		if (xact_dirty[w] != 0)
+			pg_atomic_fetch_or_u32(&db->dirty[w], xact_dirty[w]);
+	}
+}
+
+/*
+ * COMMIT PREPARED (utility.c): the session that prepared the transaction
+ * knew its queues, this one does not; every queue is probed.
+ */
+void
+pgque_prepared_committed(void)
+{
+	PgqueDb    *db = db_entry(MyDatabaseId);
+
+	if (db == NULL)
+		return;
+	pgque_mark_all_dirty(db);
+	pgque_wake_ticker(MyDatabaseId);
 }
 
 /* Wake the ticker of a database, if one runs and it is not already woken. */
 void
 pgque_wake_ticker(Oid dboid)
 {
-	PgqueDb    *db = NULL;
+	PgqueDb    *db;
 	int			procno;
-	int			i;
 
-	if (pgque_shared == NULL || !OidIsValid(dboid))
-		return;
-
-	if (cached_db_index >= 0 && pgque_shared->dbs[cached_db_index].dboid == dboid)
-		db = &pgque_shared->dbs[cached_db_index];
-	else
-	{
-		for (i = 0; i < pgque_shared->max_dbs; i++)
-		{
-			if (pgque_shared->dbs[i].dboid == dboid &&
-				pgque_shared->dbs[i].state != PGQUE_DB_UNUSED)
-			{
-				cached_db_index = i;
-				db = &pgque_shared->dbs[i];
-				break;
-			}
-		}
-	}
+	db = db_entry(dboid);
 	if (db == NULL)
 		return;
 
@@ -99,6 +163,11 @@ clear_flags(void)
 	xact_inserted = InvalidSubTransactionId;
 	xact_created_extension = InvalidSubTransactionId;
 	xact_dropped_extension = InvalidSubTransactionId;
+	if (xact_dirty_any)
+	{
+		memset(xact_dirty, 0, sizeof(xact_dirty));
+		xact_dirty_any = false;
+	}
 }
 
 static void
@@ -109,7 +178,10 @@ xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			if (xact_inserted != InvalidSubTransactionId)
+			{
+				publish_dirty(MyDatabaseId);
 				pgque_wake_ticker(MyDatabaseId);
+			}
 			if (xact_created_extension != InvalidSubTransactionId && pgque_shared != NULL)
 			{
 				PgqueDb    *db;
