@@ -3,6 +3,7 @@
 #   <stamp>-latency.png    latency distribution (CDF) per system at 100 ev/s
 #   <stamp>-partition.png  pgque shared buffers per event against N
 #   <stamp>-sustained.png  lag and event-table size over the sustained run
+#   <stamp>-drain-payload.png  drain throughput against payload size
 
 make_plots() {
 	local stamp=$1 out=benchmark/results f name n plots=()
@@ -48,6 +49,26 @@ set key top left
 set grid
 plot '$WORK/partition.dat' using 1:2 with linespoints lw 2 title '32 partition buckets (pgque)', \
      '' using 1:3 with linespoints lw 2 title 'no buckets: every slot scans and filters (PgQue design)'
+GP
+	fi
+
+	# drain against payload size: events/s per system
+	awk -F, '$1 ~ /^drain_payload / {split($1, a, " "); v[a[2] "," $2] = $4; n[a[2]] = 1}
+		END {for (k in n) print k, v[k ",pgque receive/ack"], v[k ",PgQ next/get/finish"]}' "$RESULTS" |
+		sort -n > "$WORK/drain_payload.dat"
+	if [ -s "$WORK/drain_payload.dat" ]; then
+		gnuplot <<GP
+set terminal pngcairo size 900,520 font 'sans,11'
+set output '$out/$stamp-drain-payload.png'
+set title 'consumer drain against payload size (one consumer, 1,000 events per receive)'
+set xlabel 'payload (bytes, log scale)'
+set ylabel 'events/s'
+set logscale x
+set yrange [0:*]
+set key top right
+set grid
+plot '$WORK/drain_payload.dat' using 1:2 with linespoints lw 2 title 'pgque receive/ack', \
+     '' using 1:3 with linespoints lw 2 title 'PgQ next/get/finish'
 GP
 	fi
 

@@ -12,7 +12,8 @@
 # (benchmark/sustained.sh), cooperative groups of 1, 4, 8 members against one plain
 # consumer (benchmark/coop.sh), sends through a PL/Proxy proxy to 1-3 shards
 # (benchmark/proxy.sh), WAL bytes and dead tuples per event.  ONLY=name,... runs a subset
-# (producer, drain, partition, lease, latency, sustained, coop, proxy).
+# (producer, drain, drain_payload, partition, lease, latency, sustained, coop,
+# proxy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -21,7 +22,7 @@ QUICK=${QUICK:-0}
 if [ "$QUICK" = 1 ]; then DUR=3; BACKLOG=100000; JOBS=20000; PK_EVENTS=50000
 else DUR=30; BACKLOG=1000000; JOBS=100000; PK_EVENTS=500000; fi
 LAT_SECS=$([ "$QUICK" = 1 ] && echo 4 || echo 60)
-ONLY=${ONLY:-producer,drain,partition,lease,latency,sustained,coop,proxy}
+ONLY=${ONLY:-producer,drain,drain_payload,partition,lease,latency,sustained,coop,proxy}
 COOP_EVENTS=$([ "$QUICK" = 1 ] && echo 50000 || echo 200000)
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 . benchmark/partition.sh
@@ -117,6 +118,8 @@ echo "== consumer drain of a $BACKLOG-event backlog"
 "${PSQL[@]}" >/dev/null <<SQL
 select pgque.create_queue('drain');
 select pgque.subscribe('drain', 'c');
+select pgque.create_queue('drain_b'), pgque.set_queue_config('drain_b', 'partition_buckets', '32');
+select pgque.subscribe('drain_b', 'c');
 select pgq.create_queue('drain');
 select pgq.register_consumer('drain', 'c');
 SQL
@@ -124,7 +127,10 @@ SQL
 for i in $(seq 1 $((BACKLOG / 10000))); do
 	"${PSQL[@]}" -c "select count(pgque.send_batch('drain', 'default', array_fill('payload-abcdefghij'::text, array[10000])))" >/dev/null
 	"${PSQL[@]}" -c "select count(pgq.insert_event('drain', 'default', 'payload-abcdefghij')) from generate_series(1, 10000)" >/dev/null
+	# the same backlog, keyed over 2,000 tenants, in a 32-bucket queue
+	"${PSQL[@]}" -c "select count(pgque.send_batch('drain_b', 'default', array_fill('payload-abcdefghij'::text, array[10000]), array(select 'tenant-' || (g % 2000) from generate_series(1, 10000) g)))" >/dev/null
 	"${PSQL[@]}" -c "select pgque.ticker('drain')" >/dev/null
+	"${PSQL[@]}" -c "select pgque.ticker('drain_b')" >/dev/null
 	"${PSQL[@]}" -c "select pgq.ticker('drain')" >/dev/null
 done
 # the producer workloads left rows in the job table: start from exactly $JOBS
@@ -140,8 +146,41 @@ drain() {
 	printf '%-34s %-22s %2s client  %10s ev/s\n' drain "$system" 1 "$eps"
 }
 drain "pgque receive/ack" "$BACKLOG" "do \$\$ declare b bigint; begin loop select max(batch_id) into b from pgque.receive('drain', 'c', 1000); exit when b is null; perform pgque.ack(b); commit; end loop; end \$\$"
+drain "pgque receive/ack 32 buckets" "$BACKLOG" "do \$\$ declare b bigint; begin loop select max(batch_id) into b from pgque.receive('drain_b', 'c', 1000); exit when b is null; perform pgque.ack(b); commit; end loop; end \$\$"
 drain "PgQ next/get/finish" "$BACKLOG" "do \$\$ declare b bigint; n bigint; begin loop b := pgq.next_batch('drain', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b); perform pgq.finish_batch(b); commit; end loop; end \$\$"
 drain "SKIP LOCKED, 1 per txn" "$JOBS" "do \$\$ declare i bigint; begin loop delete from jobs where id = (select id from jobs order by id for update skip locked limit 1) returning id into i; exit when i is null; commit; end loop; end \$\$"
+fi
+
+if want drain_payload; then
+# drain against payload size: the same number of events at 100 B, 1 kB and
+# 10 kB (md5 text: it does not compress, so 10 kB is stored out of line)
+PAY_EVENTS=$([ "$QUICK" = 1 ] && echo 5000 || echo 20000)
+echo "== consumer drain of $PAY_EVENTS events against payload size"
+for size in 100 1000 10000; do
+	"${PSQL[@]}" >/dev/null <<SQL
+select pgque.create_queue('pay_$size');
+select pgque.subscribe('pay_$size', 'c');
+select pgq.create_queue('pay_$size');
+select pgq.register_consumer('pay_$size', 'c');
+create temp table p as select left((select string_agg(md5(g || '-' || j), '') from generate_series(1, $size / 32 + 1) j), $size) as payload from generate_series(1, 1000) g;
+select count(pgque.send_batch('pay_$size', 'default', array(select payload from p))) from generate_series(1, $PAY_EVENTS / 1000);
+select count(pgq.insert_event('pay_$size', 'default', payload)) from p, generate_series(1, $PAY_EVENTS / 1000);
+select pgque.ticker('pay_$size');
+select pgq.ticker('pay_$size');
+SQL
+	drain_payload() {
+		local system=$1 sql=$2 t0 t1 eps
+		t0=$(date +%s.%N)
+		"${PSQL[@]}" -c "$sql" >/dev/null
+		t1=$(date +%s.%N)
+		eps=$(awk -v n="$PAY_EVENTS" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n / (b - a)}')
+		echo "drain_payload $size,$system,1,$eps," >> "$RESULTS"
+		printf '%-34s %-22s %2s client  %10s ev/s\n' "drain, $size B payloads" "$system" 1 "$eps"
+	}
+	# the payload is read (length), as a consumer would
+	drain_payload "pgque receive/ack" "do \$\$ declare b bigint; begin loop select max(batch_id) into b from pgque.receive('pay_$size', 'c', 1000) where length(payload) > 0; exit when b is null; perform pgque.ack(b); commit; end loop; end \$\$"
+	drain_payload "PgQ next/get/finish" "do \$\$ declare b bigint; n bigint; begin loop b := pgq.next_batch('pay_$size', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b) where length(ev_data) > 0; perform pgq.finish_batch(b); commit; end loop; end \$\$"
+done
 fi
 
 if want partition; then
