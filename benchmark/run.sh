@@ -12,8 +12,8 @@
 # (benchmark/sustained.sh), cooperative groups of 1, 4, 8 members against one plain
 # consumer (benchmark/coop.sh), sends through a PL/Proxy proxy to 1-3 shards
 # (benchmark/proxy.sh), WAL bytes and dead tuples per event.  ONLY=name,... runs a subset
-# (producer, drain, drain_payload, partition, lease, latency, sustained, coop,
-# proxy).
+# (producer, drain, drain_payload, drain_fanout, partition, lease, latency,
+# sustained, coop, proxy).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -22,7 +22,7 @@ QUICK=${QUICK:-0}
 if [ "$QUICK" = 1 ]; then DUR=3; BACKLOG=100000; JOBS=20000; PK_EVENTS=50000
 else DUR=30; BACKLOG=1000000; JOBS=100000; PK_EVENTS=500000; fi
 LAT_SECS=$([ "$QUICK" = 1 ] && echo 4 || echo 60)
-ONLY=${ONLY:-producer,drain,drain_payload,partition,lease,latency,sustained,coop,proxy}
+ONLY=${ONLY:-producer,drain,drain_payload,drain_fanout,partition,lease,latency,sustained,coop,proxy}
 COOP_EVENTS=$([ "$QUICK" = 1 ] && echo 50000 || echo 200000)
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 . benchmark/partition.sh
@@ -180,6 +180,28 @@ SQL
 	# the payload is read (length), as a consumer would
 	drain_payload "pgque receive/ack" "do \$\$ declare b bigint; begin loop select max(batch_id) into b from pgque.receive('pay_$size', 'c', 1000) where length(payload) > 0; exit when b is null; perform pgque.ack(b); commit; end loop; end \$\$"
 	drain_payload "PgQ next/get/finish" "do \$\$ declare b bigint; n bigint; begin loop b := pgq.next_batch('pay_$size', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b) where length(ev_data) > 0; perform pgq.finish_batch(b); commit; end loop; end \$\$"
+done
+fi
+
+if want drain_fanout; then
+# drain cost per consumer against fan-out: N consumers of one queue each
+# drain the same backlog, one after another
+FAN_EVENTS=$([ "$QUICK" = 1 ] && echo 2000 || echo 10000)
+echo "== consumer drain against fan-out: $FAN_EVENTS events, each consumer drains all of them"
+for n in 1 10 100; do
+	"${PSQL[@]}" >/dev/null <<SQL
+select pgque.create_queue('fan_$n');
+select count(pgque.subscribe('fan_$n', 'c' || i)) from generate_series(1, $n) i;
+select count(pgque.send_batch('fan_$n', 'default', array_fill('payload-abcdefghij'::text, array[1000])))
+  from generate_series(1, $FAN_EVENTS / 1000);
+select pgque.ticker('fan_$n');
+SQL
+	t0=$(date +%s.%N)
+	"${PSQL[@]}" -c "do \$\$ declare b bigint; begin for i in 1..$n loop loop select max(batch_id) into b from pgque.receive('fan_$n', 'c' || i, 1000); exit when b is null; perform pgque.ack(b); commit; end loop; end loop; end \$\$" >/dev/null
+	t1=$(date +%s.%N)
+	eps=$(awk -v n="$((FAN_EVENTS * n))" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n / (b - a)}')
+	echo "drain_fanout $n,pgque receive/ack,1,$eps," >> "$RESULTS"
+	printf '%-34s %-22s %2s client  %10s ev/s per delivery\n' "drain, $n consumers" "pgque receive/ack" 1 "$eps"
 done
 fi
 
