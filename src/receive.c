@@ -24,7 +24,6 @@
  */
 #include "postgres.h"
 
-#include "access/detoast.h"
 #include "access/htup_details.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
@@ -78,7 +77,6 @@ typedef struct PartReceiver
 	bool		collect;		/* every row goes to mcache (unordered read) */
 	bool		caching;		/* rows past the part go to mcache */
 	bool		cache_full;
-	MemoryContext tmp;			/* per row */
 } PartReceiver;
 
 static SPIPlanPtr
@@ -143,7 +141,6 @@ part_receive(TupleTableSlot *slot, DestReceiver *self)
 	bool		msgnull[MSG_NATTS];
 	MemoryContext old;
 	HeapTuple	tup;
-	int			i;
 
 	slot_getallattrs(slot);
 	r->nrows++;
@@ -159,18 +156,13 @@ part_receive(TupleTableSlot *slot, DestReceiver *self)
 	if (!r->collect && !r->caching)
 		return false;
 	/*
-	 * Kept rows outlive this statement: a value stored out of line is
-	 * fetched now rather than pointed to.
+	 * Values stored out of line stay pointers, as in _window_rows' cache:
+	 * the window's rows (and their TOAST) stay until every cursor is past
+	 * it, and the key is the window.
 	 */
-	old = MemoryContextSwitchTo(r->tmp);
-	for (i = MSG_TYPE; i < MSG_NATTS; i++)
-		if (i != MSG_RETRY && i != MSG_CREATED && !msgnull[i] &&
-			VARATT_IS_EXTERNAL(DatumGetPointer(msg[i])))
-			msg[i] = PointerGetDatum(detoast_external_attr((struct varlena *) DatumGetPointer(msg[i])));
-	MemoryContextSwitchTo(mcache.cxt);
+	old = MemoryContextSwitchTo(mcache.cxt);
 	tup = heap_form_tuple(r->desc, msg, msgnull);
 	MemoryContextSwitchTo(old);
-	MemoryContextReset(r->tmp);
 	if (!pgque_window_cache_add(&mcache, tup, DatumGetInt64(msg[MSG_ID]), false))
 	{
 		heap_freetuple(tup);
@@ -279,8 +271,6 @@ part_receiver_init(PartReceiver *r, Tuplestorestate *ts, TupleDesc desc, int64 b
 	r->desc = desc;
 	r->batch_id = batch_id;
 	r->max_return = max_return;
-	r->tmp = AllocSetContextCreate(CurrentMemoryContext, "pgque_bgw receive row",
-								   ALLOCSET_SMALL_SIZES);
 }
 
 /*
@@ -340,16 +330,16 @@ read_part(int64 batch_id, int64 max_return, Tuplestorestate *ts, TupleDesc desc,
 	/*
 	 * The window whole, in no order, formed as messages into mcache and
 	 * sorted there: no sort node copying every row once more.  A window
-	 * larger than mcache takes the ordered read below.
+	 * larger than mcache takes the ordered read below, and keeps taking it
+	 * while mcache holds a part of it (the whole read would overflow again).
 	 */
-	if (max_return < WINDOW_CACHE_ROWS)
+	if (max_return < WINDOW_CACHE_ROWS && !pgque_window_cache_matches(&mcache, source, args, nulls))
 	{
 		part_receiver_init(&r, ts, desc, batch_id, max_return);
 		r.collect = true;
 		pgque_window_cache_reset(&mcache, source, args, nulls);
 		/* a fresh snapshot: the window's tick may be newer than the caller's */
 		pgque_window_read(source, args, nulls, false, false, &r.pub);
-		MemoryContextDelete(r.tmp);
 		if (!r.cache_full)
 		{
 			cache_sort();
@@ -370,7 +360,6 @@ read_part(int64 batch_id, int64 max_return, Tuplestorestate *ts, TupleDesc desc,
 	if (r.caching)
 		pgque_window_cache_reset(&mcache, source, args, nulls);
 	pgque_window_read(source, args, nulls, false, true, &r.pub);
-	MemoryContextDelete(r.tmp);
 
 	*more = r.nrows > max_return;
 	*last = r.last;
