@@ -151,55 +151,70 @@ drain "PgQ next/get/finish" "$BACKLOG" "do \$\$ declare b bigint; n bigint; begi
 drain "SKIP LOCKED, 1 per txn" "$JOBS" "do \$\$ declare i bigint; begin loop delete from jobs where id = (select id from jobs order by id for update skip locked limit 1) returning id into i; exit when i is null; commit; end loop; end \$\$"
 fi
 
+# timed_drain EVENTS WARM_SQL DRAIN_SQL: events/s of DRAIN_SQL, timed inside
+# one session after WARM_SQL (run and rolled back): the session's start and
+# first calls (catalog caches, PL/pgSQL compiles) are not in the figure
+timed_drain() {
+	"${PSQL[@]}" <<SQL | tail -1
+\o /dev/null
+begin;
+$2;
+rollback;
+\o
+select clock_timestamp() as t0 \gset
+$3;
+select round($1 / extract(epoch from clock_timestamp() - :'t0'));
+SQL
+}
+
 if want drain_payload; then
 # drain against payload size: the same number of events at 100 B, 1 kB and
-# 10 kB (md5 text: it does not compress, so 10 kB is stored out of line)
+# 10 kB (concatenated md5 text: it does not compress, so 10 kB is stored out
+# of line), one tick: one window, handed out 1,000 events at a time
 PAY_EVENTS=$([ "$QUICK" = 1 ] && echo 5000 || echo 20000)
 echo "== consumer drain of $PAY_EVENTS events against payload size"
 for size in 100 1000 10000; do
 	"${PSQL[@]}" >/dev/null <<SQL
 select pgque.create_queue('pay_$size');
-select pgque.subscribe('pay_$size', 'c');
+select pgque.subscribe('pay_$size', c) from unnest(array['c', 'w']) c;
 select pgq.create_queue('pay_$size');
-select pgq.register_consumer('pay_$size', 'c');
+select pgq.register_consumer('pay_$size', c) from unnest(array['c', 'w']) c;
 create temp table p as select left((select string_agg(md5(g || '-' || j), '') from generate_series(1, $size / 32 + 1) j), $size) as payload from generate_series(1, 1000) g;
 select count(pgque.send_batch('pay_$size', 'default', array(select payload from p))) from generate_series(1, $PAY_EVENTS / 1000);
 select count(pgq.insert_event('pay_$size', 'default', payload)) from p, generate_series(1, $PAY_EVENTS / 1000);
 select pgque.ticker('pay_$size');
 select pgq.ticker('pay_$size');
 SQL
-	drain_payload() {
-		local system=$1 sql=$2 t0 t1 eps
-		t0=$(date +%s.%N)
-		"${PSQL[@]}" -c "$sql" >/dev/null
-		t1=$(date +%s.%N)
-		eps=$(awk -v n="$PAY_EVENTS" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n / (b - a)}')
+	# the payload is read (length), as a consumer would
+	for system in "pgque receive/ack" "PgQ next/get/finish"; do
+		if [ "$system" = "pgque receive/ack" ]; then
+			eps=$(timed_drain "$PAY_EVENTS" "select count(*) from pgque.receive('pay_$size', 'w', 1000) where length(payload) > 0" \
+				"do \$\$ declare b bigint; begin loop select max(batch_id) into b from pgque.receive('pay_$size', 'c', 1000) where length(payload) > 0; exit when b is null; perform pgque.ack(b); commit; end loop; end \$\$")
+		else
+			eps=$(timed_drain "$PAY_EVENTS" "select count(*) from pgq.get_batch_events(pgq.next_batch('pay_$size', 'w')) where length(ev_data) > 0" \
+				"do \$\$ declare b bigint; n bigint; begin loop b := pgq.next_batch('pay_$size', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b) where length(ev_data) > 0; perform pgq.finish_batch(b); commit; end loop; end \$\$")
+		fi
 		echo "drain_payload $size,$system,1,$eps," >> "$RESULTS"
 		printf '%-34s %-22s %2s client  %10s ev/s\n' "drain, $size B payloads" "$system" 1 "$eps"
-	}
-	# the payload is read (length), as a consumer would
-	drain_payload "pgque receive/ack" "do \$\$ declare b bigint; begin loop select max(batch_id) into b from pgque.receive('pay_$size', 'c', 1000) where length(payload) > 0; exit when b is null; perform pgque.ack(b); commit; end loop; end \$\$"
-	drain_payload "PgQ next/get/finish" "do \$\$ declare b bigint; n bigint; begin loop b := pgq.next_batch('pay_$size', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b) where length(ev_data) > 0; perform pgq.finish_batch(b); commit; end loop; end \$\$"
+	done
 done
 fi
 
 if want drain_fanout; then
 # drain cost per consumer against fan-out: N consumers of one queue each
-# drain the same backlog, one after another
+# drain the same backlog, one after another, in one session
 FAN_EVENTS=$([ "$QUICK" = 1 ] && echo 2000 || echo 10000)
 echo "== consumer drain against fan-out: $FAN_EVENTS events, each consumer drains all of them"
 for n in 1 10 100; do
 	"${PSQL[@]}" >/dev/null <<SQL
 select pgque.create_queue('fan_$n');
-select count(pgque.subscribe('fan_$n', 'c' || i)) from generate_series(1, $n) i;
+select count(pgque.subscribe('fan_$n', 'c' || i)) from generate_series(0, $n) i;
 select count(pgque.send_batch('fan_$n', 'default', array_fill('payload-abcdefghij'::text, array[1000])))
   from generate_series(1, $FAN_EVENTS / 1000);
 select pgque.ticker('fan_$n');
 SQL
-	t0=$(date +%s.%N)
-	"${PSQL[@]}" -c "do \$\$ declare b bigint; begin for i in 1..$n loop loop select max(batch_id) into b from pgque.receive('fan_$n', 'c' || i, 1000); exit when b is null; perform pgque.ack(b); commit; end loop; end loop; end \$\$" >/dev/null
-	t1=$(date +%s.%N)
-	eps=$(awk -v n="$((FAN_EVENTS * n))" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n / (b - a)}')
+	eps=$(timed_drain "$((FAN_EVENTS * n))" "select count(*) from pgque.receive('fan_$n', 'c0', 1000)" \
+		"do \$\$ declare b bigint; begin for i in 1..$n loop loop select max(batch_id) into b from pgque.receive('fan_$n', 'c' || i, 1000); exit when b is null; perform pgque.ack(b); commit; end loop; end loop; end \$\$")
 	echo "drain_fanout $n,pgque receive/ack,1,$eps," >> "$RESULTS"
 	printf '%-34s %-22s %2s client  %10s ev/s per delivery\n' "drain, $n consumers" "pgque receive/ack" 1 "$eps"
 done
