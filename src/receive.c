@@ -10,9 +10,11 @@
  * the right to the consumer, the batch; pgque._batch_source: where the
  * window is); the per-event work is here: the kept window plan
  * (src/window.c) runs with a DestReceiver that forms each event row into a
- * pgque.message tuple straight in the result the caller reads, counts
- * where the part ends, and keeps the rows past it, already formed as
- * messages, for the next parts (the part cache of window.c).  Before, each
+ * pgque.message tuple once.  The window is read whole, unordered, into the
+ * part cache of window.c and sorted there; each part is copied from it into
+ * the result the caller reads.  A window larger than the cache is read in
+ * ev_id order with a limit: the part goes straight into the result, the
+ * rows past it into the cache.  Before, each
  * event was copied by the SPI read, _window_rows' tuplestore, the CTE that
  * marked the part's end and two RETURN QUERY layers.
  *
