@@ -132,6 +132,10 @@ sub dumped_alerts
         if ($f[7] eq '\\N') { push @open, "$f[0]|$f[1]|$f[2]"; }
         else { push @cleared, $f[0]; }
     }
+    # in alert_id order, as the checks read them back: the COPY data is in
+    # the table's physical order, which an update (a clear) changes
+    @open = sort { (split /\|/, $a)[0] <=> (split /\|/, $b)[0] } @open;
+    @cleared = sort { $a <=> $b } @cleared;
     return (join("\n", @open), join(',', @cleared));
 }
 
