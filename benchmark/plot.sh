@@ -4,6 +4,8 @@
 #   <stamp>-partition.png  pgque shared buffers per event against N
 #   <stamp>-sustained.png  lag and event-table size over the sustained run
 #   <stamp>-idle.png       workers' CPU against the number of idle queues
+#   <stamp>-drain-payload.png  drain throughput against payload size
+#   <stamp>-drain-fanout.png   drain throughput per consumer against fan-out
 
 make_plots() {
 	local stamp=$1 out=benchmark/results f name n plots=()
@@ -68,6 +70,43 @@ set grid
 plot '$WORK/idle_cpu.dat' using 1:3 with linespoints lw 2 title 'ticker + watchdog', \
      '' using 1:4 with linespoints lw 2 title 'maintenance', \
      '' using 1:2 with linespoints lw 2 title 'all workers'
+GP
+	fi
+
+	# drain against payload size: events/s per system
+	awk -F, '$1 ~ /^drain_payload / {split($1, a, " "); v[a[2] "," $2] = $4; n[a[2]] = 1}
+		END {for (k in n) print k, v[k ",pgque receive/ack"], v[k ",PgQ next/get/finish"]}' "$RESULTS" |
+		sort -n > "$WORK/drain_payload.dat"
+	if [ -s "$WORK/drain_payload.dat" ]; then
+		gnuplot <<GP
+set terminal pngcairo size 900,520 font 'sans,11'
+set output '$out/$stamp-drain-payload.png'
+set title 'consumer drain against payload size (one consumer, 1,000 events per receive)'
+set xlabel 'payload (bytes, log scale)'
+set ylabel 'events/s'
+set logscale x
+set yrange [0:*]
+set key top right
+set grid
+plot '$WORK/drain_payload.dat' using 1:2 with linespoints lw 2 title 'pgque receive/ack', \
+     '' using 1:3 with linespoints lw 2 title 'PgQ next/get/finish'
+GP
+	fi
+
+	# drain against fan-out: deliveries/s
+	awk -F, '$1 ~ /^drain_fanout / {split($1, a, " "); print a[2], $4}' "$RESULTS" | sort -n > "$WORK/drain_fanout.dat"
+	if [ -s "$WORK/drain_fanout.dat" ]; then
+		gnuplot <<GP
+set terminal pngcairo size 900,520 font 'sans,11'
+set output '$out/$stamp-drain-fanout.png'
+set title 'consumer drain against fan-out: consumers of one queue, each draining the backlog'
+set xlabel 'consumers (log scale)'
+set ylabel 'events/s per delivery'
+set logscale x
+set yrange [0:*]
+set key off
+set grid
+plot '$WORK/drain_fanout.dat' using 1:2 with linespoints lw 2
 GP
 	fi
 

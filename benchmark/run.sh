@@ -16,7 +16,8 @@
 # the latency beside 100 idle queues and 1,000 slot subscriptions
 # (benchmark/idle.sh), WAL bytes and dead tuples per event.
 # ONLY=name,... runs a subset
-# (producer, drain, partition, lease, latency, sustained, coop, proxy, pause, idle).
+# (producer, drain, drain_payload, drain_fanout, partition, lease, latency,
+# sustained, coop, proxy, pause, idle).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -27,7 +28,7 @@ else DUR=30; BACKLOG=1000000; JOBS=100000; PK_EVENTS=500000; fi
 # BENCH_DUR=s: seconds per pgbench workload (a shorter look on a shared machine)
 DUR=${BENCH_DUR:-$DUR}
 LAT_SECS=$([ "$QUICK" = 1 ] && echo 4 || echo 60)
-ONLY=${ONLY:-producer,drain,partition,lease,latency,sustained,coop,proxy,pause,idle}
+ONLY=${ONLY:-producer,drain,drain_payload,drain_fanout,partition,lease,latency,sustained,coop,proxy,pause,idle}
 PAUSE_EVENTS=$([ "$QUICK" = 1 ] && echo 20000 || echo 100000)
 IDLE_SECS=$([ "$QUICK" = 1 ] && echo 10 || echo 60)
 COOP_EVENTS=$([ "$QUICK" = 1 ] && echo 50000 || echo 200000)
@@ -150,6 +151,8 @@ echo "== consumer drain of a $BACKLOG-event backlog"
 "${PSQL[@]}" >/dev/null <<SQL
 select pgque.create_queue('drain');
 select pgque.subscribe('drain', 'c');
+select pgque.create_queue('drain_b'), pgque.set_queue_config('drain_b', 'partition_buckets', '32');
+select pgque.subscribe('drain_b', 'c');
 select pgq.create_queue('drain');
 select pgq.register_consumer('drain', 'c');
 SQL
@@ -157,7 +160,10 @@ SQL
 for i in $(seq 1 $((BACKLOG / 10000))); do
 	"${PSQL[@]}" -c "select count(pgque.send_batch('drain', 'default', array_fill('payload-abcdefghij'::text, array[10000])))" >/dev/null
 	"${PSQL[@]}" -c "select count(pgq.insert_event('drain', 'default', 'payload-abcdefghij')) from generate_series(1, 10000)" >/dev/null
+	# the same backlog, keyed over 2,000 tenants, in a 32-bucket queue
+	"${PSQL[@]}" -c "select count(pgque.send_batch('drain_b', 'default', array_fill('payload-abcdefghij'::text, array[10000]), array(select 'tenant-' || (g % 2000) from generate_series(1, 10000) g)))" >/dev/null
 	"${PSQL[@]}" -c "select pgque.ticker('drain')" >/dev/null
+	"${PSQL[@]}" -c "select pgque.ticker('drain_b')" >/dev/null
 	"${PSQL[@]}" -c "select pgq.ticker('drain')" >/dev/null
 done
 # the producer workloads left rows in the job table: start from exactly $JOBS
@@ -173,8 +179,78 @@ drain() {
 	printf '%-34s %-22s %2s client  %10s ev/s\n' drain "$system" 1 "$eps"
 }
 drain "pgque receive/ack" "$BACKLOG" "do \$\$ declare b bigint; begin loop select max(batch_id) into b from pgque.receive('drain', 'c', 1000); exit when b is null; perform pgque.ack(b); commit; end loop; end \$\$"
+drain "pgque receive/ack 32 buckets" "$BACKLOG" "do \$\$ declare b bigint; begin loop select max(batch_id) into b from pgque.receive('drain_b', 'c', 1000); exit when b is null; perform pgque.ack(b); commit; end loop; end \$\$"
 drain "PgQ next/get/finish" "$BACKLOG" "do \$\$ declare b bigint; n bigint; begin loop b := pgq.next_batch('drain', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b); perform pgq.finish_batch(b); commit; end loop; end \$\$"
 drain "SKIP LOCKED, 1 per txn" "$JOBS" "do \$\$ declare i bigint; begin loop delete from jobs where id = (select id from jobs order by id for update skip locked limit 1) returning id into i; exit when i is null; commit; end loop; end \$\$"
+fi
+
+# timed_drain EVENTS WARM_SQL DRAIN_SQL: events/s of DRAIN_SQL, timed inside
+# one session after WARM_SQL (run and rolled back): the session's start and
+# first calls (catalog caches, PL/pgSQL compiles) are not in the figure
+timed_drain() {
+	"${PSQL[@]}" <<SQL | tail -1
+\o /dev/null
+begin;
+$2;
+rollback;
+\o
+select clock_timestamp() as t0 \gset
+$3;
+select round($1 / extract(epoch from clock_timestamp() - :'t0'));
+SQL
+}
+
+if want drain_payload; then
+# drain against payload size: the same number of events at 100 B, 1 kB and
+# 10 kB (concatenated md5 text: it does not compress, so 10 kB is stored out
+# of line), one tick: one window, handed out 1,000 events at a time
+PAY_EVENTS=$([ "$QUICK" = 1 ] && echo 5000 || echo 20000)
+echo "== consumer drain of $PAY_EVENTS events against payload size"
+for size in 100 1000 10000; do
+	"${PSQL[@]}" >/dev/null <<SQL
+select pgque.create_queue('pay_$size');
+select pgque.subscribe('pay_$size', c) from unnest(array['c', 'w']) c;
+select pgq.create_queue('pay_$size');
+select pgq.register_consumer('pay_$size', c) from unnest(array['c', 'w']) c;
+create temp table p as select left((select string_agg(md5(g || '-' || j), '') from generate_series(1, $size / 32 + 1) j), $size) as payload from generate_series(1, 1000) g;
+select count(pgque.send_batch('pay_$size', 'default', array(select payload from p))) from generate_series(1, $PAY_EVENTS / 1000);
+select count(pgq.insert_event('pay_$size', 'default', payload)) from p, generate_series(1, $PAY_EVENTS / 1000);
+select pgque.ticker('pay_$size');
+select pgq.ticker('pay_$size');
+SQL
+	# the payload is read (length), as a consumer would
+	for system in "pgque receive/ack" "PgQ next/get/finish"; do
+		if [ "$system" = "pgque receive/ack" ]; then
+			eps=$(timed_drain "$PAY_EVENTS" "select count(*) from pgque.receive('pay_$size', 'w', 1000) where length(payload) > 0" \
+				"do \$\$ declare b bigint; begin loop select max(batch_id) into b from pgque.receive('pay_$size', 'c', 1000) where length(payload) > 0; exit when b is null; perform pgque.ack(b); commit; end loop; end \$\$")
+		else
+			eps=$(timed_drain "$PAY_EVENTS" "select count(*) from pgq.get_batch_events(pgq.next_batch('pay_$size', 'w')) where length(ev_data) > 0" \
+				"do \$\$ declare b bigint; n bigint; begin loop b := pgq.next_batch('pay_$size', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b) where length(ev_data) > 0; perform pgq.finish_batch(b); commit; end loop; end \$\$")
+		fi
+		echo "drain_payload $size,$system,1,$eps," >> "$RESULTS"
+		printf '%-34s %-22s %2s client  %10s ev/s\n' "drain, $size B payloads" "$system" 1 "$eps"
+	done
+done
+fi
+
+if want drain_fanout; then
+# drain cost per consumer against fan-out: N consumers of one queue each
+# drain the same backlog, one after another, in one session
+FAN_EVENTS=$([ "$QUICK" = 1 ] && echo 2000 || echo 10000)
+echo "== consumer drain against fan-out: $FAN_EVENTS events, each consumer drains all of them"
+for n in 1 10 100; do
+	"${PSQL[@]}" >/dev/null <<SQL
+select pgque.create_queue('fan_$n');
+select count(pgque.subscribe('fan_$n', 'c' || i)) from generate_series(0, $n) i;
+select count(pgque.send_batch('fan_$n', 'default', array_fill('payload-abcdefghij'::text, array[1000])))
+  from generate_series(1, $FAN_EVENTS / 1000);
+select pgque.ticker('fan_$n');
+SQL
+	eps=$(timed_drain "$((FAN_EVENTS * n))" "select count(*) from pgque.receive('fan_$n', 'c0', 1000)" \
+		"do \$\$ declare b bigint; begin for i in 1..$n loop loop select max(batch_id) into b from pgque.receive('fan_$n', 'c' || i, 1000); exit when b is null; perform pgque.ack(b); commit; end loop; end loop; end \$\$")
+	echo "drain_fanout $n,pgque receive/ack,1,$eps," >> "$RESULTS"
+	printf '%-34s %-22s %2s client  %10s ev/s per delivery\n' "drain, $n consumers" "pgque receive/ack" 1 "$eps"
+done
 fi
 
 if want partition; then

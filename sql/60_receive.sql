@@ -96,15 +96,26 @@ begin
     end if;
 end $$;
 
-create function pgque.receive(queue_name text, consumer_name text, max_return int4 default 100)
-returns setof pgque.message language plpgsql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
+-- The per-call steps of the plain receive(): the argument checks (on the
+-- first try), then the consumer's open batch or the next one (NULL: none).
+create function pgque._receive_open(i_queue_name text, i_consumer_name text, i_max_return int4,
+                                    i_check bool)
+returns bigint language plpgsql as $$
 begin
-    perform pgque._check_max_return(max_return);
-    perform pgque._check_name('consumer', consumer_name, 64);
-    perform pgque._refuse_slot_consumer(consumer_name, 'receive');
-    return query select * from pgque._receive(queue_name, consumer_name, max_return, null, null);
+    if i_check then
+        perform pgque._check_max_return(i_max_return);
+        perform pgque._check_name('consumer', i_consumer_name, 64);
+        perform pgque._refuse_slot_consumer(i_consumer_name, 'receive');
+    end if;
+    return (pgque._next_batch(i_queue_name, i_consumer_name, null, null, null, i_max_return)).batch_id;
 end $$;
+
+-- receive() of a plain consumer: _receive's loop, with the window read and
+-- the part's messages formed in C (src/receive.c, ADR 0033).
+create function pgque.receive(queue_name text, consumer_name text, max_return int4 default 100)
+returns setof pgque.message language c volatile security definer
+set search_path = pgque, pg_catalog, pg_temp
+as 'MODULE_PATHNAME', 'pgque_receive';
 
 -- Plain ack/nack refuse batches of slot consumers.
 create function pgque._refuse_slot_batch(s pgque.subscription, i_func text)
@@ -114,10 +125,12 @@ begin
         (select co_name from pgque.consumer where co_id = s.sub_consumer), i_func);
 end $$;
 
--- ack(batch_id) -> 1 done / 0 unknown or already acked.
+-- ack(batch_id) -> 1 done / 0 unknown or already acked.  Its statements look
+-- rows up by key: generic plans, not one custom plan per call (ADR 0033).
 create function pgque.ack(batch_id bigint)
 returns int4 language plpgsql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
+set search_path = pgque, pg_catalog, pg_temp
+set plan_cache_mode = force_generic_plan as $$
 declare
     s pgque.subscription;
 begin

@@ -23,6 +23,7 @@
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
+#include "nodes/params.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/builtins.h"
@@ -33,14 +34,15 @@
 #include "utils/tuplestore.h"
 
 #include "pgque_bgw.h"
+#include "window.h"
 
-#define WINDOW_NPARAMS 10
 #define WINDOW_MAX_PLANS 256
 
 typedef struct WindowPlan
 {
-	uint64		key;			/* hash of the source text */
+	uint64		key;			/* hash of the source text and the order */
 	char	   *source;			/* in TopMemoryContext */
+	bool		ordered;
 	SPIPlanPtr	plan;
 } WindowPlan;
 
@@ -64,10 +66,15 @@ window_plans_reset(void)
 	}
 }
 
+/*
+ * The kept plan of a window read from source: ordered by ev_id and
+ * limited ($8), or unordered and whole (the plain receive sorts what it
+ * keeps itself, ADR 0033).
+ */
 static SPIPlanPtr
-window_plan_for(const char *source)
+window_plan_for(const char *source, bool ordered)
 {
-	uint64		key = hash_bytes_extended((const unsigned char *) source, strlen(source), 0);
+	uint64		key = hash_bytes_extended((const unsigned char *) source, strlen(source), ordered ? 1 : 0);
 	WindowPlan *entry;
 	bool		found;
 	StringInfoData sql;
@@ -86,7 +93,7 @@ window_plan_for(const char *source)
 	}
 
 	entry = hash_search(window_plans, &key, HASH_FIND, NULL);
-	if (entry != NULL && strcmp(entry->source, source) == 0)
+	if (entry != NULL && entry->ordered == ordered && strcmp(entry->source, source) == 0)
 		return entry->plan;
 	if (entry != NULL)
 	{
@@ -117,8 +124,8 @@ window_plan_for(const char *source)
 					 "   and ($7::pg_catalog.int8 is null or ev.ev_id operator(pg_catalog.=) $7)"
 					 "   and ($9::pg_catalog.int4 is null"
 					 "        or pgque._slot_of(ev.ev_extra1, $9) operator(pg_catalog.=) $10)"
-					 " order by ev.ev_id limit $8",
-					 source);
+					 "%s",
+					 source, ordered ? " order by ev.ev_id limit $8" : "");
 	/* a generic plan: planned once, whatever the window's bounds */
 	plan = SPI_prepare_cursor(sql.data, WINDOW_NPARAMS, argtypes, CURSOR_OPT_GENERIC_PLAN);
 	if (plan == NULL)
@@ -129,12 +136,13 @@ window_plan_for(const char *source)
 	pfree(sql.data);
 	entry = hash_search(window_plans, &key, HASH_ENTER, &found);
 	entry->plan = plan;
+	entry->ordered = ordered;
 	entry->source = MemoryContextStrdup(TopMemoryContext, source);
 	return entry->plan;
 }
 
 /*
- * The part cache.  receive(max_return) hands a window larger than
+ * The part caches.  receive(max_return) hands a window larger than
  * max_return out in parts (ADR 0003); each part used to re-read and re-sort
  * the whole window.  The first read of a part now reads up to
  * WINDOW_CACHE_ROWS rows past it (bounded by WINDOW_CACHE_BYTES) and keeps
@@ -144,38 +152,9 @@ window_plan_for(const char *source)
  * so the cache needs no invalidation: the key is the window itself.  A
  * caller from another backend (a transaction pooler) reads the table as
  * before.  Lookups of one event (ev_id) and the ticker's probe (no owner)
- * bypass it.
+ * bypass it.  _window_rows() keeps event rows (wcache, below); the plain
+ * receive keeps its rows already formed as messages (src/receive.c).
  */
-#define WINDOW_CACHE_ROWS 50000
-#define WINDOW_CACHE_BYTES (16 * 1024 * 1024)
-
-/* argument positions (0-based, after the source) */
-#define WA_LO 0
-#define WA_HI 1
-#define WA_XIP 2
-#define WA_SNAP 3
-#define WA_OWNER 4
-#define WA_AFTER 5
-#define WA_EV_ID 6
-#define WA_LIMIT 7
-#define WA_N 8
-#define WA_SLOT 9
-
-typedef struct WindowCache
-{
-	bool		valid;
-	MemoryContext cxt;
-	char	   *source;
-	Datum		key[WINDOW_NPARAMS];	/* copies; after/ev_id/limit unused */
-	bool		keynull[WINDOW_NPARAMS];
-	bool		has_from;		/* the rows start after "from" ... */
-	int64		from;			/* ... or at the window's start */
-	bool		complete;		/* the rows run to the window's end */
-	int			ntuples;
-	HeapTuple  *tuples;			/* in ev_id order */
-	int64	   *ev_ids;
-} WindowCache;
-
 static WindowCache wcache;
 
 /*
@@ -192,48 +171,138 @@ key_part(int i)
 	return i != WA_AFTER && i != WA_EV_ID && i != WA_LIMIT;
 }
 
-static bool
-cache_matches(const char *source, Datum *args, char *nulls)
+bool
+pgque_window_cache_matches(WindowCache *c, const char *source, Datum *args, char *nulls)
 {
 	int			i;
 
-	if (!wcache.valid || strcmp(wcache.source, source) != 0)
+	if (!c->valid || strcmp(c->source, source) != 0)
 		return false;
 	for (i = 0; i < WINDOW_NPARAMS; i++)
 	{
 		if (!key_part(i))
 			continue;
-		if (wcache.keynull[i] != (nulls[i] == 'n'))
+		if (c->keynull[i] != (nulls[i] == 'n'))
 			return false;
-		if (!wcache.keynull[i] &&
-			!datumIsEqual(wcache.key[i], args[i], key_byval[i], key_len[i]))
+		if (!c->keynull[i] &&
+			!datumIsEqual(c->key[i], args[i], key_byval[i], key_len[i]))
 			return false;
 	}
 	return true;
 }
 
 /*
+ * Empty the cache and key it to this window, with its rows starting after
+ * args[WA_AFTER]; invalid until the caller has added the rows and set
+ * valid (and complete, if the rows run to the window's end).
+ */
+void
+pgque_window_cache_reset(WindowCache *c, const char *source, Datum *args, char *nulls)
+{
+	MemoryContext old;
+	int			i;
+
+	if (c->cxt == NULL)
+		c->cxt = AllocSetContextCreate(TopMemoryContext, "pgque_bgw window cache",
+									   ALLOCSET_DEFAULT_SIZES);
+	MemoryContextReset(c->cxt);
+	c->valid = false;
+	c->complete = false;
+
+	old = MemoryContextSwitchTo(c->cxt);
+	c->source = pstrdup(source);
+	for (i = 0; i < WINDOW_NPARAMS; i++)
+	{
+		c->keynull[i] = nulls[i] == 'n';
+		c->key[i] = (c->keynull[i] || !key_part(i)) ? (Datum) 0 :
+			datumCopy(args[i], key_byval[i], key_len[i]);
+	}
+	c->has_from = nulls[WA_AFTER] != 'n';
+	c->from = c->has_from ? DatumGetInt64(args[WA_AFTER]) : 0;
+	c->maxtuples = 1024;
+	c->tuples = palloc(sizeof(HeapTuple) * c->maxtuples);
+	c->ev_ids = palloc(sizeof(int64) * c->maxtuples);
+	c->ntuples = 0;
+	c->bytes = 0;
+	MemoryContextSwitchTo(old);
+}
+
+/*
+ * Keep tup (the next row in ev_id order): a copy, or tup itself when the
+ * caller formed it in c->cxt.  false when the cache is full (then it does
+ * not run to the window's end; tup is not kept).
+ */
+bool
+pgque_window_cache_add(WindowCache *c, HeapTuple tup, int64 ev_id, bool copy)
+{
+	MemoryContext old;
+
+	if (c->ntuples >= WINDOW_CACHE_ROWS || c->bytes + tup->t_len > WINDOW_CACHE_BYTES)
+		return false;
+	old = MemoryContextSwitchTo(c->cxt);
+	if (c->ntuples == c->maxtuples)
+	{
+		c->maxtuples *= 2;
+		c->tuples = repalloc(c->tuples, sizeof(HeapTuple) * c->maxtuples);
+		c->ev_ids = repalloc(c->ev_ids, sizeof(int64) * c->maxtuples);
+	}
+	c->tuples[c->ntuples] = copy ? heap_copytuple(tup) : tup;
+	c->ev_ids[c->ntuples] = ev_id;
+	c->ntuples++;
+	c->bytes += tup->t_len;
+	MemoryContextSwitchTo(old);
+	return true;
+}
+
+/*
+ * The index of the first kept row after args[WA_AFTER] (NULL: the
+ * window's start), or -1 when the cache cannot say (another window, or it
+ * starts later).
+ */
+int
+pgque_window_cache_start(WindowCache *c, Datum *args, char *nulls)
+{
+	bool		has_after = nulls[WA_AFTER] != 'n';
+	int64		after = has_after ? DatumGetInt64(args[WA_AFTER]) : 0;
+	int			lo = 0;
+	int			hi = c->ntuples;
+
+	/* the cache must start at or before the requested start */
+	if (c->has_from && (!has_after || after < c->from))
+		return -1;
+	if (!has_after)
+		return 0;
+	/* ev_ids ascend: the first one past "after" */
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (c->ev_ids[mid] <= after)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
  * Serve rows after "after" (NULL: from the start), up to limit, from the
- * cache.  false: the cache cannot answer (other window, other start, or
- * not enough rows kept).
+ * event cache.  false: the cache cannot answer (other window, other start,
+ * or not enough rows kept).
  */
 static bool
 cache_serve(const char *source, Datum *args, char *nulls, Tuplestorestate *ts)
 {
-	bool		has_after = nulls[WA_AFTER] != 'n';
-	int64		after = has_after ? DatumGetInt64(args[WA_AFTER]) : 0;
 	int64		limit;
 	int			i;
 	int			end;
 
-	if (nulls[WA_LIMIT] == 'n' || !cache_matches(source, args, nulls))
+	if (nulls[WA_LIMIT] == 'n' || !pgque_window_cache_matches(&wcache, source, args, nulls))
 		return false;
 	limit = DatumGetInt32(args[WA_LIMIT]);
-	/* the cache must start at or before the requested start */
-	if (wcache.has_from && (!has_after || after < wcache.from))
+	i = pgque_window_cache_start(&wcache, args, nulls);
+	if (i < 0)
 		return false;
-	for (i = 0; i < wcache.ntuples && has_after && wcache.ev_ids[i] <= after; i++)
-		;
 	end = (int) Min((int64) wcache.ntuples, i + limit);
 	if (end - i < limit && !wcache.complete)
 		return false;
@@ -250,48 +319,65 @@ cache_serve(const char *source, Datum *args, char *nulls, Tuplestorestate *ts)
 static void
 cache_fill(const char *source, Datum *args, char *nulls, bool complete)
 {
-	MemoryContext old;
-	Size		bytes = 0;
 	uint64		r;
-	int			i;
 	bool		null;
 
-	if (wcache.cxt == NULL)
-		wcache.cxt = AllocSetContextCreate(TopMemoryContext, "pgque_bgw window cache",
-										   ALLOCSET_DEFAULT_SIZES);
-	MemoryContextReset(wcache.cxt);
-	wcache.valid = false;
-
-	old = MemoryContextSwitchTo(wcache.cxt);
-	wcache.source = pstrdup(source);
-	for (i = 0; i < WINDOW_NPARAMS; i++)
-	{
-		wcache.keynull[i] = nulls[i] == 'n';
-		wcache.key[i] = (wcache.keynull[i] || !key_part(i)) ? (Datum) 0 :
-			datumCopy(args[i], key_byval[i], key_len[i]);
-	}
-	wcache.has_from = nulls[WA_AFTER] != 'n';
-	wcache.from = wcache.has_from ? DatumGetInt64(args[WA_AFTER]) : 0;
-	wcache.tuples = palloc(sizeof(HeapTuple) * Max(SPI_processed, 1));
-	wcache.ev_ids = palloc(sizeof(int64) * Max(SPI_processed, 1));
-	wcache.ntuples = 0;
+	pgque_window_cache_reset(&wcache, source, args, nulls);
 	wcache.complete = complete;
 	for (r = 0; r < SPI_processed; r++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[r];
 
-		if (bytes + tup->t_len > WINDOW_CACHE_BYTES)
+		if (!pgque_window_cache_add(&wcache, tup,
+									DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &null)),
+									true))
 		{
 			wcache.complete = false;
 			break;
 		}
-		bytes += tup->t_len;
-		wcache.tuples[wcache.ntuples] = heap_copytuple(tup);
-		wcache.ev_ids[wcache.ntuples] = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &null));
-		wcache.ntuples++;
 	}
-	MemoryContextSwitchTo(old);
 	wcache.valid = true;
+}
+
+int
+pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only, bool ordered,
+				  DestReceiver *dest)
+{
+	static const Oid argtypes[WINDOW_NPARAMS] = {XID8OID, XID8OID, XID8ARRAYOID, PG_SNAPSHOTOID,
+	INT4OID, INT8OID, INT8OID, INT4OID, INT4OID, INT4OID};
+	SPIPlanPtr	plan = window_plan_for(source, ordered);
+	int			guc_level;
+	int			ret;
+
+	/* the plan is made (or remade) at execution: set the rule around it */
+	guc_level = NewGUCNestLevel();
+	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	if (dest == NULL)
+		ret = SPI_execute_plan(plan, args, nulls, read_only, 0);
+	else
+	{
+		ParamListInfo params = makeParamList(WINDOW_NPARAMS);
+		SPIExecuteOptions options;
+		int			i;
+
+		for (i = 0; i < WINDOW_NPARAMS; i++)
+		{
+			params->params[i].value = args[i];
+			params->params[i].isnull = nulls[i] == 'n';
+			params->params[i].pflags = PARAM_FLAG_CONST;
+			params->params[i].ptype = argtypes[i];
+		}
+		memset(&options, 0, sizeof(options));
+		options.params = params;
+		options.read_only = read_only;
+		options.dest = dest;
+		ret = SPI_execute_plan_extended(plan, &options);
+	}
+	AtEOXact_GUC(true, guc_level);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "pgque_bgw: window read failed: %s", SPI_result_code_string(ret));
+	return ret;
 }
 
 /*
@@ -308,11 +394,9 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 	Datum		args[WINDOW_NPARAMS];
 	char		nulls[WINDOW_NPARAMS];
 	char	   *source;
-	int			ret;
 	int			i;
 	uint64		r;
 	uint64		give;
-	int			guc_level;
 	bool		use_cache;
 	int32		limit = 0;
 
@@ -340,14 +424,7 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pgque_bgw: SPI_connect failed");
-	/* the plan is made (or remade) at execution: set the rule around it */
-	guc_level = NewGUCNestLevel();
-	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	ret = SPI_execute_plan(window_plan_for(source), args, nulls, true, 0);
-	AtEOXact_GUC(true, guc_level);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "pgque_bgw: window read failed: %s", SPI_result_code_string(ret));
+	pgque_window_read(source, args, nulls, true, true, NULL);
 	if (SPI_tuptable->tupdesc->natts != desc->natts)
 		elog(ERROR, "pgque_bgw: window read returned %d columns, expected %d",
 			 SPI_tuptable->tupdesc->natts, desc->natts);

@@ -1,0 +1,477 @@
+/*
+ * receive.c
+ *		pgque.receive(): the plain consumer's read, with its per-event work
+ *		in C (ADR 0033).
+ *
+ * A receive opens (or re-opens) the consumer's batch and hands out up to
+ * max_return of its events; a window with more is handed out in parts,
+ * the part's end recorded in sub_batch_last for ack() (ADR 0003).  The
+ * per-call steps stay in SQL (pgque._receive_open: the argument checks,
+ * the right to the consumer, the batch; pgque._batch_source: where the
+ * window is); the per-event work is here: the kept window plan
+ * (src/window.c) runs with a DestReceiver that forms each event row into a
+ * pgque.message tuple once.  The window is read whole, unordered, into the
+ * part cache of window.c and sorted there; each part is copied from it into
+ * the result the caller reads.  A window larger than the cache is read in
+ * ev_id order with a limit: the part goes straight into the result, the
+ * rows past it into the cache.  Before, each
+ * event was copied by the SPI read, _window_rows' tuplestore, the CTE that
+ * marked the part's end and two RETURN QUERY layers.
+ *
+ * The function is SECURITY DEFINER with a pinned search_path, as the
+ * PL/pgSQL receive() it replaces (ADR 0002, 0014): its SQL runs as the
+ * extension owner, and _next_batch checks the caller's right to the
+ * consumer.  Partition slots (receive_partitioned) and cooperative members
+ * keep their own path (pgque._receive, pgque._coop_receive).
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "executor/tuptable.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "utils/builtins.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/tuplestore.h"
+
+#include "pgque_bgw.h"
+#include "window.h"
+
+/* the columns of pgque.message */
+#define MSG_ID 0
+#define MSG_BATCH 1
+#define MSG_TYPE 2
+#define MSG_PAYLOAD 3
+#define MSG_RETRY 4
+#define MSG_CREATED 5
+#define MSG_EXTRA1 6
+#define MSG_NATTS 10
+
+/* where batch_id lies in a formed message: after msg_id, both int8, never null */
+#define MSG_BATCH_OFFSET 8
+
+/* the tries of empty windows before receive() returns nothing (as _receive) */
+#define RECEIVE_TRIES 10
+
+PG_FUNCTION_INFO_V1(pgque_receive);
+
+static SPIPlanPtr open_plan;
+static SPIPlanPtr source_plan;
+static SPIPlanPtr mark_plan;
+static SPIPlanPtr finish_plan;
+
+/* rows past the last part handed out, formed as messages */
+static WindowCache mcache;
+
+/* the DestReceiver of one part's window read */
+typedef struct PartReceiver
+{
+	DestReceiver pub;
+	Tuplestorestate *ts;		/* the caller's result */
+	TupleDesc	desc;			/* pgque.message */
+	int64		batch_id;
+	int64		max_return;
+	int64		nrows;			/* rows seen */
+	int64		last;			/* ev_id of row max_return */
+	bool		collect;		/* every row goes to mcache (unordered read) */
+	bool		caching;		/* rows past the part go to mcache */
+	bool		cache_full;
+} PartReceiver;
+
+static SPIPlanPtr
+kept_plan(SPIPlanPtr *plan, const char *sql, int nargs, Oid *argtypes)
+{
+	if (*plan == NULL)
+	{
+		/*
+		 * Generic plans: a custom plan per call (the plan cache's choice for
+		 * the joins of _batch_source) cost more than the rest of the call.
+		 */
+		SPIPlanPtr	p = SPI_prepare_cursor(sql, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
+
+		if (p == NULL)
+			elog(ERROR, "pgque_bgw: SPI_prepare failed for \"%s\": %s",
+				 sql, SPI_result_code_string(SPI_result));
+		if (SPI_keepplan(p) != 0)
+			elog(ERROR, "pgque_bgw: SPI_keepplan failed");
+		*plan = p;
+	}
+	return *plan;
+}
+
+/* an event row (pgque.event_template) as a pgque.message */
+static inline void
+event_to_message(Datum *ev, bool *evnull, int64 batch_id, Datum *msg, bool *msgnull)
+{
+	int			i;
+
+	msg[MSG_ID] = ev[EV_ID];
+	msgnull[MSG_ID] = evnull[EV_ID];
+	msg[MSG_BATCH] = Int64GetDatum(batch_id);
+	msgnull[MSG_BATCH] = false;
+	msg[MSG_TYPE] = ev[EV_TYPE];
+	msgnull[MSG_TYPE] = evnull[EV_TYPE];
+	msg[MSG_PAYLOAD] = ev[EV_DATA];
+	msgnull[MSG_PAYLOAD] = evnull[EV_DATA];
+	msg[MSG_RETRY] = ev[EV_RETRY];
+	msgnull[MSG_RETRY] = evnull[EV_RETRY];
+	msg[MSG_CREATED] = ev[EV_TIME];
+	msgnull[MSG_CREATED] = evnull[EV_TIME];
+	for (i = 0; i < 4; i++)
+	{
+		msg[MSG_EXTRA1 + i] = ev[EV_EXTRA1 + i];
+		msgnull[MSG_EXTRA1 + i] = evnull[EV_EXTRA1 + i];
+	}
+}
+
+static void
+part_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
+{
+	if (typeinfo->natts != EV_NATTS)
+		elog(ERROR, "pgque_bgw: window read returned %d columns, expected %d",
+			 typeinfo->natts, EV_NATTS);
+}
+
+static bool
+part_receive(TupleTableSlot *slot, DestReceiver *self)
+{
+	PartReceiver *r = (PartReceiver *) self;
+	Datum		msg[MSG_NATTS];
+	bool		msgnull[MSG_NATTS];
+	MemoryContext old;
+	HeapTuple	tup;
+
+	slot_getallattrs(slot);
+	r->nrows++;
+	event_to_message(slot->tts_values, slot->tts_isnull, r->batch_id, msg, msgnull);
+	if (!r->collect && r->nrows <= r->max_return)
+	{
+		tuplestore_putvalues(r->ts, r->desc, msg, msgnull);
+		if (r->nrows == r->max_return)
+			r->last = DatumGetInt64(msg[MSG_ID]);
+		return true;
+	}
+	/* past the part: one row says there are more; keep the rest for later parts */
+	if (!r->collect && !r->caching)
+		return false;
+	/*
+	 * Values stored out of line stay pointers, as in _window_rows' cache:
+	 * the window's rows (and their TOAST) stay until every cursor is past
+	 * it, and the key is the window.
+	 */
+	old = MemoryContextSwitchTo(mcache.cxt);
+	tup = heap_form_tuple(r->desc, msg, msgnull);
+	MemoryContextSwitchTo(old);
+	if (!pgque_window_cache_add(&mcache, tup, DatumGetInt64(msg[MSG_ID]), false))
+	{
+		heap_freetuple(tup);
+		r->cache_full = true;
+		return false;
+	}
+	return true;
+}
+
+static void
+part_shutdown(DestReceiver *self)
+{
+}
+
+static void
+part_destroy(DestReceiver *self)
+{
+}
+
+/*
+ * Hand out the part from mcache: its rows (*n), and whether more follow
+ * (then *last is where the part ends).  false: the cache cannot answer.
+ */
+static bool
+part_from_cache(const char *source, Datum *args, char *nulls, int64 batch_id, int64 max_return,
+				Tuplestorestate *ts, int64 *n, bool *more, int64 *last)
+{
+	int			i;
+	int64		avail;
+	int64		k;
+
+	if (!pgque_window_cache_matches(&mcache, source, args, nulls))
+		return false;
+	i = pgque_window_cache_start(&mcache, args, nulls);
+	if (i < 0)
+		return false;
+	avail = mcache.ntuples - i;
+	if (avail <= max_return && !mcache.complete)
+		return false;
+	*n = Min(avail, max_return);
+	for (k = i; k < i + *n; k++)
+	{
+		HeapTuple	tup = mcache.tuples[k];
+
+		/* the kept message, under this part's batch id */
+		memcpy((char *) tup->t_data + tup->t_data->t_hoff + MSG_BATCH_OFFSET, &batch_id, sizeof(int64));
+		tuplestore_puttuple(ts, tup);
+	}
+	*more = avail > max_return;
+	*last = *more ? mcache.ev_ids[i + *n - 1] : 0;
+	return true;
+}
+
+typedef struct KeptRow
+{
+	int64		ev_id;
+	HeapTuple	tup;
+} KeptRow;
+
+static int
+kept_row_cmp(const void *a, const void *b)
+{
+	int64		x = ((const KeptRow *) a)->ev_id;
+	int64		y = ((const KeptRow *) b)->ev_id;
+
+	return (x > y) - (x < y);
+}
+
+/* mcache's rows, read in no order, in ev_id order (mostly they are already) */
+static void
+cache_sort(void)
+{
+	KeptRow    *rows;
+	int			i;
+
+	for (i = 1; i < mcache.ntuples; i++)
+		if (mcache.ev_ids[i - 1] > mcache.ev_ids[i])
+			break;
+	if (i >= mcache.ntuples)
+		return;
+	rows = palloc(sizeof(KeptRow) * mcache.ntuples);
+	for (i = 0; i < mcache.ntuples; i++)
+	{
+		rows[i].ev_id = mcache.ev_ids[i];
+		rows[i].tup = mcache.tuples[i];
+	}
+	qsort(rows, mcache.ntuples, sizeof(KeptRow), kept_row_cmp);
+	for (i = 0; i < mcache.ntuples; i++)
+	{
+		mcache.ev_ids[i] = rows[i].ev_id;
+		mcache.tuples[i] = rows[i].tup;
+	}
+	pfree(rows);
+}
+
+static void
+part_receiver_init(PartReceiver *r, Tuplestorestate *ts, TupleDesc desc, int64 batch_id, int64 max_return)
+{
+	memset(r, 0, sizeof(*r));
+	r->pub.receiveSlot = part_receive;
+	r->pub.rStartup = part_startup;
+	r->pub.rShutdown = part_shutdown;
+	r->pub.rDestroy = part_destroy;
+	r->pub.mydest = DestTuplestore;	/* a tag only: not DestNone, which SPI reports as a utility */
+	r->ts = ts;
+	r->desc = desc;
+	r->batch_id = batch_id;
+	r->max_return = max_return;
+}
+
+/*
+ * One part of open batch batch_id into ts: the number of rows, and *more
+ * (the window goes on; *last is the part's last ev_id).
+ */
+static int64
+read_part(int64 batch_id, int64 max_return, Tuplestorestate *ts, TupleDesc desc,
+		  bool *more, int64 *last)
+{
+	Oid			argtypes[1] = {INT8OID};
+	Datum		sargs[1];
+	Datum		args[WINDOW_NPARAMS];
+	char		nulls[WINDOW_NPARAMS];
+	char	   *source;
+	bool		isnull;
+	int			ret;
+	int			i;
+	int64		n;
+	PartReceiver r;
+
+	*more = false;
+	*last = 0;
+	sargs[0] = Int64GetDatum(batch_id);
+	ret = SPI_execute_plan(kept_plan(&source_plan,
+									 "select source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos"
+									 "  from pgque._batch_source($1, null, null)",
+									 1, argtypes),
+						   sargs, NULL, false, 1);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "pgque_bgw: batch source read failed: %s", SPI_result_code_string(ret));
+	if (SPI_processed == 0)
+		return 0;
+
+	/* copied out of the SPI result, which the window read replaces */
+	source = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	if (isnull)
+		elog(ERROR, "pgque_bgw: batch %lld has no event source", (long long) batch_id);
+	for (i = 0; i < WINDOW_NPARAMS; i++)
+		nulls[i] = 'n';
+	for (i = 0; i < 6; i++)
+	{
+		/* lo, hi, xip, snapshot, owner (sub_id), after (pos): columns 2..7 */
+		Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, i + 1);
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 2, &isnull);
+
+		nulls[i] = isnull ? 'n' : ' ';
+		args[i] = isnull ? (Datum) 0 : SPI_datumTransfer(d, att->attbyval, att->attlen);
+	}
+	args[WA_EV_ID] = (Datum) 0;
+	args[WA_N] = (Datum) 0;
+	args[WA_SLOT] = (Datum) 0;
+
+	if (part_from_cache(source, args, nulls, batch_id, max_return, ts, &n, more, last))
+		return n;
+
+	/*
+	 * The window whole, in no order, formed as messages into mcache and
+	 * sorted there: no sort node copying every row once more.  A window
+	 * larger than mcache takes the ordered read below, and keeps taking it
+	 * while mcache holds a part of it (the whole read would overflow again).
+	 */
+	if (max_return < WINDOW_CACHE_ROWS && !pgque_window_cache_matches(&mcache, source, args, nulls))
+	{
+		part_receiver_init(&r, ts, desc, batch_id, max_return);
+		r.collect = true;
+		pgque_window_cache_reset(&mcache, source, args, nulls);
+		/* a fresh snapshot: the window's tick may be newer than the caller's */
+		pgque_window_read(source, args, nulls, false, false, &r.pub);
+		if (!r.cache_full)
+		{
+			cache_sort();
+			mcache.complete = true;
+			mcache.valid = true;
+			if (!part_from_cache(source, args, nulls, batch_id, max_return, ts, &n, more, last))
+				elog(ERROR, "pgque_bgw: a window read whole is not in the part cache");
+			return n;
+		}
+	}
+
+	/* one row past the part says whether more follow; read ahead for the next parts */
+	nulls[WA_LIMIT] = ' ';
+	args[WA_LIMIT] = Int32GetDatum((int32) Max(Min(max_return + 1, (int64) PG_INT32_MAX),
+											   (int64) WINDOW_CACHE_ROWS));
+	part_receiver_init(&r, ts, desc, batch_id, max_return);
+	r.caching = max_return < WINDOW_CACHE_ROWS;
+	if (r.caching)
+		pgque_window_cache_reset(&mcache, source, args, nulls);
+	pgque_window_read(source, args, nulls, false, true, &r.pub);
+
+	*more = r.nrows > max_return;
+	*last = r.last;
+	if (r.caching && *more)
+	{
+		/* the kept rows start after this part */
+		mcache.has_from = true;
+		mcache.from = r.last;
+		mcache.complete = !r.cache_full && r.nrows < DatumGetInt32(args[WA_LIMIT]);
+		mcache.valid = true;
+	}
+	return Min(r.nrows, max_return);
+}
+
+/*
+ * pgque.receive(queue_name, consumer_name, max_return) -> setof pgque.message
+ */
+Datum
+pgque_receive(PG_FUNCTION_ARGS)
+{
+	Tuplestorestate *ts;
+	TupleDesc	desc;
+	MemoryContext old;
+	Oid			open_types[4] = {TEXTOID, TEXTOID, INT4OID, BOOLOID};
+	Oid			mark_types[2] = {INT8OID, INT8OID};
+	Oid			finish_types[1] = {INT8OID};
+	Datum		oargs[4];
+	char		onulls[4];
+	int			tries;
+	int			guc_level;
+
+	old = pgque_materialize(fcinfo, &ts, &desc);
+	MemoryContextSwitchTo(old);
+	if (desc->natts != MSG_NATTS ||
+		TupleDescAttr(desc, MSG_ID)->atttypid != INT8OID ||
+		TupleDescAttr(desc, MSG_BATCH)->atttypid != INT8OID ||
+		TupleDescAttr(desc, MSG_BATCH)->attalign != TYPALIGN_DOUBLE)
+		elog(ERROR, "pgque_bgw: pgque.message does not have the expected columns");
+
+	for (tries = 0; tries < 3; tries++)
+	{
+		onulls[tries] = PG_ARGISNULL(tries) ? 'n' : ' ';
+		oargs[tries] = PG_ARGISNULL(tries) ? (Datum) 0 : PG_GETARG_DATUM(tries);
+	}
+	onulls[3] = ' ';
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pgque_bgw: SPI_connect failed");
+
+	/*
+	 * The statements of the call (here and in the PL/pgSQL it calls) look
+	 * rows up by key: a generic plan serves every call, where the plan
+	 * cache's default re-planned some of them on each call (10-15% of the
+	 * call's CPU, ADR 0033).
+	 */
+	guc_level = NewGUCNestLevel();
+	(void) set_config_option("plan_cache_mode", "force_generic_plan", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	for (tries = 0; tries < RECEIVE_TRIES; tries++)
+	{
+		int64		batch_id;
+		int64		max_return;
+		int64		n;
+		int64		last;
+		bool		more;
+		bool		isnull;
+		Datum		margs[2];
+		char		mnulls[2] = {' ', ' '};
+		int			ret;
+
+		/* the checks once, then the batch (re-opened, or the next one) */
+		oargs[3] = BoolGetDatum(tries == 0);
+		ret = SPI_execute_plan(kept_plan(&open_plan,
+										 "select pgque._receive_open($1, $2, $3, $4)", 4, open_types),
+							   oargs, onulls, false, 1);
+		if (ret != SPI_OK_SELECT || SPI_processed != 1)
+			elog(ERROR, "pgque_bgw: receive could not open a batch: %s", SPI_result_code_string(ret));
+		batch_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		if (isnull)
+			break;
+		/* checked by _receive_open */
+		max_return = DatumGetInt32(oargs[2]);
+
+		n = read_part(batch_id, max_return, ts, desc, &more, &last);
+		if (n > 0)
+		{
+			/* where the part ends, for ack(); NULL: the whole window */
+			margs[0] = Int64GetDatum(batch_id);
+			margs[1] = Int64GetDatum(last);
+			mnulls[1] = more ? ' ' : 'n';
+			ret = SPI_execute_plan(kept_plan(&mark_plan,
+											 "update pgque.subscription set sub_batch_last = $2"
+											 " where sub_batch operator(pg_catalog.=) $1"
+											 "   and case when sub_batch_last is null then $2 is not null"
+											 "            when $2 is null then true"
+											 "            else sub_batch_last operator(pg_catalog.<>) $2 end",
+											 2, mark_types),
+								   margs, mnulls, false, 0);
+			if (ret != SPI_OK_UPDATE)
+				elog(ERROR, "pgque_bgw: receive could not mark the part: %s", SPI_result_code_string(ret));
+			break;
+		}
+		/* an empty window: finished here, the next one is tried */
+		margs[0] = Int64GetDatum(batch_id);
+		ret = SPI_execute_plan(kept_plan(&finish_plan, "select pgque._finish_batch($1)", 1, finish_types),
+							   margs, NULL, false, 1);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "pgque_bgw: receive could not finish an empty batch: %s", SPI_result_code_string(ret));
+	}
+	AtEOXact_GUC(true, guc_level);
+	SPI_finish();
+	return (Datum) 0;
+}

@@ -1,0 +1,82 @@
+/*
+ * window.h
+ *		The window read (src/window.c) and its part caches, shared by the
+ *		SQL-callable pgque._window_rows() and the plain receive
+ *		(src/receive.c).
+ */
+#ifndef PGQUE_WINDOW_H
+#define PGQUE_WINDOW_H
+
+#include "executor/spi.h"
+#include "tcop/dest.h"
+
+/*
+ * The window plan's parameters, in order; the source (the relations to
+ * read) is not a parameter but picks the plan.
+ */
+#define WINDOW_NPARAMS 10
+#define WA_LO 0					/* xid8: the old tick's xmax */
+#define WA_HI 1					/* xid8: the new tick's xmax */
+#define WA_XIP 2				/* xid8[]: in progress at the old tick */
+#define WA_SNAP 3				/* pg_snapshot: the new tick */
+#define WA_OWNER 4				/* int4: the reader's sub_id (NULL: all) */
+#define WA_AFTER 5				/* int8: past this ev_id (NULL: from the start) */
+#define WA_EV_ID 6				/* int8: this one event (NULL: all) */
+#define WA_LIMIT 7				/* int4: at most this many rows */
+#define WA_N 8					/* int4: slot count (NULL: no slot filter) */
+#define WA_SLOT 9				/* int4: this slot's share */
+
+/* the columns of pgque.event_template, as the window read returns them */
+#define EV_ID 0
+#define EV_TIME 1
+#define EV_TXID 2
+#define EV_OWNER 3
+#define EV_RETRY 4
+#define EV_TYPE 5
+#define EV_DATA 6
+#define EV_EXTRA1 7
+#define EV_NATTS 11
+
+/*
+ * Rows read ahead past a part, kept per backend (see window.c): at most
+ * this many rows and bytes.
+ */
+#define WINDOW_CACHE_ROWS 50000
+#define WINDOW_CACHE_BYTES (16 * 1024 * 1024)
+
+/*
+ * The rows of one window after "from" (or from its start), in ev_id
+ * order.  Keyed by the window itself: the source and the parameters
+ * except after/ev_id/limit.
+ */
+typedef struct WindowCache
+{
+	bool		valid;
+	MemoryContext cxt;
+	char	   *source;
+	Datum		key[WINDOW_NPARAMS];	/* copies; after/ev_id/limit unused */
+	bool		keynull[WINDOW_NPARAMS];
+	bool		has_from;		/* the rows start after "from" ... */
+	int64		from;			/* ... or at the window's start */
+	bool		complete;		/* the rows run to the window's end */
+	int			ntuples;
+	int			maxtuples;
+	Size		bytes;
+	HeapTuple  *tuples;			/* in ev_id order */
+	int64	   *ev_ids;
+} WindowCache;
+
+extern bool pgque_window_cache_matches(WindowCache *c, const char *source, Datum *args, char *nulls);
+extern void pgque_window_cache_reset(WindowCache *c, const char *source, Datum *args, char *nulls);
+extern bool pgque_window_cache_add(WindowCache *c, HeapTuple tup, int64 ev_id, bool copy);
+extern int	pgque_window_cache_start(WindowCache *c, Datum *args, char *nulls);
+
+/*
+ * Run the kept window plan for source (the caller is connected to SPI):
+ * in ev_id order up to args[WA_LIMIT] rows, or (ordered false) every row
+ * in no order; the rows go to dest, or to SPI_tuptable when dest is NULL.
+ */
+extern int	pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only,
+							  bool ordered, DestReceiver *dest);
+
+#endif							/* PGQUE_WINDOW_H */
