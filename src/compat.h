@@ -23,6 +23,11 @@
 #define PGQUE_HAVE_SHMEM_REQUEST_HOOK 1
 #endif
 
+/* PostgreSQL 16 moved the varlena macros (VARSIZE_ANY_EXHDR, ...) out of postgres.h. */
+#if PG_VERSION_NUM >= 160000
+#include "varatt.h"
+#endif
+
 /* PostgreSQL 15 renamed EmitWarningsOnPlaceholders. */
 #if PG_VERSION_NUM < 150000
 #define MarkGUCPrefixReserved(prefix) EmitWarningsOnPlaceholders(prefix)

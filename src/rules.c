@@ -9,6 +9,7 @@
 #include "fmgr.h"
 #include "utils/builtins.h"
 
+#include "compat.h"
 #include "rules.h"
 
 PG_FUNCTION_INFO_V1(pgque_slot_of_sql);
