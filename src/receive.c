@@ -10,11 +10,12 @@
  * the right to the consumer, the batch; pgque._batch_source: where the
  * window is); the per-event work is here: the kept window plan
  * (src/window.c) runs with a DestReceiver that forms each event row into a
- * pgque.message tuple once.  The window is read whole, unordered, into the
- * part cache of window.c and sorted there; each part is copied from it into
- * the result the caller reads.  A window larger than the cache is read in
- * ev_id order with a limit: the part goes straight into the result, the
- * rows past it into the cache.  Before, each
+ * pgque.message tuple once.  The window is read from the part's start,
+ * unordered, into the part cache of window.c and sorted there; each part is
+ * copied from it into the result the caller reads.  A window larger than
+ * the cache keeps the smallest ids that fit, and the part past them reads
+ * the rest the same way.  A part as large as the cache itself is read in
+ * ev_id order with a limit, straight into the result.  Before, each
  * event was copied by the SPI read, _window_rows' tuplestore, the CTE that
  * marked the part's end and two RETURN QUERY layers.
  *
@@ -76,9 +77,7 @@ typedef struct PartReceiver
 	int64		max_return;
 	int64		nrows;			/* rows seen */
 	int64		last;			/* ev_id of row max_return */
-	bool		collect;		/* every row goes to mcache (unordered read) */
-	bool		caching;		/* rows past the part go to mcache */
-	bool		cache_full;
+	bool		collect;		/* rows go to mcache (unordered read) */
 } PartReceiver;
 
 static SPIPlanPtr
@@ -143,34 +142,36 @@ part_receive(TupleTableSlot *slot, DestReceiver *self)
 	bool		msgnull[MSG_NATTS];
 	MemoryContext old;
 	HeapTuple	tup;
+	int64		ev_id;
 
 	slot_getallattrs(slot);
 	r->nrows++;
-	event_to_message(slot->tts_values, slot->tts_isnull, r->batch_id, msg, msgnull);
-	if (!r->collect && r->nrows <= r->max_return)
+	if (r->collect)
 	{
-		tuplestore_putvalues(r->ts, r->desc, msg, msgnull);
-		if (r->nrows == r->max_return)
-			r->last = DatumGetInt64(msg[MSG_ID]);
+		/* a row the bounded cache would drop is not formed */
+		ev_id = DatumGetInt64(slot->tts_values[EV_ID]);
+		if (!pgque_window_cache_wants(&mcache, ev_id))
+			return true;
+
+		/*
+		 * Values stored out of line stay pointers, as in _window_rows'
+		 * cache: the window's rows (and their TOAST) stay until every
+		 * cursor is past it, and the key is the window.
+		 */
+		event_to_message(slot->tts_values, slot->tts_isnull, r->batch_id, msg, msgnull);
+		old = MemoryContextSwitchTo(mcache.cxt);
+		tup = heap_form_tuple(r->desc, msg, msgnull);
+		MemoryContextSwitchTo(old);
+		pgque_window_cache_keep_smallest(&mcache, tup, ev_id, (int) r->max_return + 1);
 		return true;
 	}
-	/* past the part: one row says there are more; keep the rest for later parts */
-	if (!r->collect && !r->caching)
+	/* the ordered read: the part, then one row that says there are more */
+	if (r->nrows > r->max_return)
 		return false;
-	/*
-	 * Values stored out of line stay pointers, as in _window_rows' cache:
-	 * the window's rows (and their TOAST) stay until every cursor is past
-	 * it, and the key is the window.
-	 */
-	old = MemoryContextSwitchTo(mcache.cxt);
-	tup = heap_form_tuple(r->desc, msg, msgnull);
-	MemoryContextSwitchTo(old);
-	if (!pgque_window_cache_add(&mcache, tup, DatumGetInt64(msg[MSG_ID]), false))
-	{
-		heap_freetuple(tup);
-		r->cache_full = true;
-		return false;
-	}
+	event_to_message(slot->tts_values, slot->tts_isnull, r->batch_id, msg, msgnull);
+	tuplestore_putvalues(r->ts, r->desc, msg, msgnull);
+	if (r->nrows == r->max_return)
+		r->last = DatumGetInt64(msg[MSG_ID]);
 	return true;
 }
 
@@ -216,48 +217,6 @@ part_from_cache(const char *source, Datum *args, char *nulls, int64 batch_id, in
 	*more = avail > max_return;
 	*last = *more ? mcache.ev_ids[i + *n - 1] : 0;
 	return true;
-}
-
-typedef struct KeptRow
-{
-	int64		ev_id;
-	HeapTuple	tup;
-} KeptRow;
-
-static int
-kept_row_cmp(const void *a, const void *b)
-{
-	int64		x = ((const KeptRow *) a)->ev_id;
-	int64		y = ((const KeptRow *) b)->ev_id;
-
-	return (x > y) - (x < y);
-}
-
-/* mcache's rows, read in no order, in ev_id order (mostly they are already) */
-static void
-cache_sort(void)
-{
-	KeptRow    *rows;
-	int			i;
-
-	for (i = 1; i < mcache.ntuples; i++)
-		if (mcache.ev_ids[i - 1] > mcache.ev_ids[i])
-			break;
-	if (i >= mcache.ntuples)
-		return;
-	rows = palloc(sizeof(KeptRow) * mcache.ntuples);
-	for (i = 0; i < mcache.ntuples; i++)
-	{
-		rows[i].ev_id = mcache.ev_ids[i];
-		rows[i].tup = mcache.tuples[i];
-	}
-	qsort(rows, mcache.ntuples, sizeof(KeptRow), kept_row_cmp);
-	for (i = 0; i < mcache.ntuples; i++)
-	{
-		mcache.ev_ids[i] = rows[i].ev_id;
-		mcache.tuples[i] = rows[i].tup;
-	}
-	pfree(rows);
 }
 
 static void
@@ -330,49 +289,32 @@ read_part(int64 batch_id, int64 max_return, Tuplestorestate *ts, TupleDesc desc,
 		return n;
 
 	/*
-	 * The window whole, in no order, formed as messages into mcache and
-	 * sorted there: no sort node copying every row once more.  A window
-	 * larger than mcache takes the ordered read below, and keeps taking it
-	 * while mcache holds a part of it (the whole read would overflow again).
+	 * The window from the part's start, in no order, formed as messages
+	 * into mcache and sorted there: no sort node copying every row once
+	 * more.  A window larger than mcache keeps the rows with the smallest
+	 * ids that fit, and the next part past them reads the rest the same
+	 * way (rows already past the cut are not formed).
 	 */
-	if (max_return < WINDOW_CACHE_ROWS && !pgque_window_cache_matches(&mcache, source, args, nulls))
+	if (max_return < WINDOW_CACHE_ROWS)
 	{
 		part_receiver_init(&r, ts, desc, batch_id, max_return);
 		r.collect = true;
 		pgque_window_cache_reset(&mcache, source, args, nulls);
 		/* a fresh snapshot: the window's tick may be newer than the caller's */
 		pgque_window_read(source, args, nulls, false, false, &r.pub);
-		if (!r.cache_full)
-		{
-			cache_sort();
-			mcache.complete = true;
-			mcache.valid = true;
-			if (!part_from_cache(source, args, nulls, batch_id, max_return, ts, &n, more, last))
-				elog(ERROR, "pgque_bgw: a window read whole is not in the part cache");
+		pgque_window_cache_seal(&mcache);
+		if (part_from_cache(source, args, nulls, batch_id, max_return, ts, &n, more, last))
 			return n;
-		}
+		/* only when ids repeat across the cut: the ordered read below */
 	}
 
-	/* one row past the part says whether more follow; read ahead for the next parts */
+	/* a part as large as the cache: in ev_id order, one row past it says whether more follow */
 	nulls[WA_LIMIT] = ' ';
-	args[WA_LIMIT] = Int32GetDatum((int32) Max(Min(max_return + 1, (int64) PG_INT32_MAX),
-											   (int64) WINDOW_CACHE_ROWS));
+	args[WA_LIMIT] = Int32GetDatum((int32) Min(max_return + 1, (int64) PG_INT32_MAX));
 	part_receiver_init(&r, ts, desc, batch_id, max_return);
-	r.caching = max_return < WINDOW_CACHE_ROWS;
-	if (r.caching)
-		pgque_window_cache_reset(&mcache, source, args, nulls);
 	pgque_window_read(source, args, nulls, false, true, &r.pub);
-
 	*more = r.nrows > max_return;
 	*last = r.last;
-	if (r.caching && *more)
-	{
-		/* the kept rows start after this part */
-		mcache.has_from = true;
-		mcache.from = r.last;
-		mcache.complete = !r.cache_full && r.nrows < DatumGetInt32(args[WA_LIMIT]);
-		mcache.valid = true;
-	}
 	return Min(r.nrows, max_return);
 }
 

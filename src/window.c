@@ -224,7 +224,21 @@ pgque_window_cache_reset(WindowCache *c, const char *source, Datum *args, char *
 	c->ev_ids = palloc(sizeof(int64) * c->maxtuples);
 	c->ntuples = 0;
 	c->bytes = 0;
+	c->heaped = false;
+	c->has_cut = false;
+	c->cut = 0;
 	MemoryContextSwitchTo(old);
+}
+
+/* the arrays grown for one more row */
+static void
+cache_grow(WindowCache *c)
+{
+	if (c->ntuples < c->maxtuples)
+		return;
+	c->maxtuples *= 2;
+	c->tuples = repalloc(c->tuples, sizeof(HeapTuple) * c->maxtuples);
+	c->ev_ids = repalloc(c->ev_ids, sizeof(int64) * c->maxtuples);
 }
 
 /*
@@ -240,18 +254,186 @@ pgque_window_cache_add(WindowCache *c, HeapTuple tup, int64 ev_id, bool copy)
 	if (c->ntuples >= WINDOW_CACHE_ROWS || c->bytes + tup->t_len > WINDOW_CACHE_BYTES)
 		return false;
 	old = MemoryContextSwitchTo(c->cxt);
-	if (c->ntuples == c->maxtuples)
-	{
-		c->maxtuples *= 2;
-		c->tuples = repalloc(c->tuples, sizeof(HeapTuple) * c->maxtuples);
-		c->ev_ids = repalloc(c->ev_ids, sizeof(int64) * c->maxtuples);
-	}
+	cache_grow(c);
 	c->tuples[c->ntuples] = copy ? heap_copytuple(tup) : tup;
 	c->ev_ids[c->ntuples] = ev_id;
 	c->ntuples++;
 	c->bytes += tup->t_len;
 	MemoryContextSwitchTo(old);
 	return true;
+}
+
+static inline void
+cache_swap(WindowCache *c, int a, int b)
+{
+	HeapTuple	t = c->tuples[a];
+	int64		id = c->ev_ids[a];
+
+	c->tuples[a] = c->tuples[b];
+	c->ev_ids[a] = c->ev_ids[b];
+	c->tuples[b] = t;
+	c->ev_ids[b] = id;
+}
+
+/* the max-heap on ev_id restored below i */
+static void
+cache_sift_down(WindowCache *c, int i)
+{
+	for (;;)
+	{
+		int			l = 2 * i + 1;
+		int			m = i;
+
+		if (l < c->ntuples && c->ev_ids[l] > c->ev_ids[m])
+			m = l;
+		if (l + 1 < c->ntuples && c->ev_ids[l + 1] > c->ev_ids[m])
+			m = l + 1;
+		if (m == i)
+			return;
+		cache_swap(c, i, m);
+		i = m;
+	}
+}
+
+/* rows at or past ev_id are not all kept */
+static void
+cache_note_cut(WindowCache *c, int64 ev_id)
+{
+	if (!c->has_cut || ev_id < c->cut)
+	{
+		c->has_cut = true;
+		c->cut = ev_id;
+	}
+}
+
+/*
+ * false: a row with this ev_id would not be kept (it is at or past a row
+ * already left out, or past every kept row of a full cache), and is
+ * counted as left out; the caller need not form it.
+ */
+bool
+pgque_window_cache_wants(WindowCache *c, int64 ev_id)
+{
+	if (c->has_cut && ev_id >= c->cut)
+		return false;
+	if (c->heaped && c->ntuples > 0 && ev_id >= c->ev_ids[0])
+	{
+		cache_note_cut(c, ev_id);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Keep tup (formed by the caller in c->cxt; rows come in no order).  Past
+ * the cache's rows or bytes the kept rows become a max-heap on ev_id and
+ * the greatest ids are dropped (freed) until they fit again, never below
+ * min_rows: what is kept is always a prefix of the window (from the
+ * read's start) except for the ids at the cut, which seal drops.
+ */
+void
+pgque_window_cache_keep_smallest(WindowCache *c, HeapTuple tup, int64 ev_id, int min_rows)
+{
+	MemoryContext old = MemoryContextSwitchTo(c->cxt);
+	int			i;
+
+	cache_grow(c);
+	i = c->ntuples++;
+	c->tuples[i] = tup;
+	c->ev_ids[i] = ev_id;
+	c->bytes += tup->t_len;
+	if (!c->heaped && c->ntuples <= WINDOW_CACHE_ROWS && c->bytes <= WINDOW_CACHE_BYTES)
+	{
+		MemoryContextSwitchTo(old);
+		return;
+	}
+	if (!c->heaped)
+	{
+		for (i = c->ntuples / 2 - 1; i >= 0; i--)
+			cache_sift_down(c, i);
+		c->heaped = true;
+	}
+	else
+	{
+		/* the new row up to its place */
+		while (i > 0 && c->ev_ids[(i - 1) / 2] < c->ev_ids[i])
+		{
+			cache_swap(c, i, (i - 1) / 2);
+			i = (i - 1) / 2;
+		}
+	}
+	while (c->ntuples > min_rows &&
+		   (c->ntuples > WINDOW_CACHE_ROWS || c->bytes > WINDOW_CACHE_BYTES))
+	{
+		cache_note_cut(c, c->ev_ids[0]);
+		c->bytes -= c->tuples[0]->t_len;
+		heap_freetuple(c->tuples[0]);
+		c->ntuples--;
+		if (c->ntuples > 0)
+		{
+			c->tuples[0] = c->tuples[c->ntuples];
+			c->ev_ids[0] = c->ev_ids[c->ntuples];
+			cache_sift_down(c, 0);
+		}
+	}
+	MemoryContextSwitchTo(old);
+}
+
+typedef struct KeptRow
+{
+	int64		ev_id;
+	HeapTuple	tup;
+} KeptRow;
+
+static int
+kept_row_cmp(const void *a, const void *b)
+{
+	int64		x = ((const KeptRow *) a)->ev_id;
+	int64		y = ((const KeptRow *) b)->ev_id;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * The rows kept by keep_smallest in ev_id order (mostly they came so
+ * already), without those at or past the cut; the cache is then valid,
+ * and complete when no row was left out.
+ */
+void
+pgque_window_cache_seal(WindowCache *c)
+{
+	int			i;
+
+	for (i = 1; i < c->ntuples; i++)
+		if (c->ev_ids[i - 1] > c->ev_ids[i])
+			break;
+	if (i < c->ntuples)
+	{
+		KeptRow    *rows = palloc(sizeof(KeptRow) * c->ntuples);
+
+		for (i = 0; i < c->ntuples; i++)
+		{
+			rows[i].ev_id = c->ev_ids[i];
+			rows[i].tup = c->tuples[i];
+		}
+		qsort(rows, c->ntuples, sizeof(KeptRow), kept_row_cmp);
+		for (i = 0; i < c->ntuples; i++)
+		{
+			c->ev_ids[i] = rows[i].ev_id;
+			c->tuples[i] = rows[i].tup;
+		}
+		pfree(rows);
+	}
+	/* equal ids on both sides of the cut (none expected): none is kept */
+	while (c->has_cut && c->ntuples > 0 && c->ev_ids[c->ntuples - 1] >= c->cut)
+	{
+		c->ntuples--;
+		c->bytes -= c->tuples[c->ntuples]->t_len;
+		heap_freetuple(c->tuples[c->ntuples]);
+	}
+	c->heaped = false;
+	c->complete = !c->has_cut;
+	c->valid = true;
 }
 
 /*

@@ -59,6 +59,9 @@ typedef struct WindowCache
 	bool		has_from;		/* the rows start after "from" ... */
 	int64		from;			/* ... or at the window's start */
 	bool		complete;		/* the rows run to the window's end */
+	bool		heaped;			/* tuples/ev_ids are a max-heap on ev_id (full) */
+	bool		has_cut;		/* a row at or past "cut" was not kept ... */
+	int64		cut;			/* ... so only rows before it are (until sealed) */
 	int			ntuples;
 	int			maxtuples;
 	Size		bytes;
@@ -70,6 +73,16 @@ extern bool pgque_window_cache_matches(WindowCache *c, const char *source, Datum
 extern void pgque_window_cache_reset(WindowCache *c, const char *source, Datum *args, char *nulls);
 extern bool pgque_window_cache_add(WindowCache *c, HeapTuple tup, int64 ev_id, bool copy);
 extern int	pgque_window_cache_start(WindowCache *c, Datum *args, char *nulls);
+
+/*
+ * A window read in no order, bounded by the cache: keep_smallest keeps the
+ * rows with the smallest ev_ids that fit (never fewer than min_rows),
+ * wants tells before a row is formed whether it would be kept, and seal
+ * puts what was kept in ev_id order (complete when nothing was left out).
+ */
+extern bool pgque_window_cache_wants(WindowCache *c, int64 ev_id);
+extern void pgque_window_cache_keep_smallest(WindowCache *c, HeapTuple tup, int64 ev_id, int min_rows);
+extern void pgque_window_cache_seal(WindowCache *c);
 
 /*
  * Run the kept window plan for source (the caller is connected to SPI):

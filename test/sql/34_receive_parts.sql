@@ -123,8 +123,8 @@ select count(*) as big_events, bool_and(length(payload) = 10240) as full_length,
      = (select array_agg(md5(payload) order by md5(payload)) from big) as same_payloads
   from big_got;
 
--- a window larger than the rows receive keeps (50,000): read in ev_id order
--- with a limit, the next part from the rows kept, the last one read again
+-- a window larger than the rows receive keeps (50,000): the first 50,000
+-- kept, the parts from them, the last part read again from its start
 select pgque.create_queue('rpl');
 select pgque.subscribe('rpl', 'l');
 select cardinality(pgque.send_batch('rpl', array(select 'l' || i from generate_series(1, 50010) i))) as sent;
@@ -134,6 +134,45 @@ select * from pgque_test.part('rpl', 'l', 20000);
 select * from pgque_test.part('rpl', 'l', 20000);
 select count(*) as rpl_drained from pgque.receive('rpl', 'l', 20000);
 
+-- a window larger than the bytes receive keeps (16 MB): 10,000 events of
+-- 1,900 bytes stored inline, over 8 buckets, so the rows come interleaved and
+-- the kept ones are chosen (the smallest ids), not the first read; every
+-- event once, in ev_id order across the parts, whatever the part size
+select pgque.create_queue('rpw');
+select pgque.set_queue_config('rpw', 'partition_buckets', '8');
+select pgque.subscribe('rpw', c) from unnest(array['w1', 'w2']) c;
+create temp table wide_sent as
+    select i, pgque.send('rpw', 'default',
+                         left((select string_agg(md5(i::text || '/' || j::text), '') from generate_series(1, 60) j), 1900),
+                         'tenant-' || (i % 97)) as msg_id
+      from generate_series(1, 10000) i;
+select pgque.ticker('rpw') is not null as ticked;
+create temp table wide_got (consumer text, rn bigserial, msg_id bigint, len int);
+create function pgque_test.drain_wide(i_consumer text, i_n int4) returns bigint language plpgsql as $$
+declare
+    b bigint;
+    parts bigint := 0;
+begin
+    loop
+        insert into wide_got (consumer, msg_id, len)
+            select i_consumer, msg_id, length(payload) from pgque.receive('rpw', i_consumer, i_n);
+        select max(batch_id) into b from pgque.receive('rpw', i_consumer, i_n);
+        exit when b is null;
+        perform pgque.ack(b);
+        parts := parts + 1;
+    end loop;
+    return parts;
+end $$;
+select pgque_test.drain_wide('w1', 1000) as w1_parts, pgque_test.drain_wide('w2', 4999) as w2_parts;
+select g.consumer, count(*) as events, count(distinct g.msg_id) as distinct_events,
+       bool_and(g.len = 1900) as full_length,
+       bool_and(g.msg_id > coalesce(g.prev, 0)) as ascending,
+       (select array_agg(msg_id order by msg_id) from wide_sent)
+     = array_agg(g.msg_id order by g.rn) as every_event_in_order
+  from (select w.*, lag(w.msg_id) over (partition by w.consumer order by w.rn) as prev from wide_got w) g
+ group by g.consumer order by g.consumer;
+drop function pgque_test.drain_wide(text, int4);
+
 -- the checks of receive() keep their errors
 select pgque_test.error_of($$select * from pgque.receive('rp', 'a', 0)$$) as zero_max;
 select pgque_test.error_of($$select * from pgque.receive('rp', null, 1)$$) as null_consumer;
@@ -141,6 +180,6 @@ select pgque_test.error_of($$select * from pgque.receive('nope', 'a', 1)$$) as u
 select pgque_test.error_of($$select * from pgque.receive('rp', 'nobody', 1)$$) as unknown_consumer;
 
 select pgque.unsubscribe('rp', 'a'), pgque.unsubscribe('rp', 'b'), pgque.unsubscribe('rpb', 'p');
-select pgque.unsubscribe('rpl', 'l');
-select pgque.drop_queue('rp'), pgque.drop_queue('rpb'), pgque.drop_queue('rpl');
+select pgque.unsubscribe('rpl', 'l'), pgque.unsubscribe('rpw', 'w1'), pgque.unsubscribe('rpw', 'w2');
+select pgque.drop_queue('rp'), pgque.drop_queue('rpb'), pgque.drop_queue('rpl'), pgque.drop_queue('rpw');
 drop function pgque_test.part(text, text, int4, bool);
