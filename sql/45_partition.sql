@@ -259,22 +259,36 @@ begin
     return s;
 end $$;
 
--- receive_partitioned: only this slot's events, in ev_id order.  It locks
--- no subscription row: a takeover never waits for the previous owner.
-create function pgque.receive_partitioned(queue_name text, consumer_name text, slot int4, n int4,
-                                          worker text, max_return int4 default 100)
-returns setof pgque.message language plpgsql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
+-- The per-call steps of receive_partitioned: the argument checks (on the
+-- first try) and the lease check, whether the slot's consumer pauses, then
+-- the slot's open batch or the next one (NULL: none).  A slot sees about
+-- 1/n of a window: it spans windows for n times more events.
+create function pgque._slot_receive_open(i_queue_name text, i_consumer text, i_slot int4, i_n int4,
+                                         i_worker text, i_max_return int4, i_check bool,
+                                         out batch_id bigint, out pause boolean)
+language plpgsql as $$
 declare
     q   pgque.queue;
     g   record;
 begin
-    q := pgque._queue(queue_name);
-    perform pgque._check_max_return(max_return);
-    g := pgque._slot_guard(q, consumer_name, slot, n, worker, false);
-    return query select * from pgque._receive(queue_name, g.sub_name, max_return, n, slot, g.epoch,
-                                              pgque._slot_pauses(q.queue_id, consumer_name));
+    q := pgque._queue(i_queue_name);
+    if i_check then
+        perform pgque._check_max_return(i_max_return);
+    end if;
+    g := pgque._slot_guard(q, i_consumer, i_slot, i_n, i_worker, false);
+    pause := pgque._slot_pauses(q.queue_id, i_consumer);
+    batch_id := (pgque._slot_next_batch(i_queue_name, g.sub_name, g.epoch,
+                                        (least(i_max_return::int8 * i_n, 1000000000))::int4)).batch_id;
 end $$;
+
+-- receive_partitioned: only this slot's events, in ev_id order, read in C
+-- as the plain receive (src/receive.c, ADR 0033).  It locks no
+-- subscription row: a takeover never waits for the previous owner.
+create function pgque.receive_partitioned(queue_name text, consumer_name text, slot int4, n int4,
+                                          worker text, max_return int4 default 100)
+returns setof pgque.message language c volatile security definer
+set search_path = pgque, pg_catalog, pg_temp
+as 'MODULE_PATHNAME', 'pgque_receive_partitioned';
 
 -- ack_partitioned -> 1 acked / 0 no open batch.  A fenced worker raises,
 -- also when the takeover came while it was acking (nothing it wrote stays).

@@ -4,87 +4,12 @@
 -- the open one) and returns up to max_return of its events.  A window with
 -- more events is handed out in parts: ack() of a part keeps the rest open
 -- under a new batch id, so nothing past max_return is skipped.  Empty
--- windows are finished here and the next one is tried.
--- A partition slot's receive passes its lease epoch (i_epoch): its batch
--- lives in the epoch's row of pgque.slot_batch (ADR 0023).  i_pause: the
--- slot's consumer has failure policy pause (ADR 0029): events of blocked
--- keys past their head are withheld, and handing out a head marks it.
-create function pgque._receive(i_queue_name text, i_sub_name text, i_max_return int4,
-                               i_n int4, i_slot int4, i_epoch bigint default null,
-                               i_pause boolean default false)
-returns setof pgque.message language plpgsql as $$
-declare
-    b        pgque.batch_info;
-    n        bigint;
-    tries    int4 := 0;
-    -- a slot sees about 1/n of a window: span windows for n times more
-    span     int4 := (least(i_max_return::int8 * coalesce(i_n, 1), 1000000000))::int4;
-begin
-    loop
-        if i_epoch is null then
-            b := pgque._next_batch(i_queue_name, i_sub_name, null, null, null, span);
-        else
-            b := pgque._slot_next_batch(i_queue_name, i_sub_name, i_epoch, span);
-        end if;
-        if b.batch_id is null then
-            return;
-        end if;
-        if i_pause then
-            return query select * from pgque._receive_paused(b.batch_id, i_max_return, i_n, i_slot);
-            get diagnostics n = row_count;
-            if n > 0 then
-                return;
-            end if;
-            perform pgque._slot_finish(b.batch_id);
-            tries := tries + 1;
-            exit when tries >= 10;
-            continue;
-        end if;
-        -- One statement, no per-row PL/pgSQL: the part's rows, and (when the
-        -- window holds more than max_return) where the part ends, so that
-        -- ack() keeps the rest open.
-        return query
-            with part as materialized (
-                -- the window read returns its rows in ev_id order
-                select e.*
-                  from pgque._batch_source(b.batch_id, i_n, i_slot) w,
-                       pgque._window_rows(w.source, w.lo_xmax, w.hi_xmax, w.lo_xip, w.hi, w.sub_id,
-                                          w.pos, null, least(i_max_return::int8 + 1, 2147483647)::int4,
-                                          i_n, i_slot)
-                       with ordinality as e(ev_id, ev_time, ev_txid, ev_owner, ev_retry, ev_type, ev_data,
-                                            ev_extra1, ev_extra2, ev_extra3, ev_extra4, rn)),
-            m as (
-                select case when pg_catalog.max(rn) > i_max_return
-                            then pg_catalog.max(ev_id) filter (where rn = i_max_return) end as last
-                  from part),
-            mark as (
-                update pgque.subscription s
-                   set sub_batch_last = m.last
-                  from m
-                 where s.sub_batch = b.batch_id and s.sub_batch_last is distinct from m.last),
-            mark_slot as (
-                update pgque.slot_batch sb
-                   set sb_last = m.last
-                  from m
-                 where sb.sb_batch = b.batch_id and sb.sb_last is distinct from m.last)
-            select p.ev_id, b.batch_id, p.ev_type, p.ev_data, p.ev_retry, p.ev_time,
-                   p.ev_extra1, p.ev_extra2, p.ev_extra3, p.ev_extra4
-              from part p
-             where p.rn <= i_max_return
-             order by p.rn;
-        get diagnostics n = row_count;
-        if n > 0 then
-            return;
-        end if;
-        if i_epoch is null then
-            perform pgque._finish_batch(b.batch_id);
-        else
-            perform pgque._slot_finish(b.batch_id);
-        end if;
-        tries := tries + 1;
-        exit when tries >= 10;
-    end loop;
-end $$;
+-- windows are finished here and the next one is tried.  The loop, the
+-- window read and where a part ends are in C for every kind of consumer
+-- (src/receive.c, ADR 0033): plain (receive), partition slot
+-- (receive_partitioned, its batch in the lease epoch's row of
+-- pgque.slot_batch, ADR 0023) and cooperative member (receive_coop); the
+-- per-call steps are the kinds' _*_receive_open functions.
 
 create function pgque._check_max_return(i_max_return int4)
 returns void language plpgsql as $$
@@ -110,8 +35,7 @@ begin
     return (pgque._next_batch(i_queue_name, i_consumer_name, null, null, null, i_max_return)).batch_id;
 end $$;
 
--- receive() of a plain consumer: _receive's loop, with the window read and
--- the part's messages formed in C (src/receive.c, ADR 0033).
+-- receive() of a plain consumer (src/receive.c, ADR 0033).
 create function pgque.receive(queue_name text, consumer_name text, max_return int4 default 100)
 returns setof pgque.message language c volatile security definer
 set search_path = pgque, pg_catalog, pg_temp

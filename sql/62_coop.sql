@@ -359,66 +359,36 @@ end $$;
 -- the next free window), up to max_return events.  A window with more is
 -- handed out in parts (ack keeps the rest open under a new batch id);
 -- empty windows are finished here and the next one taken.
-create function pgque._coop_receive(g pgque.subscription, i_member text, i_max_return int4, i_dead interval)
-returns setof pgque.message language plpgsql as $$
+-- The per-call steps of receive_coop: the argument checks (on the first
+-- try), the member's group (registered on first use), then the member's
+-- window: the one it holds, a dead member's, or a new one (NULL: none).
+create function pgque._coop_receive_open(i_queue text, i_consumer text, i_subconsumer text,
+                                         i_max_return int4, i_dead interval, i_check bool)
+returns bigint language plpgsql as $$
 declare
-    w      pgque.coop_window;
-    n      bigint;
-    tries  int4 := 0;
+    g  pgque.subscription;
+    w  pgque.coop_window;
 begin
-    loop
-        w := pgque._coop_take(g, i_member, i_dead, i_max_return, null, null, null);
-        perform pgque._coop_touch(g.sub_id, i_member, w.cw_batch);
-        if w.cw_batch is null then
-            return;
+    if i_check then
+        perform pgque._coop_names(i_queue, i_consumer, i_subconsumer);
+        perform pgque._check_max_return(i_max_return);
+        if i_dead is not null then
+            perform pgque._check_interval('dead_interval', i_dead);
         end if;
-        return query
-            with part as materialized (
-                select e.*
-                  from pgque._batch_source(w.cw_batch, null, null) s,
-                       pgque._window_rows(s.source, s.lo_xmax, s.hi_xmax, s.lo_xip, s.hi, s.sub_id,
-                                          s.pos, null, least(i_max_return::int8 + 1, 2147483647)::int4,
-                                          null, null)
-                       with ordinality as e(ev_id, ev_time, ev_txid, ev_owner, ev_retry, ev_type, ev_data,
-                                            ev_extra1, ev_extra2, ev_extra3, ev_extra4, rn)),
-            m as (
-                select case when pg_catalog.max(rn) > i_max_return
-                            then pg_catalog.max(ev_id) filter (where rn = i_max_return) end as last
-                  from part),
-            mark as (
-                update pgque.coop_window cw
-                   set cw_last = m.last
-                  from m
-                 where cw.cw_batch = w.cw_batch and cw.cw_last is distinct from m.last)
-            select p.ev_id, w.cw_batch, p.ev_type, p.ev_data, p.ev_retry, p.ev_time,
-                   p.ev_extra1, p.ev_extra2, p.ev_extra3, p.ev_extra4
-              from part p
-             where p.rn <= i_max_return
-             order by p.rn;
-        get diagnostics n = row_count;
-        if n > 0 then
-            return;
-        end if;
-        perform pgque._coop_finish(w.cw_batch);
-        tries := tries + 1;
-        exit when tries >= 10;
-    end loop;
+    end if;
+    g := pgque._coop_member_group(i_queue, i_consumer, i_subconsumer, true);
+    w := pgque._coop_take(g, i_subconsumer, i_dead, i_max_return, null, null, null);
+    perform pgque._coop_touch(g.sub_id, i_subconsumer, w.cw_batch);
+    return w.cw_batch;
 end $$;
 
+-- receive_coop: the member's window, read in C as the plain receive
+-- (src/receive.c, ADR 0033).
 create function pgque.receive_coop(i_queue text, i_consumer text, i_subconsumer text,
                                    i_max_return int4 default 100, i_dead_interval interval default null)
-returns setof pgque.message language plpgsql security definer
-set search_path = pgque, pg_catalog, pg_temp as $$
-begin
-    perform pgque._coop_names(i_queue, i_consumer, i_subconsumer);
-    perform pgque._check_max_return(i_max_return);
-    if i_dead_interval is not null then
-        perform pgque._check_interval('dead_interval', i_dead_interval);
-    end if;
-    return query select * from pgque._coop_receive(
-        pgque._coop_member_group(i_queue, i_consumer, i_subconsumer, true),
-        i_subconsumer, i_max_return, i_dead_interval);
-end $$;
+returns setof pgque.message language c volatile security definer
+set search_path = pgque, pg_catalog, pg_temp
+as 'MODULE_PATHNAME', 'pgque_receive_coop';
 
 create function pgque.next_batch_custom(i_queue text, i_consumer text, i_subconsumer text,
                                         i_min_lag interval, i_min_count int4, i_min_interval interval,

@@ -1,29 +1,34 @@
 /*
  * receive.c
- *		pgque.receive(): the plain consumer's read, with its per-event work
- *		in C (ADR 0033).
+ *		pgque.receive(), receive_partitioned() and receive_coop(): a
+ *		consumer's read, with its per-event work in C (ADR 0033).
  *
  * A receive opens (or re-opens) the consumer's batch and hands out up to
  * max_return of its events; a window with more is handed out in parts,
- * the part's end recorded in sub_batch_last for ack() (ADR 0003).  The
- * per-call steps stay in SQL (pgque._receive_open: the argument checks,
- * the right to the consumer, the batch; pgque._batch_source: where the
- * window is); the per-event work is here: the kept window plan
- * (src/window.c) runs with a DestReceiver that forms each event row into a
+ * the part's end recorded for the ack (ADR 0003): in sub_batch_last for a
+ * plain consumer, in the lease epoch's slot_batch row for a partition slot
+ * (ADR 0023), in the coop_window row for a cooperative member.  The three
+ * differ only in their per-call statements (ReceiveKind: the argument
+ * checks, the right to the consumer and the batch in pgque._*_receive_open;
+ * the mark; the finish of an empty window); the per-event work is shared
+ * and here: the kept window plan (src/window.c), with the slot's filter for
+ * a slot, runs with a DestReceiver that forms each event row into a
  * pgque.message tuple once.  The window is read from the part's start,
  * unordered, into the part cache of window.c and sorted there; each part is
  * copied from it into the result the caller reads.  A window larger than
  * the cache keeps the smallest ids that fit, and the part past them reads
  * the rest the same way.  A part as large as the cache itself is read in
- * ev_id order with a limit, straight into the result.  Before, each
- * event was copied by the SPI read, _window_rows' tuplestore, the CTE that
+ * ev_id order with a limit, straight into the result.  Before, each event
+ * was copied by the SPI read, _window_rows' tuplestore, the CTE that
  * marked the part's end and two RETURN QUERY layers.
  *
- * The function is SECURITY DEFINER with a pinned search_path, as the
- * PL/pgSQL receive() it replaces (ADR 0002, 0014): its SQL runs as the
- * extension owner, and _next_batch checks the caller's right to the
- * consumer.  Partition slots (receive_partitioned) and cooperative members
- * keep their own path (pgque._receive, pgque._coop_receive).
+ * A slot whose consumer pauses on failure (ADR 0029) reads through
+ * pgque._receive_paused, which withholds the events of blocked keys.
+ *
+ * The functions are SECURITY DEFINER with a pinned search_path, as the
+ * PL/pgSQL ones they replace (ADR 0002, 0014): their SQL runs as the
+ * extension owner, and the open statements check the caller's right to
+ * the consumer.
  */
 #include "postgres.h"
 
@@ -58,11 +63,17 @@
 #define RECEIVE_TRIES 10
 
 PG_FUNCTION_INFO_V1(pgque_receive);
+PG_FUNCTION_INFO_V1(pgque_receive_partitioned);
+PG_FUNCTION_INFO_V1(pgque_receive_coop);
 
-static SPIPlanPtr open_plan;
 static SPIPlanPtr source_plan;
-static SPIPlanPtr mark_plan;
-static SPIPlanPtr finish_plan;
+
+/* a slot's share of a window: slot of n */
+typedef struct SlotShare
+{
+	int32		slot;
+	int32		n;
+} SlotShare;
 
 /* rows past the last part handed out, formed as messages */
 static WindowCache mcache;
@@ -239,11 +250,12 @@ part_receiver_init(PartReceiver *r, Tuplestorestate *ts, TupleDesc desc, int64 b
  * (the window goes on; *last is the part's last ev_id).
  */
 static int64
-read_part(int64 batch_id, int64 max_return, Tuplestorestate *ts, TupleDesc desc,
-		  bool *more, int64 *last)
+read_part(int64 batch_id, int64 max_return, const SlotShare *share, Tuplestorestate *ts,
+		  TupleDesc desc, bool *more, int64 *last)
 {
-	Oid			argtypes[1] = {INT8OID};
-	Datum		sargs[1];
+	Oid			argtypes[3] = {INT8OID, INT4OID, INT4OID};
+	Datum		sargs[3];
+	char		snulls[3] = {' ', 'n', 'n'};
 	Datum		args[WINDOW_NPARAMS];
 	char		nulls[WINDOW_NPARAMS];
 	char	   *source;
@@ -256,11 +268,17 @@ read_part(int64 batch_id, int64 max_return, Tuplestorestate *ts, TupleDesc desc,
 	*more = false;
 	*last = 0;
 	sargs[0] = Int64GetDatum(batch_id);
+	if (share != NULL)
+	{
+		sargs[1] = Int32GetDatum(share->n);
+		sargs[2] = Int32GetDatum(share->slot);
+		snulls[1] = snulls[2] = ' ';
+	}
 	ret = SPI_execute_plan(kept_plan(&source_plan,
 									 "select source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos"
-									 "  from pgque._batch_source($1, null, null)",
-									 1, argtypes),
-						   sargs, NULL, false, 1);
+									 "  from pgque._batch_source($1, $2, $3)",
+									 3, argtypes),
+						   sargs, snulls, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pgque_bgw: batch source read failed: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 0)
@@ -284,6 +302,13 @@ read_part(int64 batch_id, int64 max_return, Tuplestorestate *ts, TupleDesc desc,
 	args[WA_EV_ID] = (Datum) 0;
 	args[WA_N] = (Datum) 0;
 	args[WA_SLOT] = (Datum) 0;
+	if (share != NULL)
+	{
+		/* one slot's share of the window */
+		args[WA_N] = Int32GetDatum(share->n);
+		args[WA_SLOT] = Int32GetDatum(share->slot);
+		nulls[WA_N] = nulls[WA_SLOT] = ' ';
+	}
 
 	if (part_from_cache(source, args, nulls, batch_id, max_return, ts, &n, more, last))
 		return n;
@@ -319,19 +344,91 @@ read_part(int64 batch_id, int64 max_return, Tuplestorestate *ts, TupleDesc desc,
 }
 
 /*
- * pgque.receive(queue_name, consumer_name, max_return) -> setof pgque.message
+ * One call of a consumer's receive: the kind's statements open the batch
+ * (the argument checks on the first try), read the part, mark where it
+ * ends, and finish an empty window to try the next one.
  */
-Datum
-pgque_receive(PG_FUNCTION_ARGS)
+typedef struct ReceiveKind
+{
+	const char *open_sql;		/* the call's arguments, then "first try";
+								 * returns the batch id (NULL: none) and
+								 * whether the slot pauses */
+	int			nargs;			/* the call's arguments */
+	Oid			argtypes[7];	/* theirs, then bool */
+	int			max_return_arg;
+	int			share_arg;		/* slot, n at these two arguments; -1: none */
+	const char *mark_sql;		/* $1 batch, $2 the part's last ev_id or NULL */
+	const char *finish_sql;		/* $1 batch */
+	SPIPlanPtr	open_plan;
+	SPIPlanPtr	mark_plan;
+	SPIPlanPtr	finish_plan;
+} ReceiveKind;
+
+/* the part's end, for the ack of the table the batch lives in */
+#define MARK_SQL(tbl, batch_col, last_col) \
+	"update pgque." tbl " set " last_col " = $2" \
+	" where " batch_col " operator(pg_catalog.=) $1" \
+	"   and case when " last_col " is null then $2 is not null" \
+	"            when $2 is null then true" \
+	"            else " last_col " operator(pg_catalog.<>) $2 end"
+
+static ReceiveKind plain_kind = {
+	"select pgque._receive_open($1, $2, $3, $4), false",
+	3, {TEXTOID, TEXTOID, INT4OID, BOOLOID}, 2, -1,
+	MARK_SQL("subscription", "sub_batch", "sub_batch_last"),
+	"select pgque._finish_batch($1)"
+};
+
+static ReceiveKind slot_kind = {
+	"select batch_id, pause from pgque._slot_receive_open($1, $2, $3, $4, $5, $6, $7)",
+	6, {TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTOID, INT4OID, BOOLOID}, 5, 2,
+	MARK_SQL("slot_batch", "sb_batch", "sb_last"),
+	"select pgque._slot_finish($1)"
+};
+
+static ReceiveKind coop_kind = {
+	"select pgque._coop_receive_open($1, $2, $3, $4, $5, $6), false",
+	5, {TEXTOID, TEXTOID, TEXTOID, INT4OID, INTERVALOID, BOOLOID}, 3, -1,
+	MARK_SQL("coop_window", "cw_batch", "cw_last"),
+	"select pgque._coop_finish($1)"
+};
+
+/* a pausing slot's part (ADR 0029): its read withholds blocked keys, in SQL */
+static SPIPlanPtr paused_plan;
+
+static int64
+read_paused(int64 batch_id, int64 max_return, const SlotShare *share, Tuplestorestate *ts)
+{
+	Oid			types[4] = {INT8OID, INT4OID, INT4OID, INT4OID};
+	Datum		args[4];
+	int			ret;
+	uint64		r;
+
+	args[0] = Int64GetDatum(batch_id);
+	args[1] = Int32GetDatum((int32) max_return);
+	args[2] = Int32GetDatum(share->n);
+	args[3] = Int32GetDatum(share->slot);
+	ret = SPI_execute_plan(kept_plan(&paused_plan, "select * from pgque._receive_paused($1, $2, $3, $4)",
+									 4, types),
+						   args, NULL, false, 0);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "pgque_bgw: a pausing slot's read failed: %s", SPI_result_code_string(ret));
+	for (r = 0; r < SPI_processed; r++)
+		tuplestore_puttuple(ts, SPI_tuptable->vals[r]);
+	return (int64) SPI_processed;
+}
+
+static Datum
+receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 {
 	Tuplestorestate *ts;
 	TupleDesc	desc;
 	MemoryContext old;
-	Oid			open_types[4] = {TEXTOID, TEXTOID, INT4OID, BOOLOID};
 	Oid			mark_types[2] = {INT8OID, INT8OID};
 	Oid			finish_types[1] = {INT8OID};
-	Datum		oargs[4];
-	char		onulls[4];
+	Datum		oargs[8];
+	char		onulls[8];
+	SlotShare	share;
 	int			tries;
 	int			guc_level;
 
@@ -343,12 +440,12 @@ pgque_receive(PG_FUNCTION_ARGS)
 		TupleDescAttr(desc, MSG_BATCH)->attalign != TYPALIGN_DOUBLE)
 		elog(ERROR, "pgque_bgw: pgque.message does not have the expected columns");
 
-	for (tries = 0; tries < 3; tries++)
+	for (tries = 0; tries < kind->nargs; tries++)
 	{
 		onulls[tries] = PG_ARGISNULL(tries) ? 'n' : ' ';
 		oargs[tries] = PG_ARGISNULL(tries) ? (Datum) 0 : PG_GETARG_DATUM(tries);
 	}
-	onulls[3] = ' ';
+	onulls[kind->nargs] = ' ';
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pgque_bgw: SPI_connect failed");
@@ -367,48 +464,55 @@ pgque_receive(PG_FUNCTION_ARGS)
 		int64		batch_id;
 		int64		max_return;
 		int64		n;
-		int64		last;
-		bool		more;
+		int64		last = 0;
+		bool		more = false;
+		bool		pause;
 		bool		isnull;
 		Datum		margs[2];
 		char		mnulls[2] = {' ', ' '};
 		int			ret;
 
 		/* the checks once, then the batch (re-opened, or the next one) */
-		oargs[3] = BoolGetDatum(tries == 0);
-		ret = SPI_execute_plan(kept_plan(&open_plan,
-										 "select pgque._receive_open($1, $2, $3, $4)", 4, open_types),
+		oargs[kind->nargs] = BoolGetDatum(tries == 0);
+		ret = SPI_execute_plan(kept_plan(&kind->open_plan, kind->open_sql, kind->nargs + 1, kind->argtypes),
 							   oargs, onulls, false, 1);
 		if (ret != SPI_OK_SELECT || SPI_processed != 1)
 			elog(ERROR, "pgque_bgw: receive could not open a batch: %s", SPI_result_code_string(ret));
 		batch_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		if (isnull)
 			break;
-		/* checked by _receive_open */
-		max_return = DatumGetInt32(oargs[2]);
-
-		n = read_part(batch_id, max_return, ts, desc, &more, &last);
-		if (n > 0)
+		pause = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		/* checked by the open statement */
+		max_return = DatumGetInt32(oargs[kind->max_return_arg]);
+		if (kind->share_arg >= 0)
 		{
-			/* where the part ends, for ack(); NULL: the whole window */
-			margs[0] = Int64GetDatum(batch_id);
-			margs[1] = Int64GetDatum(last);
-			mnulls[1] = more ? ' ' : 'n';
-			ret = SPI_execute_plan(kept_plan(&mark_plan,
-											 "update pgque.subscription set sub_batch_last = $2"
-											 " where sub_batch operator(pg_catalog.=) $1"
-											 "   and case when sub_batch_last is null then $2 is not null"
-											 "            when $2 is null then true"
-											 "            else sub_batch_last operator(pg_catalog.<>) $2 end",
-											 2, mark_types),
-								   margs, mnulls, false, 0);
-			if (ret != SPI_OK_UPDATE)
-				elog(ERROR, "pgque_bgw: receive could not mark the part: %s", SPI_result_code_string(ret));
-			break;
+			share.slot = DatumGetInt32(oargs[kind->share_arg]);
+			share.n = DatumGetInt32(oargs[kind->share_arg + 1]);
 		}
+
+		if (pause)
+			n = read_paused(batch_id, max_return, &share, ts);
+		else
+		{
+			n = read_part(batch_id, max_return, kind->share_arg >= 0 ? &share : NULL, ts, desc,
+						  &more, &last);
+			if (n > 0)
+			{
+				/* where the part ends, for the ack; NULL: the whole window */
+				margs[0] = Int64GetDatum(batch_id);
+				margs[1] = Int64GetDatum(last);
+				mnulls[1] = more ? ' ' : 'n';
+				ret = SPI_execute_plan(kept_plan(&kind->mark_plan, kind->mark_sql, 2, mark_types),
+									   margs, mnulls, false, 0);
+				if (ret != SPI_OK_UPDATE)
+					elog(ERROR, "pgque_bgw: receive could not mark the part: %s", SPI_result_code_string(ret));
+			}
+		}
+		if (n > 0)
+			break;
 		/* an empty window: finished here, the next one is tried */
 		margs[0] = Int64GetDatum(batch_id);
-		ret = SPI_execute_plan(kept_plan(&finish_plan, "select pgque._finish_batch($1)", 1, finish_types),
+		ret = SPI_execute_plan(kept_plan(&kind->finish_plan, kind->finish_sql, 1, finish_types),
 							   margs, NULL, false, 1);
 		if (ret != SPI_OK_SELECT)
 			elog(ERROR, "pgque_bgw: receive could not finish an empty batch: %s", SPI_result_code_string(ret));
@@ -416,4 +520,33 @@ pgque_receive(PG_FUNCTION_ARGS)
 	AtEOXact_GUC(true, guc_level);
 	SPI_finish();
 	return (Datum) 0;
+}
+
+/*
+ * pgque.receive(queue_name, consumer_name, max_return) -> setof pgque.message
+ */
+Datum
+pgque_receive(PG_FUNCTION_ARGS)
+{
+	return receive_parts(fcinfo, &plain_kind);
+}
+
+/*
+ * pgque.receive_partitioned(queue_name, consumer_name, slot, n, worker,
+ *                           max_return) -> setof pgque.message
+ */
+Datum
+pgque_receive_partitioned(PG_FUNCTION_ARGS)
+{
+	return receive_parts(fcinfo, &slot_kind);
+}
+
+/*
+ * pgque.receive_coop(queue, consumer, subconsumer, max_return,
+ *                    dead_interval) -> setof pgque.message
+ */
+Datum
+pgque_receive_coop(PG_FUNCTION_ARGS)
+{
+	return receive_parts(fcinfo, &coop_kind);
 }
