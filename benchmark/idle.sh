@@ -7,7 +7,7 @@
 #   - end-to-end latency at defaults, 100 ev/s, with 100 idle queues and
 #     1,000 slot subscriptions in the same database: p50 <= 5 ms, p99 <= 20 ms;
 #   - the growth curve: ticker + watchdog CPU against 10, 100, 1,000 queues
-#     (idle_cpu.dat, plotted by plot.sh's idle_plot).
+#     (idle_cpu.dat, plotted by plot.sh).
 
 # the pids of this database's workers whose backend_type matches $1 (a
 # LIKE pattern: 'pgque_bgw %' for all, 'pgque_bgw ticker', ...)
@@ -71,6 +71,10 @@ idle_measure() {
 	echo "idle_cpu_pct,pgque ticker+watchdog,$n,$tw_pct," >> "$RESULTS"
 	echo "idle_cpu_pct,pgque maintenance,$n,$m_pct," >> "$RESULTS"
 	echo "idle_ticks,pgque,$n,$ticks," >> "$RESULTS"
+	echo "idle_ticks_per_queue_max,pgque,$n,$maxq," >> "$RESULTS"
+	# one tick per idle period (60 s) per queue; a period that ends just
+	# inside the measured time may add one
+	echo "idle_ticks_allowed,pgque,$n,$((secs / 60 + 1))," >> "$RESULTS"
 	echo "$n $pct $tw_pct $m_pct" >> "$WORK/idle_cpu.dat"
 }
 

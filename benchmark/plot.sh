@@ -4,8 +4,48 @@
 #   <stamp>-partition.png  pgque shared buffers per event against N
 #   <stamp>-sustained.png  lag and event-table size over the sustained run
 #   <stamp>-idle.png       workers' CPU against the number of idle queues
+#   <stamp>-produce-payload.png  producer throughput against payload size
 #   <stamp>-drain-payload.png  drain throughput against payload size
 #   <stamp>-drain-fanout.png   drain throughput per consumer against fan-out
+
+# line_plot PNG DATA TITLE XLABEL YLABEL SETTINGS SERIES: a line chart of
+# DATA (nothing when it is empty); SERIES is gnuplot's plot list after the
+# file name, SETTINGS extra gnuplot commands
+line_plot() {
+	[ -s "$2" ] || return 0
+	gnuplot <<GP
+set terminal pngcairo size 900,520 font 'sans,11'
+set output '$1'
+set title '$3'
+set xlabel '$4'
+set ylabel '$5'
+set yrange [0:*]
+set key top left
+set grid
+$6
+plot '$2' $7
+GP
+}
+
+# payload_plot produce|drain PNG TITLE: events/s against payload size, a
+# line per system (the rows "<w>_payload <bytes>,<system>,...")
+payload_plot() {
+	local w=$1 systems series="" i=2 x
+	systems=$(awk -F, -v w="$w" '$1 ~ "^" w "_payload " {print $2}' "$RESULTS" | sort -u | paste -sd'|')
+	[ -n "$systems" ] || return 0
+	awk -F, -v w="$w" -v list="$systems" '
+		BEGIN {m = split(list, sys, "|")}
+		$1 ~ "^" w "_payload " {split($1, a, " "); v[a[2] "," $2] = $4; n[a[2]] = 1}
+		END {for (k in n) {line = k; for (i = 1; i <= m; i++) line = line " " (v[k "," sys[i]] == "" ? "?" : v[k "," sys[i]]); print line}}' \
+		"$RESULTS" | sort -n > "$WORK/${w}_payload.dat"
+	IFS='|' read -r -a systems <<<"$systems"
+	for x in "${systems[@]}"; do
+		series+="${series:+, '' }using 1:$i with linespoints lw 2 title '$x'"
+		i=$((i + 1))
+	done
+	line_plot "$2" "$WORK/${w}_payload.dat" "$3" 'payload (bytes, log scale)' 'events/s' \
+		'set logscale x; set datafile missing "?"' "$series"
+}
 
 make_plots() {
 	local stamp=$1 out=benchmark/results f name n plots=()
@@ -37,78 +77,32 @@ GP
 	awk -F, '$1 == "partition_buffers_per_event" {split($2, a, " N="); print a[2], a[1], $4}' "$RESULTS" |
 		awk '{v[$1 "," $2] = $3; n[$1] = 1} END {for (k in n) print k, v[k ",pk_bucketed"], v[k ",pk_filtered"]}' |
 		sort -n > "$WORK/partition.dat"
-	if [ -s "$WORK/partition.dat" ]; then
-		gnuplot <<GP
-set terminal pngcairo size 900,520 font 'sans,11'
-set output '$out/$stamp-partition.png'
-set title 'shared buffers touched in pgque relations per produced event, N slots read one after another'
-set xlabel 'N (slots)'
-set ylabel 'buffers per event'
-set logscale x 2
-set yrange [0:*]
-set xtics (1, 4, 16, 32)
-set key top left
-set grid
-plot '$WORK/partition.dat' using 1:2 with linespoints lw 2 title '32 partition buckets (pgque)', \
-     '' using 1:3 with linespoints lw 2 title 'no buckets: every slot scans and filters (PgQue design)'
-GP
-	fi
+	line_plot "$out/$stamp-partition.png" "$WORK/partition.dat" \
+		'shared buffers touched in pgque relations per produced event, N slots read one after another' \
+		'N (slots)' 'buffers per event' 'set logscale x 2; set xtics (1, 4, 16, 32)' \
+		"using 1:2 with linespoints lw 2 title '32 partition buckets (pgque)', \
+		 '' using 1:3 with linespoints lw 2 title 'no buckets: every slot scans and filters (PgQue design)'"
 
 	# idle queues: CPU of the workers against 10, 100, 1,000 queues
-	if [ -s "$WORK/idle_cpu.dat" ]; then
-		gnuplot <<GP
-set terminal pngcairo size 900,520 font 'sans,11'
-set output '$out/$stamp-idle.png'
-set title 'CPU of the workers with N idle queues in one database (/proc/<pid>/stat)'
-set xlabel 'idle queues (log scale)'
-set ylabel '% of one core'
-set logscale x
-set xtics (10, 100, 1000)
-set yrange [0:*]
-set key top left
-set grid
-plot '$WORK/idle_cpu.dat' using 1:3 with linespoints lw 2 title 'ticker + watchdog', \
-     '' using 1:4 with linespoints lw 2 title 'maintenance', \
-     '' using 1:2 with linespoints lw 2 title 'all workers'
-GP
-	fi
+	line_plot "$out/$stamp-idle.png" "$WORK/idle_cpu.dat" \
+		'CPU of the workers with N idle queues in one database (/proc/<pid>/stat)' \
+		'idle queues (log scale)' '% of one core' 'set logscale x; set xtics (10, 100, 1000)' \
+		"using 1:3 with linespoints lw 2 title 'ticker + watchdog', \
+		 '' using 1:4 with linespoints lw 2 title 'maintenance', \
+		 '' using 1:2 with linespoints lw 2 title 'all workers'"
 
-	# drain against payload size: events/s per system
-	awk -F, '$1 ~ /^drain_payload / {split($1, a, " "); v[a[2] "," $2] = $4; n[a[2]] = 1}
-		END {for (k in n) print k, v[k ",pgque receive/ack"], v[k ",PgQ next/get/finish"]}' "$RESULTS" |
-		sort -n > "$WORK/drain_payload.dat"
-	if [ -s "$WORK/drain_payload.dat" ]; then
-		gnuplot <<GP
-set terminal pngcairo size 900,520 font 'sans,11'
-set output '$out/$stamp-drain-payload.png'
-set title 'consumer drain against payload size (one consumer, 1,000 events per receive)'
-set xlabel 'payload (bytes, log scale)'
-set ylabel 'events/s'
-set logscale x
-set yrange [0:*]
-set key top right
-set grid
-plot '$WORK/drain_payload.dat' using 1:2 with linespoints lw 2 title 'pgque receive/ack', \
-     '' using 1:3 with linespoints lw 2 title 'PgQ next/get/finish'
-GP
-	fi
+	# producer and drain against payload size: events/s per system
+	payload_plot produce "$out/$stamp-produce-payload.png" \
+		'producer against payload size (1 event per transaction, 1 client)'
+	payload_plot drain "$out/$stamp-drain-payload.png" \
+		'consumer drain against payload size (one consumer, 1,000 events per receive)'
 
 	# drain against fan-out: deliveries/s
 	awk -F, '$1 ~ /^drain_fanout / {split($1, a, " "); print a[2], $4}' "$RESULTS" | sort -n > "$WORK/drain_fanout.dat"
-	if [ -s "$WORK/drain_fanout.dat" ]; then
-		gnuplot <<GP
-set terminal pngcairo size 900,520 font 'sans,11'
-set output '$out/$stamp-drain-fanout.png'
-set title 'consumer drain against fan-out: consumers of one queue, each draining the backlog'
-set xlabel 'consumers (log scale)'
-set ylabel 'events/s per delivery'
-set logscale x
-set yrange [0:*]
-set key off
-set grid
-plot '$WORK/drain_fanout.dat' using 1:2 with linespoints lw 2
-GP
-	fi
+	line_plot "$out/$stamp-drain-fanout.png" "$WORK/drain_fanout.dat" \
+		'consumer drain against fan-out: consumers of one queue, each draining the backlog' \
+		'consumers (log scale)' 'events/s per delivery' 'set logscale x; set key off' \
+		"using 1:2 with linespoints lw 2"
 
 	if [ -s "$WORK/sustained.csv" ]; then
 		cp "$WORK/sustained.csv" "$out/$stamp-sustained.csv"

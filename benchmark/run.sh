@@ -5,7 +5,7 @@
 # Prints one table and writes benchmark/results/<timestamp>.csv.
 #
 # Workloads: producer (1 event per transaction, 1 and 2 clients; 100 events
-# per transaction), consumer drain of a backlog, end-to-end latency against
+# per transaction; payloads of 100 B, 1 kB, 10 kB), consumer drain of a backlog, end-to-end latency against
 # PgQ with pgqd (benchmark/latency.sh), partition keys (buffers per
 # event at N = 1..32, slot-worker throughput; benchmark/partition.sh), lease
 # WAL, sustained mixed load with a stopped slot worker
@@ -14,7 +14,8 @@
 # (benchmark/proxy.sh), failure policy pause against skip and the cost of
 # blocked keys (benchmark/pause.sh), what idle queues cost the workers and
 # the latency beside 100 idle queues and 1,000 slot subscriptions
-# (benchmark/idle.sh), WAL bytes and dead tuples per event.
+# (benchmark/idle.sh), WAL bytes and dead tuples per event; then the targets
+# of issue #15, each met or not (benchmark/targets.sh).
 # ONLY=name,... runs a subset
 # (producer, drain, drain_payload, drain_fanout, partition, lease, latency,
 # sustained, coop, proxy, pause, idle).
@@ -27,6 +28,7 @@ if [ "$QUICK" = 1 ]; then DUR=3; BACKLOG=100000; JOBS=20000; PK_EVENTS=50000
 else DUR=30; BACKLOG=1000000; JOBS=100000; PK_EVENTS=500000; fi
 # BENCH_DUR=s: seconds per pgbench workload (a shorter look on a shared machine)
 DUR=${BENCH_DUR:-$DUR}
+PAY_DUR=$(( DUR / 3 > 0 ? DUR / 3 : 1 ))
 LAT_SECS=$([ "$QUICK" = 1 ] && echo 4 || echo 60)
 ONLY=${ONLY:-producer,drain,drain_payload,drain_fanout,partition,lease,latency,sustained,coop,proxy,pause,idle}
 PAUSE_EVENTS=$([ "$QUICK" = 1 ] && echo 20000 || echo 100000)
@@ -41,6 +43,7 @@ want() { [[ ",$ONLY," == *",$1,"* ]]; }
 . benchmark/pause.sh
 . benchmark/idle.sh
 . benchmark/plot.sh
+. benchmark/targets.sh
 PORT=${PGQUE_BENCH_PORT:-56700}
 
 # PGQUE_BENCH_NO_INSTALL=1: use the server of PG_CONFIG as it is (a private
@@ -126,24 +129,16 @@ done
 echo "== producer, 100 events per transaction"
 bench produce_100 "plain multi-row INSERT" 1 100 "insert into plain (typ, data) select 'default', 'payload-abcdefghij' from generate_series(1, 100);"
 bench produce_100 "pgque send_batch" 1 100 "select pgque.send_batch('bench', 'default', array_fill('payload-abcdefghij'::text, array[100]));"
-# the targets of issue #15, as ratios of this run's figures (also in the CSV)
-ratio() {
-	local what=$1 target=$2 num=$3 den=$4 clients=$5 wl=${6:-produce_1} line
-	line=$(awk -F, -v w="$wl" -v n="$num" -v d="$den" -v c="$clients" -v t="$target" -v what="$what" '
-		$1 == w && $3 == c && $2 == n {a = $4} $1 == w && $3 == c && $2 == d {b = $4}
-		END {if (b > 0) printf "%s|%.2f|%s", what, a / b, (a / b >= t ? "met" : "not met")}' "$RESULTS")
-	[ -n "$line" ] || return 0
-	IFS='|' read -r what r met <<<"$line"
-	printf '%-48s %2s clients %6sx (target >= %sx: %s)\n' "$what" "$clients" "$r" "$target" "$met"
-	echo "ratio,$what (target $target: $met),$clients,$r," >> "$RESULTS"
-}
-echo "== producer targets (issue #15)"
-for c in 1 2; do
-	ratio "send / plain INSERT" 0.8 "pgque send" "plain INSERT" $c
-	ratio "send keyed / send" 0.9 "pgque send keyed" "pgque send" $c
-	ratio "send keyed 32 buckets / send" 0.9 "pgque send keyed 32 buckets" "pgque send" $c
+
+# producer against payload size: one event per transaction, 1 client, the
+# same random (incompressible) payload each time; 10 kB is stored out of line
+echo "== producer against payload size ($PAY_DUR s each)"
+for size in 100 1000 10000; do
+	payload=$(head -c "$size" /dev/urandom | base64 -w0 | head -c "$size")
+	DUR=$PAY_DUR bench "produce_payload $size" "plain INSERT" 1 1 "insert into plain (typ, data) values ('default', '$payload');"
+	DUR=$PAY_DUR bench "produce_payload $size" "pgque send" 1 1 "select pgque.send('bench', '$payload');"
+	pgq && DUR=$PAY_DUR bench "produce_payload $size" "PgQ insert_event" 1 1 "select pgq.insert_event('bench', 'default', '$payload');"
 done
-ratio "send_batch of 100 / multi-row INSERT" 0.8 "pgque send_batch" "plain multi-row INSERT" 1 produce_100
 fi
 
 if want drain; then
@@ -301,9 +296,8 @@ if want proxy; then
 fi
 
 if want sustained; then
-	# about half of what one keyed producer managed alone in this run
-	cap=$(awk -F, '$1 == "produce_1" && $2 == "pgque send keyed 32 buckets" && $3 == 1 {print $4}' "$RESULTS")
-	rate=$(( ${cap:-4000} / 2 ))
+	# issue #15's rate: 5,000 keyed events/s (SUSTAINED_RATE to ask another)
+	rate=${SUSTAINED_RATE:-5000}
 	if [ "$QUICK" = 1 ]; then
 		echo "== sustained mixed load: $rate ev/s for 30 s, 8 slot workers, slot 3 stopped from 5 s for 12 s"
 		sustained_workload 30 5 12 "$rate" 2 '6 seconds'
@@ -319,12 +313,16 @@ sleep 1
 "${PSQL[@]}" -c "select 'pgque event tables: ' || coalesce(sum(n_dead_tup), 0) || ' dead tuples' from pg_stat_user_tables where schemaname = 'pgque' and relname ~ '^event_[0-9]+_[0-9]$'"
 "${PSQL[@]}" -c "select 'SKIP LOCKED jobs table: ' || n_dead_tup || ' dead tuples' from pg_stat_user_tables where relname = 'jobs'"
 
+echo "== targets of issue #15 in this run"
+targets_report
+
 echo "== settings"
 for s in "${SETTINGS[@]}"; do echo "  $s"; done
 echo "  machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(as_pg postgres --version)"
 mkdir -p benchmark/results
 stamp="$(date -u +%Y%m%dT%H%M%SZ)$( [ "$QUICK" = 1 ] && echo -quick || true)"
 cp "$RESULTS" "benchmark/results/$stamp.csv"
+cp "$WORK/targets.md" "benchmark/results/$stamp-targets.md"
 make_plots "$stamp"
 echo "== results: $(ls benchmark/results/$stamp* | tr '\n' ' ')"
 
