@@ -282,7 +282,7 @@ begin
 end $$;
 
 -- receive_partitioned: only this slot's events, in ev_id order, read in C
--- as the plain receive (src/receive.c, ADR 0033).  It locks no
+-- as the plain receive (src/receive.c, ADR 0034).  It locks no
 -- subscription row: a takeover never waits for the previous owner.
 create function pgque.receive_partitioned(queue_name text, consumer_name text, slot int4, n int4,
                                           worker text, max_return int4 default 100)

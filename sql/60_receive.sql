@@ -6,7 +6,7 @@
 -- under a new batch id, so nothing past max_return is skipped.  Empty
 -- windows are finished here and the next one is tried.  The loop, the
 -- window read and where a part ends are in C for every kind of consumer
--- (src/receive.c, ADR 0033): plain (receive), partition slot
+-- (src/receive.c, ADR 0033, 0034): plain (receive), partition slot
 -- (receive_partitioned, its batch in the lease epoch's row of
 -- pgque.slot_batch, ADR 0023) and cooperative member (receive_coop); the
 -- per-call steps are the kinds' _*_receive_open functions.

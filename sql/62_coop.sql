@@ -355,13 +355,10 @@ begin
     return w;
 end $$;
 
--- receive_coop: the member's batch (its open window, a taken-over one, or
--- the next free window), up to max_return events.  A window with more is
--- handed out in parts (ack keeps the rest open under a new batch id);
--- empty windows are finished here and the next one taken.
 -- The per-call steps of receive_coop: the argument checks (on the first
 -- try), the member's group (registered on first use), then the member's
--- window: the one it holds, a dead member's, or a new one (NULL: none).
+-- batch: its open window, a dead member's, or the next free window (NULL:
+-- none).
 create function pgque._coop_receive_open(i_queue text, i_consumer text, i_subconsumer text,
                                          i_max_return int4, i_dead interval, i_check bool)
 returns bigint language plpgsql as $$
@@ -382,8 +379,10 @@ begin
     return w.cw_batch;
 end $$;
 
--- receive_coop: the member's window, read in C as the plain receive
--- (src/receive.c, ADR 0033).
+-- receive_coop: up to max_return events of the member's batch, read in C
+-- as the plain receive (src/receive.c, ADR 0034).  A window with more is
+-- handed out in parts (ack keeps the rest open under a new batch id);
+-- empty windows are finished and the next one taken.
 create function pgque.receive_coop(i_queue text, i_consumer text, i_subconsumer text,
                                    i_max_return int4 default 100, i_dead_interval interval default null)
 returns setof pgque.message language c volatile security definer
