@@ -423,22 +423,31 @@ declare
     g  record;
 begin
     for g in
-        select qq as q, x.n, x.slots, x.subs, x.snaps, x.lo_tick, x.lo_snap,
+        select qq as q, x.n, x.slots, x.subs, x.snaps, x.lo_tick, x.lo_snap, x.gone,
                lt.tick_id as hi_tick, lt.tick_snapshot as hi_snap
           from (select pc.queue_id, pc.n,
-                       pg_catalog.array_agg(pc.slot order by pc.slot) as slots,
-                       pg_catalog.array_agg(s.sub_id order by pc.slot) as subs,
-                       pg_catalog.array_agg(t1.tick_snapshot order by pc.slot) as snaps,
+                       pg_catalog.array_agg(pc.slot order by pc.slot) filter (where t1.tick_id is not null) as slots,
+                       pg_catalog.array_agg(s.sub_id order by pc.slot) filter (where t1.tick_id is not null) as subs,
+                       pg_catalog.array_agg(t1.tick_snapshot order by pc.slot) filter (where t1.tick_id is not null) as snaps,
                        pg_catalog.min(t1.tick_id) as lo_tick,
-                       (pg_catalog.array_agg(t1.tick_snapshot order by t1.tick_id))[1] as lo_snap
+                       (pg_catalog.array_agg(t1.tick_snapshot order by t1.tick_id)
+                          filter (where t1.tick_id is not null))[1] as lo_snap,
+                       -- slots whose cursor tick is gone
+                       pg_catalog.array_agg(s.sub_id) filter (where t1.tick_id is null) as gone
                   from pgque._slot_list() pc
                   join pgque.subscription s on s.sub_queue = pc.queue_id and s.sub_consumer = pc.co_id
-                  join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = pgque._slot_cursor(s)
+                  left join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = pgque._slot_cursor(s)
                  group by pc.queue_id, pc.consumer, pc.n) x
           join pgque.queue qq on qq.queue_id = x.queue_id
           join lateral (select t.tick_id, t.tick_snapshot from pgque.tick t where t.tick_queue = x.queue_id
                          order by t.tick_id desc limit 1) lt on true
     loop
+        if g.gone is not null then
+            return query select u, null::bigint from pg_catalog.unnest(g.gone) u;
+        end if;
+        if g.subs is null then
+            continue;
+        end if;
         if g.lo_tick >= g.hi_tick then
             -- every slot is at the latest tick: nothing pending, nothing read
             return query select u, 0::bigint from pg_catalog.unnest(g.subs) u;
@@ -460,13 +469,6 @@ begin
               g.slots, g.subs, g.snaps, array(select pg_catalog.pg_snapshot_xip(g.lo_snap)),
               g.hi_snap, g.n;
     end loop;
-    -- slots whose cursor tick is gone
-    return query
-    select s.sub_id, null::bigint
-      from pgque._slot_list() pc
-      join pgque.subscription s on s.sub_queue = pc.queue_id and s.sub_consumer = pc.co_id
-     where not exists (select 1 from pgque.tick t1 where t1.tick_queue = s.sub_queue
-                                                      and t1.tick_id = pgque._slot_cursor(s));
 end $$;
 
 -- One row per slot of every partitioned consumer, leased or not.  Without

@@ -246,8 +246,8 @@ cache_grow(WindowCache *c)
  * caller formed it in c->cxt.  false when the cache is full (then it does
  * not run to the window's end; tup is not kept).
  */
-bool
-pgque_window_cache_add(WindowCache *c, HeapTuple tup, int64 ev_id, bool copy)
+static bool
+cache_add(WindowCache *c, HeapTuple tup, int64 ev_id, bool copy)
 {
 	MemoryContext old;
 
@@ -510,7 +510,7 @@ cache_fill(const char *source, Datum *args, char *nulls, bool complete)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[r];
 
-		if (!pgque_window_cache_add(&wcache, tup,
+		if (!cache_add(&wcache, tup,
 									DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &null)),
 									true))
 		{

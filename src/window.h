@@ -71,7 +71,6 @@ typedef struct WindowCache
 
 extern bool pgque_window_cache_matches(WindowCache *c, const char *source, Datum *args, char *nulls);
 extern void pgque_window_cache_reset(WindowCache *c, const char *source, Datum *args, char *nulls);
-extern bool pgque_window_cache_add(WindowCache *c, HeapTuple tup, int64 ev_id, bool copy);
 extern int	pgque_window_cache_start(WindowCache *c, Datum *args, char *nulls);
 
 /*

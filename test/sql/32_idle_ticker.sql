@@ -66,3 +66,19 @@ select q.queue_name, k, p.pending,
  order by 1, 2;
 select queue_name, sum(pending_events) as pending
   from pgque.partition_slot_status where queue_name in ('it_pk', 'it_bk') group by 1 order by 1;
+-- slots whose cursor tick is gone (a restore cut short, ADR 0022): their
+-- counts are NULL (unknown), the others' stay, in the same one read
+begin;
+delete from pgque.tick t
+ using pgque.subscription s, pgque.consumer c, pgque.queue q
+ where q.queue_name = 'it_pk' and s.sub_queue = q.queue_id
+   and c.co_name = pgque._slot_name('w', 3, 4) and s.sub_consumer = c.co_id
+   and t.tick_queue = s.sub_queue and t.tick_id = pgque._slot_cursor(s);
+select k, p.pending
+  from pgque.queue q, generate_series(0, 3) k
+  join pgque.consumer c on c.co_name = pgque._slot_name('w', k, 4)
+  join pgque.subscription s on s.sub_consumer = c.co_id
+  join pgque._slot_pending_all() p on p.sub_id = s.sub_id
+ where q.queue_name = 'it_pk' and s.sub_queue = q.queue_id
+ order by k;
+rollback;
