@@ -46,8 +46,10 @@ idle_queues_to() {
 idle_measure() {
 	local n=$1 secs=$2 pids tw tm tt t0 w0 m0 k0 t1 w1 m1 k1 hz pct tw_pct m_pct t_pct ticks maxq since
 	idle_queues_to "$n"
-	# settle: the first pass after a change visits every queue
-	sleep 5
+	# settle: the first passes after queues are created visit each new one
+	# (maintenance sets up its tables, the watchdog reads its sequences);
+	# two maintenance and watchdog intervals (10 s each) in the full run
+	sleep $([ "$QUICK" = 1 ] && echo 5 || echo 25)
 	pids=$(idle_worker_pids 'pgque_bgw %')
 	tw=$(idle_worker_pids 'pgque_bgw ticker'; idle_worker_pids 'pgque_bgw watchdog')
 	tm=$(idle_worker_pids 'pgque_bgw maintenance')
@@ -80,6 +82,12 @@ idle_measure() {
 
 idle_workload() {
 	local secs=$1 n
+	# a database of its own: the other workloads leave queues, slots and
+	# blocked keys behind that the workers of their database keep visiting
+	"${PSQL[@]}" -c "create database pgque_idle" >/dev/null
+	local BENCH_DB=pgque_idle
+	"${PSQL[@]}" -c "create extension pgque_bgw" >/dev/null
+	pgq && "${PSQL[@]}" -c "create extension pgq" >/dev/null
 	: > "$WORK/idle_cpu.dat"
 	workers_on ticker
 	for n in 10 100 1000; do

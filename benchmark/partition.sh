@@ -10,7 +10,9 @@
 # event, from pg_statio: all of schema pgque (events, subscriptions, ticks,
 # with their indexes), and the event relations alone.  System catalogs are
 # left out: they measure backend start-up, not the queue.  Then throughput: N = 16 slot workers in parallel against one plain
-# consumer.
+# consumer, each connected and warmed up first on a queue of its own (as a
+# long-running worker is), the 16 started together and timed in the server
+# from the first start to the last end.
 
 partition_workload() {
 	local events=$1 q n t0 t1 blks ev_blks eps
@@ -26,6 +28,15 @@ select pgque.subscribe_slot(q, 'n' || n, s, n)
 select pgque.subscribe_slot(q, 'tp16', s, 16)
   from unnest(array['pk_bucketed', 'pk_filtered']) q, generate_series(0, 15) s;
 select pgque.subscribe(q, 'plain') from unnest(array['pk_bucketed', 'pk_filtered']) q;
+-- the warm-up queues of the throughput runs: the same layout, 3,200 events
+select pgque.create_queue(q || '_warm'), pgque.set_queue_config(q || '_warm', 'partition_buckets', b)
+  from (values ('pk_bucketed', '32'), ('pk_filtered', '0')) v(q, b);
+select pgque.subscribe_slot(q, 'tp16', s, 16) from unnest(array['pk_bucketed_warm', 'pk_filtered_warm']) q, generate_series(0, 15) s;
+select pgque.subscribe(q, 'plain') from unnest(array['pk_bucketed_warm', 'pk_filtered_warm']) q;
+select count(pgque.send_batch(q, 'default', array_fill('payload-abcdefghij'::text, array[3200]),
+                              array(select 'tenant-' || g from generate_series(1, 3200) g)))
+  from unnest(array['pk_bucketed_warm', 'pk_filtered_warm']) q;
+select pgque.force_tick(q), pgque.ticker(q) from unnest(array['pk_bucketed_warm', 'pk_filtered_warm']) q;
 
 -- the same keyed events to both queues, ticking every 1,000
 create procedure bench_produce_keyed(i_events int) language plpgsql as $$
@@ -71,6 +82,40 @@ begin
     end loop;
 end $$;
 
+-- a worker as a service runs it: connected and warm (its first calls
+-- compile the functions and make the plans, on a queue of its own: <q>_warm),
+-- then started with the others (bench_go), timed inside the server
+create table bench_go (go bool);
+create table bench_run (worker int, t_start timestamptz, t_end timestamptz, got bigint);
+create procedure bench_slot_worker(q text, c text, n int, s int)
+language plpgsql as $$
+declare
+    t0 timestamptz;
+    n_got bigint;
+begin
+    call bench_drain_slots(q || '_warm', c, n, s, s, n_got);
+    insert into bench_run (worker) values (s);
+    commit;
+    loop
+        exit when exists (select from bench_go);
+        perform pg_sleep(0.002);
+    end loop;
+    t0 := clock_timestamp();
+    call bench_drain_slots(q, c, n, s, s, n_got);
+    update bench_run set t_start = t0, t_end = clock_timestamp(), got = n_got where worker = s;
+end $$;
+create procedure bench_plain_worker(q text)
+language plpgsql as $$
+declare
+    t0 timestamptz;
+    n_got bigint;
+begin
+    call bench_drain_plain(q || '_warm', 'plain', n_got);
+    t0 := clock_timestamp();
+    call bench_drain_plain(q, 'plain', n_got);
+    insert into bench_run values (-1, t0, clock_timestamp(), n_got);
+end $$;
+
 create procedure bench_drain_plain(q text, c text, inout got bigint default 0)
 language plpgsql as $$
 declare
@@ -108,23 +153,28 @@ SQL
 		done
 	done
 
-	echo "-- consumer throughput: 16 slot workers in parallel vs one plain consumer"
+	echo "-- consumer throughput: 16 slot workers in parallel vs one plain consumer (each warm, timed in the server)"
 	for q in pk_bucketed pk_filtered; do
-		t0=$(date +%s.%N)
-		"${PSQL[@]}" -c "call bench_drain_plain('$q', 'plain')" >/dev/null
-		t1=$(date +%s.%N)
-		eps=$(awk -v n="$events" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n / (b - a)}')
+		"${PSQL[@]}" -c "truncate bench_go, bench_run" >/dev/null
+		"${PSQL[@]}" -c "call bench_plain_worker('$q')" >/dev/null
+		eps=$("${PSQL[@]}" -c "select round(got / extract(epoch from t_end - t_start)) from bench_run where worker = -1")
 		printf '%-34s %-22s %2s client  %10s ev/s\n' partition_throughput "$q plain" 1 "$eps"
 		echo "partition_throughput,$q plain,1,$eps," >> "$RESULTS"
 
-		t0=$(date +%s.%N)
+		"${PSQL[@]}" -c "truncate bench_go, bench_run" >/dev/null
 		for s in $(seq 0 15); do
-			"${PSQL[@]}" -c "call bench_drain_slots('$q', 'tp16', 16, $s, $s)" >/dev/null &
+			"${PSQL[@]}" -c "call bench_slot_worker('$q', 'tp16', 16, $s)" >/dev/null &
 		done
+		# all 16 connected and warm (or 2 minutes), then go
+		for _ in $(seq 1 1200); do
+			[ "$("${PSQL[@]}" -c "select count(*) from bench_run")" -ge 16 ] && break
+			sleep 0.1
+		done
+		"${PSQL[@]}" -c "insert into bench_go values (true)" >/dev/null
 		wait
-		t1=$(date +%s.%N)
-		eps=$(awk -v n="$events" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n / (b - a)}')
-		printf '%-34s %-22s %2s clients %10s ev/s\n' partition_throughput "$q 16 slot workers" 16 "$eps"
+		read -r eps got < <("${PSQL[@]}" -F ' ' -c "
+			select round(sum(got) / extract(epoch from max(t_end) - min(t_start))), sum(got) from bench_run")
+		printf '%-34s %-22s %2s clients %10s ev/s (%s events)\n' partition_throughput "$q 16 slot workers" 16 "$eps" "$got"
 		echo "partition_throughput,$q N=16,16,$eps," >> "$RESULTS"
 	done
 }

@@ -59,7 +59,10 @@ trap 'stop_pgqd; stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
 SETTINGS=("fsync = off" "synchronous_commit = off" "shared_buffers = '512MB'" "max_wal_size = '4GB'"
           "checkpoint_timeout = '30min'" "pgque_bgw.enabled = off" "autovacuum = on")
 start_cluster "$WORK" "$PORT" "${SETTINGS[@]}"
-PSQL=(as_pg psql -X -q -A -t -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1)
+# psql into the bench database: BENCH_DB (a workload may set it for itself,
+# as idle does), postgres by default
+bench_psql() { as_pg psql -X -q -A -t -h "$WORK" -p "$PORT" -d "${BENCH_DB:-postgres}" -v ON_ERROR_STOP=1 "$@"; }
+PSQL=(bench_psql)
 "${PSQL[@]}" >/dev/null <<'SQL'
 create extension pgque_bgw;
 select pgque.create_queue('bench');
