@@ -14,7 +14,7 @@
 line_plot() {
 	[ -s "$2" ] || return 0
 	gnuplot <<GP
-set terminal pngcairo size 900,520 font 'sans,11'
+set terminal pngcairo size 900,520 font 'sans,11' noenhanced
 set output '$1'
 set title '$3'
 set xlabel '$4'
@@ -44,7 +44,7 @@ payload_plot() {
 		i=$((i + 1))
 	done
 	line_plot "$2" "$WORK/${w}_payload.dat" "$3" 'payload (bytes, log scale)' 'events/s' \
-		'set logscale x; set datafile missing "?"' "$series"
+		'set logscale x; set datafile missing "?"; set key bottom left' "$series"
 }
 
 make_plots() {
@@ -61,7 +61,7 @@ make_plots() {
 	done
 	if [ ${#plots[@]} -gt 0 ]; then
 		gnuplot <<GP
-set terminal pngcairo size 900,520 font 'sans,11'
+set terminal pngcairo size 900,520 font 'sans,11' noenhanced
 set output '$out/$stamp-latency.png'
 set title 'send -> in the consumer''s hands, 100 events/s, each system at its defaults'
 set xlabel 'latency (ms, log scale)'
@@ -107,7 +107,7 @@ GP
 	if [ -s "$WORK/sustained.csv" ]; then
 		cp "$WORK/sustained.csv" "$out/$stamp-sustained.csv"
 		gnuplot <<GP
-set terminal pngcairo size 900,520 font 'sans,11'
+set terminal pngcairo size 900,520 font 'sans,11' noenhanced
 set output '$out/$stamp-sustained.png'
 set title 'sustained load, 8 slot workers, slot 3 stopped and restarted'
 set datafile separator ','
