@@ -92,7 +92,7 @@ latency_run() {
 	"${PSQL[@]}" -c "call lat_consume('$sys', '$ld', '$q', $((secs + 2)))" >/dev/null &
 	sleep 0.5
 	as_pg env PATH="$PGBIN:$PATH" pgbench -n -h "$WORK" -p "$PORT" -c 1 -j 1 -T "$secs" \
-		${rate:+--rate=$rate} -f "$WORK/lat.sql" "${BENCH_DB:-postgres}" >/dev/null 2>&1
+		${rate:+--rate=$rate} -f "$WORK/lat.sql" "$BENCH_DB" >/dev/null 2>&1
 	wait
 	row=$("${PSQL[@]}" -F ' ' -c "
 		select count(*), round(percentile_cont(0.5) within group (order by ms)::numeric, 1),

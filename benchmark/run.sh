@@ -61,7 +61,8 @@ SETTINGS=("fsync = off" "synchronous_commit = off" "shared_buffers = '512MB'" "m
 start_cluster "$WORK" "$PORT" "${SETTINGS[@]}"
 # psql into the bench database: BENCH_DB (a workload may set it for itself,
 # as idle does), postgres by default
-bench_psql() { as_pg psql -X -q -A -t -h "$WORK" -p "$PORT" -d "${BENCH_DB:-postgres}" -v ON_ERROR_STOP=1 "$@"; }
+BENCH_DB=postgres
+bench_psql() { as_pg psql -X -q -A -t -h "$WORK" -p "$PORT" -d "$BENCH_DB" -v ON_ERROR_STOP=1 "$@"; }
 PSQL=(bench_psql)
 "${PSQL[@]}" >/dev/null <<'SQL'
 create extension pgque_bgw;
@@ -104,7 +105,7 @@ bench() {
 	echo "$sql" | as_pg tee "$WORK/script.sql" >/dev/null
 	lsn0=$("${PSQL[@]}" -c "select pg_current_wal_lsn()")
 	out=$(as_pg env PATH="$PGBIN:$PATH" pgbench -n -M prepared -h "$WORK" -p "$PORT" -c "$clients" -j "$clients" \
-		-T "$DUR" -f "$WORK/script.sql" "${BENCH_DB:-postgres}" 2>&1)
+		-T "$DUR" -f "$WORK/script.sql" "$BENCH_DB" 2>&1)
 	lsn1=$("${PSQL[@]}" -c "select pg_current_wal_lsn()")
 	tps=$(echo "$out" | awk '/^tps/ {print $3}')
 	n=$(echo "$out" | awk '/number of transactions actually processed/ {print $6}' | cut -d/ -f1)

@@ -56,7 +56,7 @@ SQL
 	echo "\\set k random_zipfian(1, 2000, 1.1)
 select pgque.send('sus', 'default', 'payload-abcdefghij', 'tenant-' || :k);" | as_pg tee "$WORK/sus.sql" >/dev/null
 	as_pg env PATH="$PGBIN:$PATH" pgbench -n -M prepared -h "$WORK" -p "$PORT" -c 2 -j 2 -T "$secs" --rate="$rate" \
-		-f "$WORK/sus.sql" postgres >"$WORK/sus_pgbench.log" 2>&1 &
+		-f "$WORK/sus.sql" "$BENCH_DB" >"$WORK/sus_pgbench.log" 2>&1 &
 	pids+=($!)
 
 	echo "t_s,max_lag_s,pending_events,cur_table,dead_tuples,event_bytes,alerts_open,healthy_lag_s" > "$WORK/sustained.csv"
@@ -71,11 +71,17 @@ select pgque.send('sus', 'default', 'payload-abcdefghij', 'tenant-' || :k);" | a
 			touch "$WORK/sus_restarted"
 		fi
 		"${PSQL[@]}" -F ',' -c "
+			with m as materialized (
+			    -- one pass of pgque.metrics() per sample: it reads every
+			    -- queue and consumer, a second or two under this load
+			    select metric, labels->>'consumer' as consumer, value from pgque.metrics()
+			     where metric in ('pgque_consumer_lag_seconds', 'pgque_consumer_pending_events')
+			       and labels->>'queue' = 'sus')
 			select $t,
-			       coalesce((select round(max(value)::numeric, 1) from pgque.metrics()
-			                  where metric = 'pgque_consumer_lag_seconds' and labels->>'queue' = 'sus'), 0),
-			       coalesce((select sum(value)::bigint from pgque.metrics()
-			                  where metric = 'pgque_consumer_pending_events' and labels->>'queue' = 'sus'), 0),
+			       coalesce((select round(max(value)::numeric, 1) from m
+			                  where metric = 'pgque_consumer_lag_seconds'), 0),
+			       coalesce((select sum(value)::bigint from m
+			                  where metric = 'pgque_consumer_pending_events'), 0),
 			       (select queue_cur_table from pgque.queue where queue_name = 'sus'),
 			       (select coalesce(sum(n_dead_tup), 0) from pg_stat_user_tables
 			         where schemaname = 'pgque' and relname like 'event\_' || (select queue_id from pgque.queue where queue_name = 'sus') || '\_%'),
@@ -83,9 +89,8 @@ select pgque.send('sus', 'default', 'payload-abcdefghij', 'tenant-' || :k);" | a
 			         where c.relnamespace = 'pgque'::regnamespace and c.relkind = 'r'
 			           and c.relname like 'event\_' || (select queue_id from pgque.queue where queue_name = 'sus') || '\_%'),
 			       (select count(*) from pgque.alert where cleared_at is null),
-			       coalesce((select round(max(value)::numeric, 1) from pgque.metrics()
-			                  where metric = 'pgque_consumer_lag_seconds' and labels->>'queue' = 'sus'
-			                    and labels->>'consumer' <> 'w#3/8'), 0)" | tee -a "$WORK/sustained.csv" |
+			       coalesce((select round(max(value)::numeric, 1) from m
+			                  where metric = 'pgque_consumer_lag_seconds' and consumer <> 'w#3/8'), 0)" | tee -a "$WORK/sustained.csv" |
 			awk -F, '{printf "%6s %10s %10s %6s %6s %12s %7s %10s\n", $1, $2, $3, $4, $5, $6, $7, $8}'
 		sleep "$every"
 	done
