@@ -17,7 +17,7 @@ EXTVERSION := $(shell sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" pgque_b
 # The release this version upgrades from (ADR 0019).  Released scripts are
 # frozen in sql/released/; the upgrade from PREV_VERSION to EXTVERSION is
 # generated from the parts plus the hand-written steps in sql/upgrade/.
-PREV_VERSION = 0.1.0
+PREV_VERSION = 0.2.0
 
 MODULE_big = pgque_bgw
 OBJS       = src/pgque_bgw.o src/guc.o src/state.o src/wake.o src/worker.o \

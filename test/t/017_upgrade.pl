@@ -28,6 +28,12 @@ $node->start;
 
 my $new = $node->safe_psql('postgres',
     q{select default_version from pg_available_extensions where name = 'pgque_bgw'});
+# the release before it: the chain from 0.1.0 ends with the generated step
+my ($prev) = $node->safe_psql('postgres',
+    qq{select path from pg_extension_update_paths('pgque_bgw') where source = '0.1.0' and target = '$new'})
+    =~ /([0-9.]+)--\Q$new\E$/;
+ok(defined $prev, "an update path leads from 0.1.0 to $new")
+  or BAIL_OUT("no update path from 0.1.0 to $new");
 ok($node->safe_psql('postgres',
     q{select count(*) from pg_available_extension_versions where name = 'pgque_bgw' and version = '0.1.0'}) eq '1',
    "version 0.1.0 is installable beside $new");
@@ -164,7 +170,7 @@ $log_offset = -s $node->logfile;
 my ($ret, $out, $err) = $node->psql('up', 'alter extension pgque_bgw update');
 is($ret, 0, "ALTER EXTENSION pgque_bgw UPDATE from 0.1.0 to $new succeeds")
   or diag("$err\nA function whose signature, return type, argument names or defaults changed "
-        . "needs a DROP step in sql/upgrade/0.1.0--$new.pre.sql (ADR 0019)");
+        . "needs a DROP step in sql/upgrade/$prev--$new.pre.sql (ADR 0019)");
 is($node->safe_psql('up', q{select extversion || ' ' || pgque.version() from pg_extension where extname = 'pgque_bgw'}),
    "$new $new", 'the new version is installed and version() says so');
 $deadline = time + 30;
@@ -219,10 +225,10 @@ my @missing = grep { !$in_up{$_} } @{ $cat{fresh} };
 my @extra = grep { !$in_fresh{$_} } @{ $cat{up} };
 ok(@{ $cat{fresh} } > 500, 'the catalog listing covers the install (' . scalar(@{ $cat{fresh} }) . ' lines)');
 is(scalar(@missing), 0, 'nothing of a fresh install is missing or different after the upgrade')
-  or diag("in a fresh $new install only (add it to the upgrade: a step in sql/upgrade/0.1.0--$new.pre.sql, "
+  or diag("in a fresh $new install only (add it to the upgrade: a step in sql/upgrade/$prev--$new.pre.sql, "
         . "or a part that is not replayed):\n  " . join("\n  ", @missing));
 is(scalar(@extra), 0, 'the upgrade leaves nothing a fresh install does not have')
-  or diag("after the upgrade only (drop or change it in sql/upgrade/0.1.0--$new.pre.sql):\n  "
+  or diag("after the upgrade only (drop or change it in sql/upgrade/$prev--$new.pre.sql):\n  "
         . join("\n  ", @extra));
 
 # the same by pg_dump: --binary-upgrade is the mode that writes extension

@@ -1,0 +1,6 @@
+-- 0.2.0 -> 0.3.0, hand-written steps: what "create or replace" of the
+-- parts cannot do (ADR 0019).  Runs before every function of 0.3.0 is
+-- replayed, so the functions find the columns and tables they use.  Each
+-- step leaves the object exactly as a fresh 0.3.0 install makes it
+-- (test/t/017_upgrade.pl compares them).  The released scripts of 0.1.0,
+-- 0.2.0 and the 0.1.0 -> 0.2.0 step are frozen in sql/released/.
