@@ -150,17 +150,41 @@ if [ "$(id -u)" -eq 0 ] && [ -z "${PGQUE_SKIP_TAP:-}" ] && ls test/t/*${PGQUE_TA
 		echo "mounting a tmpfs at $TMPFS failed"
 	fi
 fi
-for t in test/t/*${PGQUE_TAP_ONLY:-}*.pl; do
-	[ -n "${PGQUE_SKIP_TAP:-}" ] && break
-	name=$(basename "$t")
-	t0=$SECONDS
+# tap_one NAME: run one TAP file; its log and exit status go to $WORK
+tap_one() {
+	local name=$1 t0=$SECONDS
 	as_pg mkdir -p "$WORK/tap/$name"
-	# TESTDIR for PostgreSQL 15-16, TESTDATADIR/TESTLOGDIR for 17 on
+	# TESTDIR for PostgreSQL 15-16, TESTDATADIR/TESTLOGDIR for 17 on;
+	# one port lock directory for every lane (PostgreSQL::Test::Cluster)
 	as_pg env TESTDIR="$WORK/tap/$name" PG_REGRESS="$PGXS_TEST/regress/pg_regress" \
 		TESTDATADIR="$WORK/tap/$name/tmp_check" TESTLOGDIR="$WORK/tap/$name/tmp_check/log" \
+		PG_TEST_PORT_DIR="$WORK/portlock" \
 		PGQUE_SRC="$T" PGQUE_TMPFS="$TMPFS" PGQUE_AS_ROOT="$([ "$(id -u)" -eq 0 ] && echo 1)" \
 		prove -I "$PGXS_TEST/perl" -I "$T/t" -v "$T/t/$name" >"$WORK/tap_$name.log" 2>&1
-	rc=$?
+	echo "$? $((SECONDS - t0))" >"$WORK/tap_$name.rc"
+}
+
+# The TAP files run in PGQUE_TAP_LANES lanes (default 3): most of their
+# time is spent waiting for workers' intervals, leases and timeouts, not
+# on the CPU.  The files with the higher numbers are the longer ones, so
+# they start first; the results are tallied in name order below.
+tap_files=$(cd test/t && ls *${PGQUE_TAP_ONLY:-}*.pl | sort -r)
+[ -n "${PGQUE_SKIP_TAP:-}" ] && tap_files=
+as_pg mkdir -p "$WORK/portlock"
+lanes=${PGQUE_TAP_LANES:-3}
+running=0
+for name in $tap_files; do
+	if [ "$running" -ge "$lanes" ]; then
+		wait -n
+		running=$((running - 1))
+	fi
+	tap_one "$name" &
+	running=$((running + 1))
+done
+wait
+
+for name in $(echo "$tap_files" | sort); do
+	read -r rc secs <"$WORK/tap_$name.rc" 2>/dev/null || { rc=1; secs=0; }
 	ok=$(grep -cE '^ok [0-9]+' "$WORK/tap_$name.log")
 	skip=$(grep -cE '^ok [0-9]+.*# [Ss][Kk][Ii][Pp]' "$WORK/tap_$name.log")
 	bad=$(grep -cE '^not ok [0-9]+' "$WORK/tap_$name.log")
@@ -169,17 +193,18 @@ for t in test/t/*${PGQUE_TAP_ONLY:-}*.pl; do
 	if [ "$rc" -ne 0 ] || [ "$bad" -ne 0 ] || [ "$skip" -ne 0 ]; then
 		[ "$bad" -eq 0 ] && [ "$skip" -eq 0 ] && failed=$((failed + 1))
 		failures+=("$name")
-		echo "$name ... FAILED ($ok ok, $bad not ok, $skip skipped, $((SECONDS - t0)) s)"
+		echo "$name ... FAILED ($ok ok, $bad not ok, $skip skipped, $secs s)"
 		cat "$WORK/tap_$name.log"
 		ls "$WORK/tap/$name/tmp_check/log/" 2>/dev/null | while read -r f; do
 			echo "---- $f (tail)"; tail -n 40 "$WORK/tap/$name/tmp_check/log/$f"
 		done
 	else
-		echo "$name ... ok ($ok assertions, $((SECONDS - t0)) s)"
+		echo "$name ... ok ($ok assertions, $secs s)"
 		# figures the tests print (diag lines marked "figure:")
 		grep -E '^# figure:' "$WORK/tap_$name.log" | sed 's/^# /    /'
 	fi
 done
+echo "== TAP done (at ${SECONDS} s, $lanes lanes)"
 
 [ -n "$TMPFS" ] && umount "$TMPFS" 2>/dev/null
 [ ${#failures[@]} -gt 0 ] && echo "failing: ${failures[*]} (work files in $WORK)"
