@@ -1,5 +1,10 @@
 -- Producer idempotency (SPEC §4): send_idem appends once per (queue,
--- idem_key) per TTL window.  A claim row and the event are written in the
+-- sending role, idem_key) per TTL window.  The key space is the sending
+-- role's (pgque._caller(), the session's role whatever SECURITY DEFINER
+-- frames lie between): another application's writer, a different role,
+-- cannot answer "deduped" to a key it chose first and so drop the victim's
+-- event (security issue #25 item 10).  Writers that must share keys use one
+-- role.  A claim row and the event are written in the
 -- same transaction, so a rolled-back send leaves the key free; concurrent
 -- duplicates meet on the primary key and exactly one appends.  No advisory
 -- lock, no subtransaction.  Expired claims are reaped by maintenance.
@@ -9,7 +14,10 @@ create table pgque.idem (
     idem_key    text not null,
     event_id    bigint not null,
     expires_at  timestamptz not null,
-    primary key (queue_id, idem_key)
+    -- the sending role; 0 ('-') for a claim made before 0.3.0, which had
+    -- no owner: every role still matches it until it expires
+    idem_role   regrole not null,
+    primary key (queue_id, idem_role, idem_key)
 );
 create index idem_expires_idx on pgque.idem (expires_at);
 select pg_catalog.pg_extension_config_dump('pgque.idem', '');
@@ -26,6 +34,7 @@ declare
     got      bigint;
     live     boolean;
     attempt  int4;
+    me       regrole := pgque._caller();
 begin
     q := pgque._producer_queue(queue_name);
     perform pgque._type(type_name);
@@ -53,7 +62,11 @@ begin
     for attempt in 1 .. 2 loop
         -- a live claim: a duplicate, answered without writing anything
         select i.event_id, i.expires_at > now() into got, live
-          from pgque.idem i where i.queue_id = q.queue_id and i.idem_key = idem_key;
+          from pgque.idem i
+         where i.queue_id = q.queue_id and i.idem_key = idem_key
+           and i.idem_role in (me, '-'::regrole)
+         order by i.expires_at > now() desc
+         limit 1;
         if got is not null and live then
             return query select got, true;
             return;
@@ -62,8 +75,8 @@ begin
         -- claim the key (or re-claim an expired one) for a new event id
         new_id := pg_catalog.nextval(q.queue_event_seq::regclass);
         got := null;
-        insert into pgque.idem as i (queue_id, idem_key, event_id, expires_at)
-        values (q.queue_id, idem_key, new_id, now() + ttl)
+        insert into pgque.idem as i (queue_id, idem_role, idem_key, event_id, expires_at)
+        values (q.queue_id, me, idem_key, new_id, now() + ttl)
         on conflict on constraint idem_pkey do update
            set event_id = excluded.event_id, expires_at = excluded.expires_at
          where i.expires_at <= now()

@@ -4,3 +4,13 @@
 -- step leaves the object exactly as a fresh 0.3.0 install makes it
 -- (test/t/017_upgrade.pl compares them).  The released scripts of 0.1.0,
 -- 0.2.0 and the 0.1.0 -> 0.2.0 step are frozen in sql/released/.
+
+-- Idempotency keys belong to the sending role (security issue #25 item 10,
+-- sql/35_idem.sql).  The claims of 0.2.0 had no owner: they keep role 0,
+-- which every role still matches until the claim expires (at most 30 days),
+-- so an update never lets a duplicate through.
+alter table pgque.idem add column idem_role regrole;
+update pgque.idem set idem_role = 0::pg_catalog.oid::pg_catalog.regrole;
+alter table pgque.idem alter column idem_role set not null;
+alter table pgque.idem drop constraint idem_pkey;
+alter table pgque.idem add constraint idem_pkey primary key (queue_id, idem_role, idem_key);

@@ -45,6 +45,33 @@ select pgque.maint_idem('idem') as nothing_left_to_reap;
 -- consumers see each accepted event once
 select count(*) as delivered, count(distinct msg_id) as distinct_ids from pgque_test.drain('idem', 'c');
 
+-- a key belongs to the sending role (security issue #25 item 10): another
+-- application's writer that sends a key first does not make the victim's
+-- send "deduped" with the attacker's event
+create role idem_attacker login in role pgque_writer;
+create role idem_victim login in role pgque_writer;
+set role idem_attacker;
+select deduped as attacker_first from pgque.send_idem('idem', 'pay', 'attacker', 'pay-42');
+reset role;
+set role idem_victim;
+select event_id as victim_id, deduped as victim_deduped from pgque.send_idem('idem', 'pay', 'victim', 'pay-42') \gset
+select :'victim_deduped' as victim_deduped;
+-- the victim's own retry is still deduplicated, against its own event
+select event_id = :victim_id as victim_retry_same_id, deduped as victim_retry_deduped
+  from pgque.send_idem('idem', 'pay', 'victim again', 'pay-42');
+reset role;
+select string_agg(ev_data, ',' order by ev_id) as pay_42_events from pgque_test.events('idem') where ev_extra2 = 'pay-42';
+select idem_role::text, count(*) from pgque.idem where idem_key = 'pay-42' group by 1 order by 1;
+-- a claim made before 0.3.0 has no role (0): every role matches it until it
+-- expires, so an update lets no duplicate through
+insert into pgque.idem (queue_id, idem_role, idem_key, event_id, expires_at)
+select queue_id, '-', 'legacy-1', 1, now() + interval '1 hour' from pgque.queue where queue_name = 'idem';
+set role idem_victim;
+select event_id, deduped as legacy_claim_deduped from pgque.send_idem('idem', 'pay', 'x', 'legacy-1');
+reset role;
+drop role idem_attacker;
+drop role idem_victim;
+
 -- bad input
 select pgque_test.error_of($$select * from pgque.send_idem('idem', 't', 'p', null)$$) as null_key;
 select pgque_test.error_of($$select * from pgque.send_idem('idem', 't', 'p', '')$$) as empty_key;
