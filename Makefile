@@ -27,9 +27,9 @@ OBJS       = src/pgque_bgw.o src/guc.o src/state.o src/wake.o src/worker.o \
              src/caller.o src/cdc.o src/cdc_encode.o src/coop.o src/restore.o src/supervise.o
 
 DATA_built = pgque_bgw--$(EXTVERSION).sql pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql \
-             pgque_proxy--$(EXTVERSION).sql
+             pgque_proxy--$(EXTVERSION).sql pgque_proxy--$(PREV_VERSION)--$(EXTVERSION).sql
 EXTRA_CLEAN = pgque_proxy.control
-DATA       = $(wildcard sql/released/pgque_bgw--*.sql)
+DATA       = $(wildcard sql/released/pgque_bgw--*.sql sql/released/pgque_proxy--*.sql)
 SQL_PARTS  = $(sort $(wildcard sql/[0-9][0-9]_*.sql))
 UPGRADE_PRE  = sql/upgrade/$(PREV_VERSION)--$(EXTVERSION).pre.sql
 UPGRADE_POST = $(wildcard sql/upgrade/$(PREV_VERSION)--$(EXTVERSION).post.sql)
@@ -85,6 +85,14 @@ pgque_bgw--$(EXTVERSION).sql: $(SQL_PARTS) pgque_bgw.control src/rules.h
 
 pgque_proxy--$(EXTVERSION).sql: sql/proxy/pgque_proxy.sql pgque_bgw.control
 	sed 's/@PGQUE_VERSION@/$(EXTVERSION)/g' $< > $@
+
+# pgque_proxy's upgrade: the same generator, its own hand-written steps
+pgque_proxy--$(PREV_VERSION)--$(EXTVERSION).sql: sql/gen_upgrade.pl sql/proxy/pgque_proxy.sql sql/proxy/upgrade/$(PREV_VERSION)--$(EXTVERSION).pre.sql $(wildcard sql/proxy/upgrade/$(PREV_VERSION)--$(EXTVERSION).post.sql) pgque_bgw.control
+	perl sql/gen_upgrade.pl --extension pgque_proxy --from $(PREV_VERSION) --to $(EXTVERSION) \
+		--pre sql/proxy/upgrade/$(PREV_VERSION)--$(EXTVERSION).pre.sql \
+		$(if $(wildcard sql/proxy/upgrade/$(PREV_VERSION)--$(EXTVERSION).post.sql),--post sql/proxy/upgrade/$(PREV_VERSION)--$(EXTVERSION).post.sql) \
+		sql/proxy/pgque_proxy.sql | sed 's/@PGQUE_VERSION@/$(EXTVERSION)/g' > $@.tmp
+	mv $@.tmp $@
 
 pgque_proxy.control: sql/proxy/pgque_proxy.control.in pgque_bgw.control
 	sed 's/@PGQUE_VERSION@/$(EXTVERSION)/g' $< > $@

@@ -42,6 +42,7 @@ begin
                   hint = 'Shards can be moved (same count, new connection strings); adding or removing one is not supported yet (docs/scale-out.md).';
     end if;
     for i in 0 .. s - 1 loop
+        perform pgque._check_shard_conninfo(i_conninfos[i + 1]);
         opts := opts || pg_catalog.format('p%s %L', i, i_conninfos[i + 1]);
     end loop;
     if old_s is null then
@@ -53,6 +54,101 @@ begin
     end if;
     return s;
 end $$;
+
+-- A shard's connection string says where the shard is and how to reach
+-- it, nothing more.  The server's options are readable by every role
+-- (pg_foreign_server.srvoptions), so a password, a password file, a key
+-- or its passphrase there would be every role's; and the role a proxy
+-- user becomes on the shards is its user mapping's, which the
+-- administrator chooses (security issue #25 item 4): so user, service
+-- (a service file may name any of them) and options (-c role=...) are
+-- refused too.  Keywords are libpq's, case-sensitive; a URI is refused
+-- (its user:password@ part).
+create function pgque._check_shard_conninfo(i_conninfo text)
+returns void language plpgsql immutable
+set search_path = pg_catalog, pg_temp as $$
+declare
+    allowed constant text[] := array['host', 'hostaddr', 'port', 'dbname', 'connect_timeout',
+        'client_encoding', 'application_name', 'fallback_application_name', 'keepalives',
+        'keepalives_idle', 'keepalives_interval', 'keepalives_count', 'tcp_user_timeout',
+        'sslmode', 'sslcompression', 'sslrootcert', 'sslcrl', 'sslcrldir', 'sslsni',
+        'requirepeer', 'ssl_min_protocol_version', 'ssl_max_protocol_version', 'gssencmode',
+        'krbsrvname', 'gsslib', 'channel_binding', 'target_session_attrs', 'load_balance_hosts'];
+    rest text := i_conninfo;
+    m    text[];
+begin
+    if rest operator(pg_catalog.~) '^\s*[A-Za-z][A-Za-z0-9+.-]*://' then
+        raise exception 'set_shards: a shard''s connection string must be keyword=value pairs, not a URI'
+            using errcode = 'invalid_parameter_value',
+                  detail = 'A URI may carry a user and a password, and the server''s options are readable by every role.',
+                  hint = 'Write it as ''host=... port=... dbname=...''; the user and password go in the user mapping (docs/scale-out.md).';
+    end if;
+    loop
+        m := pg_catalog.regexp_match(rest,
+               '^\s*([A-Za-z_]+)\s*=\s*(''(?:[^''\\]|\\.)*''|(?:[^\s''\\]|\\.)+)(.*)$');
+        exit when m is null;
+        if not (m[1] operator(pg_catalog.=) any (allowed)) then
+            raise exception 'set_shards: connection option "%" is not allowed in a shard''s connection string', m[1]
+                using errcode = 'invalid_parameter_value',
+                      detail = 'The server''s options are readable by every role, and the role a proxy user connects as is its user mapping''s.',
+                      hint = 'Put user and password in the user mapping the administrator creates: CREATE USER MAPPING FOR role SERVER pgque_shards OPTIONS (user ..., password ...) (docs/scale-out.md).';
+        end if;
+        rest := m[3];
+    end loop;
+    if rest operator(pg_catalog.!~) '^\s*$' then
+        raise exception 'set_shards: cannot read the connection string near "%"', pg_catalog.left(pg_catalog.btrim(rest), 40)
+            using errcode = 'invalid_parameter_value',
+                  hint = 'Write keyword=value pairs separated by spaces; quote a value with spaces in single quotes.';
+    end if;
+end $$;
+
+-- Only the administrator chooses as whom a proxy user reaches the shards.
+-- USAGE on the server, which PL/Proxy needs, also lets a role create,
+-- alter and drop its own user mapping: set user 'postgres' and no
+-- password, and with trust, peer, a .pgpass or a certificate on the
+-- shards it would run as any shard role (or, dropping it, fall back to a
+-- PUBLIC mapping).  These event triggers refuse any change to a mapping
+-- of server pgque_shards by a role that is neither a superuser nor the
+-- server's owner.
+create function pgque._guard_shard_mappings()
+returns event_trigger language plpgsql
+set search_path = pg_catalog, pg_temp as $$
+declare
+    v_server oid;
+    v_hit    boolean;
+begin
+    select s.oid into v_server from pg_catalog.pg_foreign_server s where s.srvname operator(pg_catalog.=) 'pgque_shards';
+    if v_server is null
+       or pg_catalog.pg_has_role(current_user,
+              (select s.srvowner from pg_catalog.pg_foreign_server s where s.oid operator(pg_catalog.=) v_server), 'usage')
+       or (select r.rolsuper from pg_catalog.pg_roles r where r.rolname operator(pg_catalog.=) current_user) then
+        return;
+    end if;
+    if tg_event operator(pg_catalog.=) 'sql_drop' then
+        select pg_catalog.bool_or(d.address_args[1] operator(pg_catalog.=) 'pgque_shards') into v_hit
+          from pg_catalog.pg_event_trigger_dropped_objects() d
+         where d.object_type operator(pg_catalog.=) 'user mapping';
+    else
+        -- pg_user_mappings: the catalog itself is the superuser's (passwords)
+        select pg_catalog.bool_or(u.srvid operator(pg_catalog.=) v_server) into v_hit
+          from pg_catalog.pg_event_trigger_ddl_commands() c
+          join pg_catalog.pg_user_mappings u on u.umid operator(pg_catalog.=) c.objid
+         where c.classid operator(pg_catalog.=) 'pg_catalog.pg_user_mapping'::pg_catalog.regclass;
+    end if;
+    if v_hit then
+        raise exception 'permission denied to change a user mapping of server pgque_shards'
+            using errcode = 'insufficient_privilege',
+                  detail = 'The user mapping decides as which role a proxy user reaches the shards; only the server''s owner or a superuser chooses it.',
+                  hint = 'Ask the administrator to create or change the mapping (docs/scale-out.md).';
+    end if;
+end $$;
+
+create event trigger pgque_proxy_mappings on ddl_command_end
+    when tag in ('CREATE USER MAPPING', 'ALTER USER MAPPING')
+    execute function pgque._guard_shard_mappings();
+create event trigger pgque_proxy_mappings_drop on sql_drop
+    when tag in ('DROP USER MAPPING', 'DROP OWNED')
+    execute function pgque._guard_shard_mappings();
 
 -- S: the shards of shards() (NULL when there is no shard set and
 -- i_required is false).

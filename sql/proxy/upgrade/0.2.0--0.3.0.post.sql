@@ -1,0 +1,8 @@
+-- pgque_proxy 0.2.0 -> 0.3.0, after the functions: only the administrator
+-- chooses the shard role of a proxy user (issue #25 item 4).
+create event trigger pgque_proxy_mappings on ddl_command_end
+    when tag in ('CREATE USER MAPPING', 'ALTER USER MAPPING')
+    execute function pgque._guard_shard_mappings();
+create event trigger pgque_proxy_mappings_drop on sql_drop
+    when tag in ('DROP USER MAPPING', 'DROP OWNED')
+    execute function pgque._guard_shard_mappings();

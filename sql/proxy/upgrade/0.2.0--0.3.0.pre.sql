@@ -1,0 +1,3 @@
+-- pgque_proxy 0.2.0 -> 0.3.0, hand-written steps before the functions are
+-- replayed (the same generator as pgque_bgw's, ADR 0019).  Nothing to do
+-- before them.
