@@ -28,7 +28,7 @@ OBJS       = src/pgque_bgw.o src/guc.o src/state.o src/wake.o src/worker.o \
 
 DATA_built = pgque_bgw--$(EXTVERSION).sql pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql \
              pgque_proxy--$(EXTVERSION).sql pgque_proxy--$(PREV_VERSION)--$(EXTVERSION).sql
-EXTRA_CLEAN = pgque_proxy.control
+EXTRA_CLEAN = pgque_proxy.control sql_comments.sql
 DATA       = $(wildcard sql/released/pgque_bgw--*.sql sql/released/pgque_proxy--*.sql)
 SQL_PARTS  = $(sort $(wildcard sql/[0-9][0-9]_*.sql))
 UPGRADE_PRE  = sql/upgrade/$(PREV_VERSION)--$(EXTVERSION).pre.sql
@@ -79,8 +79,14 @@ all:
 	@echo "no PostgreSQL server headers ($(PG_CONFIG)): install postgresql-server-dev-NN, or run 'make test' or 'make demo' (they install it)" >&2; exit 1
 endif
 
-pgque_bgw--$(EXTVERSION).sql: $(SQL_PARTS) pgque_bgw.control src/rules.h
-	cat $(SQL_PARTS) | sed $(SQL_SUBST) > $@
+# COMMENT ON every public function and view, from docs/sql-reference.md
+# (sql/gen_comments.pl): the reference is the one source of the words.
+sql_comments.sql: sql/gen_comments.pl docs/sql-reference.md
+	perl sql/gen_comments.pl docs/sql-reference.md > $@.tmp
+	mv $@.tmp $@
+
+pgque_bgw--$(EXTVERSION).sql: $(SQL_PARTS) sql_comments.sql pgque_bgw.control src/rules.h
+	cat $(SQL_PARTS) sql_comments.sql | sed $(SQL_SUBST) > $@
 	@! grep -n '@PGQUE_[A-Z_]*@' $@ || { echo "$@: a placeholder without a define in src/rules.h" >&2; rm -f $@; exit 1; }
 
 pgque_proxy--$(EXTVERSION).sql: sql/proxy/pgque_proxy.sql pgque_bgw.control
@@ -102,9 +108,9 @@ all: pgque_proxy.control
 # "create or replace", between the hand-written steps for what that cannot
 # express (tables, columns, types, dropped or re-typed functions), then the
 # grants and the owner hand-over of a fresh install.
-pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql: sql/gen_upgrade.pl $(SQL_PARTS) $(UPGRADE_PRE) $(UPGRADE_POST) pgque_bgw.control src/rules.h
+pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql: sql/gen_upgrade.pl $(SQL_PARTS) sql_comments.sql $(UPGRADE_PRE) $(UPGRADE_POST) pgque_bgw.control src/rules.h
 	perl sql/gen_upgrade.pl --from $(PREV_VERSION) --to $(EXTVERSION) \
-		--pre $(UPGRADE_PRE) $(if $(UPGRADE_POST),--post $(UPGRADE_POST)) $(SQL_PARTS) | sed $(SQL_SUBST) > $@.tmp
+		--pre $(UPGRADE_PRE) $(if $(UPGRADE_POST),--post $(UPGRADE_POST)) $(SQL_PARTS) sql_comments.sql | sed $(SQL_SUBST) > $@.tmp
 	@! grep -n '@PGQUE_[A-Z_]*@' $@.tmp || { echo "$@: a placeholder without a define in src/rules.h" >&2; rm -f $@.tmp; exit 1; }
 	mv $@.tmp $@
 
