@@ -3,7 +3,8 @@
 #   make test   run every test (pg_regress, isolation, TAP) on throwaway clusters
 #               of PostgreSQL 15; make test PG=17 (or 18) in a cached Debian
 #               trixie (sid) chroot when this machine's Debian lacks that major
-# Both install what they need (apt-get, as root) before building.
+#   make deb    build the Debian package postgresql-NN-pgque-bgw into build/deb/
+# They install what they need (apt-get, as root) before building.
 # make installcheck runs the same pg_regress, isolation and TAP tests against
 # a server you started (PGHOST/PGPORT, pgque_bgw preloaded): docs/install.md.
 
@@ -114,12 +115,16 @@ pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql: sql/gen_upgrade.pl $(SQL_PARTS) s
 	@! grep -n '@PGQUE_[A-Z_]*@' $@.tmp || { echo "$@: a placeholder without a define in src/rules.h" >&2; rm -f $@.tmp; exit 1; }
 	mv $@.tmp $@
 
-.PHONY: test demo bench
+.PHONY: test demo bench deb
 test:
 	PG=$(PG) test/run.sh
 
 demo:
 	PG=$(PG) test/demo.sh
+
+# the Debian package postgresql-NN-pgque-bgw into build/deb/ (debian/)
+deb:
+	PG=$(PG) test/deb.sh build
 
 bench:
 	QUICK=$(QUICK) benchmark/run.sh

@@ -22,7 +22,7 @@ build_and_install || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
 WORK=$(make_workdir pgque_test)
 # the TAP tests read examples/, 023 the monitoring kit and its docs, 036
 # the release files
-cp -r test examples monitoring docs sql README.md LICENSE CHANGELOG.md META.json pgque_bgw.control "$WORK/"
+cp -r test examples monitoring docs sql debian README.md LICENSE CHANGELOG.md META.json pgque_bgw.control "$WORK/"
 [ "$(id -u)" -eq 0 ] && chown -R postgres: "$WORK"
 T="$WORK/test"
 # one port range per major, so suites of different versions can run at once
@@ -208,6 +208,18 @@ done
 echo "== TAP done (at ${SECONDS} s, $lanes lanes)"
 
 [ -n "$TMPFS" ] && umount "$TMPFS" 2>/dev/null
+
+# The Debian package (make deb): built from a copy of the tree, lintian,
+# installed with apt-get, a smoke test, removed (test/deb.sh).  After TAP:
+# it replaces the server's pgque files while it is installed.
+if [ -z "${PGQUE_TAP_ONLY:-}" ] && [ -z "${PGQUE_SKIP_TAP:-}" ]; then
+	if test/deb.sh smoke "$WORK" $((PORT_BASE + 4)); then
+		passed=$((passed + 1))
+	else
+		failed=$((failed + 1))
+		failures+=("package")
+	fi
+fi
 [ ${#failures[@]} -gt 0 ] && echo "failing: ${failures[*]} (work files in $WORK)"
 [ ${#failures[@]} -eq 0 ] && rm -rf "$WORK"
 echo "$passed passed, $failed failed"

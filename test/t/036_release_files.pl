@@ -49,4 +49,9 @@ for my $v (sort keys %released, $version)
 {
     like($changelog, qr/^## \Q$v\E\b/m, "CHANGELOG.md has a section for $v");
 }
+# the Debian package's version is the control file's
+my $debchangelog = slurp_file("$root/debian/changelog");
+like($debchangelog, qr/\Apgque-bgw \(\Q$version\E(-\d+)?\) /, "debian/changelog's first entry is $version");
+like(slurp_file("$root/debian/control.in"), qr/^Package: postgresql-PGVERSION-pgque-bgw$/m,
+     'debian/control.in names the package in the PGVERSION convention');
 done_testing();
