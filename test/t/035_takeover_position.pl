@@ -228,8 +228,8 @@ sub take_over
 
 # the thawed worker's ack is refused and its transaction rolls back: PQ002
 # (fenced) when it is the worker the slot was last taken over from, PQ001
-# (no lease) when the slot was taken over from another one since (the
-# lease remembers only the last)
+# (no lease) when the slot is free (released after every part) and was
+# taken over from another worker since (the lease remembers only the last)
 sub thaw
 {
     my ($w, $code) = @_;
