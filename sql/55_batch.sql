@@ -109,28 +109,55 @@ end $$;
 
 -- The row of lease epoch i_epoch, locked: the receive lock of one owner
 -- (its concurrent calls queue on it and get the same batch; no other
--- owner ever waits on it).  A new epoch adopts the newest row of an earlier
--- one whose transaction has ended (same open batch, same batch id), and
--- skips rows still locked by a frozen owner.  A row behind the slot's
--- cursor drops its open batch (another epoch acked past it).
+-- owner ever waits on it).  A new epoch starts where the earlier epochs
+-- got (ADR 0039): their rows are read as committed, without a lock, so a
+-- row that a frozen owner holds is read, never waited for, and what that
+-- owner has not committed (not acked) is not taken for acked.  The row
+-- furthest on (the greatest sb_last_tick, then the newest epoch) is
+-- adopted when its transaction has ended (same open batch, same batch id);
+-- when a frozen owner still holds it, a row of this epoch is made at the
+-- same place: the same window and the acked position inside it (sb_pos),
+-- under a new batch id, so the events acked in the window are not handed
+-- out again and no key goes back.  A row behind the slot's cursor drops
+-- its open batch (another epoch acked past it).
 create function pgque._slot_batch_row(i_sub pgque.subscription, i_epoch bigint)
 returns pgque.slot_batch language plpgsql as $$
 declare
     r     pgque.slot_batch;
+    o     pgque.slot_batch;
+    pos   bigint;
     cur   bigint;
 begin
     select * into r from pgque.slot_batch where sb_sub = i_sub.sub_id and sb_epoch = i_epoch for update;
     if not found then
-        update pgque.slot_batch b set sb_epoch = i_epoch
-         where (b.sb_sub, b.sb_epoch) = (select o.sb_sub, o.sb_epoch from pgque.slot_batch o
-                                          where o.sb_sub = i_sub.sub_id and o.sb_epoch < i_epoch
-                                          order by o.sb_epoch desc limit 1
-                                            for update skip locked)
-        returning * into r;
-        if not found then
+        select * into o from pgque.slot_batch b
+         where b.sb_sub = i_sub.sub_id and b.sb_epoch < i_epoch
+         order by b.sb_last_tick desc, b.sb_epoch desc limit 1;
+        if o.sb_batch is not null then
+            -- an earlier epoch that committed a part of the same window
+            -- later (a fenced owner's late commit of an ack it made while
+            -- its lease was live) may have got further inside it
+            select pg_catalog.max(b.sb_pos) into pos from pgque.slot_batch b
+             where b.sb_sub = i_sub.sub_id and b.sb_epoch < i_epoch
+               and b.sb_last_tick = o.sb_last_tick and b.sb_next_tick = o.sb_next_tick;
+        end if;
+        if o.sb_epoch is not null and pos is not distinct from o.sb_pos then
+            update pgque.slot_batch b set sb_epoch = i_epoch
+             where (b.sb_sub, b.sb_epoch) = (select x.sb_sub, x.sb_epoch from pgque.slot_batch x
+                                              where x.sb_sub = o.sb_sub and x.sb_epoch = o.sb_epoch
+                                                for update skip locked)
+            returning * into r;
+        end if;
+        if r.sb_sub is null then
+            cur := pgque._slot_cursor(i_sub);
+            if o.sb_last_tick is distinct from cur then
+                pos := null;
+            end if;
             begin
-                insert into pgque.slot_batch (sb_sub, sb_epoch, sb_last_tick)
-                values (i_sub.sub_id, i_epoch, pgque._slot_cursor(i_sub))
+                insert into pgque.slot_batch (sb_sub, sb_epoch, sb_last_tick, sb_batch, sb_next_tick, sb_pos)
+                values (i_sub.sub_id, i_epoch, cur,
+                        case when pos is not null then pg_catalog.nextval('pgque.batch_id_seq') end,
+                        case when pos is not null then o.sb_next_tick end, pos)
                 on conflict do nothing;
             exception when foreign_key_violation then
                 -- the slot's subscription went since this statement's
