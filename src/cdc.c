@@ -12,7 +12,11 @@
  * (docs/sql-reference.md, "Change-data-capture triggers").  A trigger's
  * parsed arguments, the table's key and the kept plans of its expressions
  * are cached per backend by trigger oid and dropped on a relcache
- * invalidation of the table (ALTER TABLE, CREATE/DROP/ALTER TRIGGER).
+ * invalidation of the table (ALTER TABLE, CREATE/DROP/ALTER TRIGGER,
+ * GRANT).  A firing pins the entry it uses: an expression can change the
+ * table (a GRANT) and change a row of it again, and the nested firing then
+ * parses the trigger afresh instead of freeing what the outer one is still
+ * executing; the outer firing's entry is freed when it ends (ADR 0037).
  *
  * Who runs what (ADR 0015, docs/security.md):
  *  - the table's owner must have the rights of pgque_writer (or of the
@@ -76,13 +80,17 @@ typedef enum CdcFormat
 	CDC_SQL						/* sqltriga */
 } CdcFormat;
 
-/* one trigger's parsed arguments and what they need, cached by tgoid */
+/*
+ * One parse of a trigger's arguments and what they need; allocated in its
+ * own context, with everything it points to.
+ */
 typedef struct CdcTrigger
 {
-	Oid			tgoid;			/* hash key */
 	Oid			relid;
-	bool		valid;
-	MemoryContext cxt;			/* everything below */
+	bool		valid;			/* no invalidation of the table since it was parsed */
+	bool		cached;			/* the cache still points to it */
+	int			pins;			/* firings using it, in this backend */
+	MemoryContext cxt;			/* holds this and everything below */
 	text	   *queue;
 	bool		skip;
 	bool		backup;
@@ -101,6 +109,13 @@ typedef struct CdcTrigger
 	SPIPlanPtr	plan[F_NEXPR];	/* prepared lazily, kept */
 } CdcTrigger;
 
+/* the cache: trigger oid -> its current parse */
+typedef struct CdcCacheEntry
+{
+	Oid			tgoid;			/* hash key */
+	CdcTrigger *trig;
+} CdcCacheEntry;
+
 static HTAB *trigger_cache = NULL;
 
 PG_FUNCTION_INFO_V1(pgque_logutriga);
@@ -112,26 +127,28 @@ static void
 cdc_cache_inval(Datum arg, Oid relid)
 {
 	HASH_SEQ_STATUS st;
-	CdcTrigger *e;
+	CdcCacheEntry *c;
 
 	if (trigger_cache == NULL)
 		return;
 	hash_seq_init(&st, trigger_cache);
-	while ((e = hash_seq_search(&st)) != NULL)
-		if (relid == InvalidOid || e->relid == relid)
-			e->valid = false;
+	while ((c = hash_seq_search(&st)) != NULL)
+		if (relid == InvalidOid || c->trig->relid == relid)
+			c->trig->valid = false;
 }
 
+/* Free a parse that neither the cache nor a firing uses any more. */
 static void
-free_entry(CdcTrigger *e)
+free_if_unused(CdcTrigger *e)
 {
 	int			i;
 
+	if (e->cached || e->pins > 0)
+		return;
 	for (i = 0; i < F_NEXPR; i++)
 		if (e->plan[i] != NULL)
 			SPI_freeplan(e->plan[i]);
-	if (e->cxt != NULL)
-		MemoryContextDelete(e->cxt);
+	MemoryContextDelete(e->cxt);
 }
 
 static void
@@ -241,8 +258,6 @@ build_entry(CdcTrigger *e, Relation rel, Trigger *tg, bool truncate)
 	int			i;
 
 	e->relid = RelationGetRelid(rel);
-	e->cxt = AllocSetContextCreate(CacheMemoryContext, "pgque_bgw cdc trigger",
-								   ALLOCSET_SMALL_SIZES);
 	old = MemoryContextSwitchTo(e->cxt);
 
 	if (tg->tgnargs < 1)
@@ -369,11 +384,17 @@ build_entry(CdcTrigger *e, Relation rel, Trigger *tg, bool truncate)
 	MemoryContextSwitchTo(old);
 }
 
-/* The cached entry of a trigger, parsed again after an invalidation. */
+/*
+ * The cached parse of a trigger, parsed again after an invalidation.  The
+ * parse it replaces is freed now, or by the firing up the stack that still
+ * uses it.
+ */
 static CdcTrigger *
 trigger_entry(Relation rel, Trigger *tg, bool truncate)
 {
+	CdcCacheEntry *c;
 	CdcTrigger *e;
+	MemoryContext cxt;
 	bool		found;
 
 	if (trigger_cache == NULL)
@@ -382,26 +403,34 @@ trigger_entry(Relation rel, Trigger *tg, bool truncate)
 
 		memset(&ctl, 0, sizeof(ctl));
 		ctl.keysize = sizeof(Oid);
-		ctl.entrysize = sizeof(CdcTrigger);
+		ctl.entrysize = sizeof(CdcCacheEntry);
 		trigger_cache = hash_create("pgque_bgw cdc triggers", 16, &ctl, HASH_ELEM | HASH_BLOBS);
 		CacheRegisterRelcacheCallback(cdc_cache_inval, (Datum) 0);
 	}
-	e = hash_search(trigger_cache, &tg->tgoid, HASH_ENTER, &found);
-	if (found && e->valid)
-		return e;
+	c = hash_search(trigger_cache, &tg->tgoid, HASH_ENTER, &found);
+	if (found && c->trig->valid)
+		return c->trig;
 	if (found)
-		free_entry(e);
-	memset(((char *) e) + sizeof(Oid), 0, sizeof(CdcTrigger) - sizeof(Oid));
+	{
+		c->trig->cached = false;
+		free_if_unused(c->trig);
+	}
+	cxt = AllocSetContextCreate(CacheMemoryContext, "pgque_bgw cdc trigger", ALLOCSET_SMALL_SIZES);
+	e = MemoryContextAllocZero(cxt, sizeof(CdcTrigger));
+	e->cxt = cxt;
+	e->cached = true;
 	/* an invalidation that arrives while building clears this again */
 	e->valid = true;
+	c->trig = e;
 	PG_TRY();
 	{
 		build_entry(e, rel, tg, truncate);
 	}
 	PG_CATCH();
 	{
-		free_entry(e);
 		hash_search(trigger_cache, &tg->tgoid, HASH_REMOVE, NULL);
+		e->cached = false;
+		free_if_unused(e);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -555,8 +584,12 @@ trigger_result(TriggerData *td, bool skip)
 	return PointerGetDatum(td->tg_trigtuple);
 }
 
+/*
+ * One firing; *pinned is set to the parse it pins (cdc_fire lets go of
+ * it, also on an ERROR).
+ */
 static Datum
-cdc_fire(FunctionCallInfo fcinfo, CdcFormat fmt, const char *fname)
+cdc_fire_pinned(FunctionCallInfo fcinfo, CdcFormat fmt, const char *fname, CdcTrigger **pinned)
 {
 	TriggerData *td = (TriggerData *) fcinfo->context;
 	Relation	rel;
@@ -622,6 +655,8 @@ cdc_fire(FunctionCallInfo fcinfo, CdcFormat fmt, const char *fname)
 		return trigger_result(td, false);
 
 	e = trigger_entry(rel, td->tg_trigger, truncate);
+	e->pins++;
+	*pinned = e;
 
 	if (e->skip && TRIGGER_FIRED_AFTER(td->tg_event))
 		bad_arg(rel, "SKIP", "SKIP works only in a BEFORE trigger (an AFTER trigger cannot skip the change)");
@@ -745,6 +780,40 @@ cdc_fire(FunctionCallInfo fcinfo, CdcFormat fmt, const char *fname)
 	SetUserIdAndSecContext(save_user, save_sec);
 
 	return trigger_result(td, e->skip);
+}
+
+static void
+unpin(CdcTrigger *e)
+{
+	e->pins--;
+	free_if_unused(e);
+}
+
+/*
+ * A firing, with the trigger's parse pinned while it runs: its plans,
+ * queue name and column flags stay valid whatever the expressions do
+ * (ADR 0037).
+ */
+static Datum
+cdc_fire(FunctionCallInfo fcinfo, CdcFormat fmt, const char *fname)
+{
+	CdcTrigger *pinned = NULL;
+	Datum		result;
+
+	PG_TRY();
+	{
+		result = cdc_fire_pinned(fcinfo, fmt, fname, &pinned);
+	}
+	PG_CATCH();
+	{
+		if (pinned != NULL)
+			unpin(pinned);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (pinned != NULL)
+		unpin(pinned);
+	return result;
 }
 
 /* logutriga: ev_type 'I:pk,..', ev_data url-encoded row */
