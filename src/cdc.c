@@ -18,7 +18,11 @@
  * parses the trigger afresh instead of freeing what the outer one is still
  * executing; the outer firing's entry is freed when it ends (ADR 0037).
  *
- * Who runs what (ADR 0015, docs/security.md):
+ * Who runs what (ADR 0015, 0037, docs/security.md):
+ *  - only a role with the table owner's rights may attach a trigger whose
+ *    arguments hold expressions (pgque_cdc_check_attach(), called by the
+ *    object-access hook of utility.c when a trigger is created): TRIGGER
+ *    on a table is not the right to run SQL as its owner;
  *  - the table's owner must have the rights of pgque_writer (or of the
  *    extension owner), checked at every firing: a trigger writes to a queue
  *    on behalf of the table's owner, whoever changes the row;
@@ -32,10 +36,16 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_language.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -44,6 +54,7 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -52,6 +63,7 @@
 #include "utils/memutils.h"
 #include "utils/plancache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "compat.h"
@@ -149,6 +161,25 @@ free_if_unused(CdcTrigger *e)
 		if (e->plan[i] != NULL)
 			SPI_freeplan(e->plan[i]);
 	MemoryContextDelete(e->cxt);
+}
+
+/*
+ * The field an argument sets with an expression ("ev_type=...", "when=..."),
+ * or -1: the one test of whether a trigger argument is SQL.
+ */
+static int
+expression_field(const char *a)
+{
+	int			f;
+
+	for (f = 0; f < F_NEXPR; f++)
+	{
+		size_t		n = strlen(field_names[f]);
+
+		if (strncmp(a, field_names[f], n) == 0 && a[n] == '=')
+			return f;
+	}
+	return -1;
 }
 
 static void
@@ -296,23 +327,16 @@ build_entry(CdcTrigger *e, Relation rel, Trigger *tg, bool truncate)
 			have_pkey_arg = true;
 			mark_columns(rel, a, a + 5, e->is_pk, &pk, &pkj);
 		}
-		else
+		else if ((f = expression_field(a)) >= 0)
 		{
-			for (f = 0; f < F_NEXPR; f++)
-			{
-				size_t		n = strlen(field_names[f]);
+			const char *src = a + strlen(field_names[f]) + 1;
 
-				if (strncmp(a, field_names[f], n) == 0 && a[n] == '=')
-				{
-					if (a[n + 1] == '\0')
-						bad_arg(rel, a, "empty expression");
-					e->expr[f] = pstrdup(a + n + 1);
-					break;
-				}
-			}
-			if (f == F_NEXPR)
-				bad_arg(rel, a, "unknown argument");
+			if (*src == '\0')
+				bad_arg(rel, a, "empty expression");
+			e->expr[f] = pstrdup(src);
 		}
+		else
+			bad_arg(rel, a, "unknown argument");
 	}
 
 	if (truncate && (have_pkey_arg || e->backup || e->skip))
@@ -435,6 +459,115 @@ trigger_entry(Relation rel, Trigger *tg, bool truncate)
 	}
 	PG_END_TRY();
 	return e;
+}
+
+/* Is fn one of the trigger functions of this file? */
+static bool
+is_cdc_function(Oid fn)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
+	bool		result = false;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	/* C functions are a superuser's to create: the symbol and library say which */
+	if (((Form_pg_proc) GETSTRUCT(tup))->prolang == ClanguageId)
+	{
+		bool		isnull;
+		Datum		src = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc, &isnull);
+		Datum		bin = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_probin, &isnull);
+
+		if (!isnull)
+		{
+			char	   *sym = TextDatumGetCString(src);
+			char	   *lib = TextDatumGetCString(bin);
+
+			result = strstr(lib, "pgque_bgw") != NULL &&
+				(strcmp(sym, "pgque_logutriga") == 0 || strcmp(sym, "pgque_jsontriga") == 0 ||
+				 strcmp(sym, "pgque_sqltriga") == 0);
+		}
+	}
+	ReleaseSysCache(tup);
+	return result;
+}
+
+/*
+ * A trigger was just created (or replaced; also a partition's clone of its
+ * parent's): if it is one of ours and an argument is an expression, the
+ * creating role must have the rights of the table's owner, as whom the
+ * expressions run (ADR 0037).  TRIGGER (with INSERT to fire it) on a table
+ * is otherwise a way to run any SQL as its owner: read the owner's other
+ * tables into an event.  Called from the object-access hook (utility.c),
+ * inside CREATE TRIGGER, before its command ends: the new row is read with
+ * SnapshotSelf, as sepgsql does.
+ */
+void
+pgque_cdc_check_attach(Oid tgoid)
+{
+	Relation	tgrel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Form_pg_trigger tg;
+	HeapTuple	reltup;
+	Oid			owner;
+	char	   *relname;
+	const char *expr = NULL;
+
+	tgrel = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_trigger_oid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(tgoid));
+	scan = systable_beginscan(tgrel, TriggerOidIndexId, true, SnapshotSelf, 1, &key);
+	tup = systable_getnext(scan);
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "pgque_bgw: could not find the new trigger %u", tgoid);
+	tg = (Form_pg_trigger) GETSTRUCT(tup);
+	if (tg->tgnargs > 1 && is_cdc_function(tg->tgfoid))
+	{
+		bool		isnull;
+		bytea	   *val = DatumGetByteaPP(heap_getattr(tup, Anum_pg_trigger_tgargs,
+													   RelationGetDescr(tgrel), &isnull));
+		char	   *p;
+		char	   *end;
+		int			i;
+
+		if (isnull)
+			elog(ERROR, "pgque_bgw: trigger %u has no arguments", tgoid);
+		p = VARDATA_ANY(val);
+		end = p + VARSIZE_ANY_EXHDR(val);
+		/* the arguments, each ended by a NUL; the queue name first */
+		for (i = 0; i < tg->tgnargs && p < end; i++)
+		{
+			if (i > 0 && expression_field(p) >= 0)
+			{
+				expr = pstrdup(p);
+				break;
+			}
+			p += strlen(p) + 1;
+		}
+	}
+	if (expr == NULL)
+	{
+		systable_endscan(scan);
+		table_close(tgrel, AccessShareLock);
+		return;
+	}
+	reltup = SearchSysCache1(RELOID, ObjectIdGetDatum(tg->tgrelid));
+	if (!HeapTupleIsValid(reltup))
+		elog(ERROR, "pgque_bgw: cache lookup failed for relation %u", tg->tgrelid);
+	owner = ((Form_pg_class) GETSTRUCT(reltup))->relowner;
+	relname = pstrdup(NameStr(((Form_pg_class) GETSTRUCT(reltup))->relname));
+	ReleaseSysCache(reltup);
+	systable_endscan(scan);
+	table_close(tgrel, AccessShareLock);
+
+	if (has_privs_of_role(GetUserId(), owner))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("only the owner of table \"%s\" may attach a pgque trigger with expressions", relname),
+			 errdetail("Argument \"%s\" is an expression; a pgque trigger's expressions run as the table's owner, role \"%s\".",
+					   expr, GetUserNameFromId(owner, false)),
+			 errhint("Have the table's owner create the trigger, or attach it without when= and ev_*= arguments.")));
 }
 
 /*
