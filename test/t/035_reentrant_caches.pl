@@ -9,9 +9,14 @@
 #    current table and calls pgque.send() again: the nested send dropped
 #    the queue's insert plans, one of them still executing (src/insert_plan.c).
 # Each is replayed as written, then with the nested use ending in an ERROR
-# caught by a PL/pgSQL exception block (a subtransaction) mid-use.  The
-# server must not restart: pg_postmaster_start_time() unchanged, no
-# "terminated by signal" in its log.
+# caught by a PL/pgSQL exception block (a subtransaction) mid-use.  Two more
+# found while checking the other caches, reached by the extension's owner
+# (a non-superuser may install it) through a forced row-level security
+# policy on an event table: a window read that fills the window plan cache
+# under itself (a use-after-free that happened not to crash here; it now
+# runs the deferred free), and a receive nested in a receive, which handed
+# out every event twice.  The server must not restart:
+# pg_postmaster_start_time() unchanged, no "terminated by signal" in its log.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -190,5 +195,89 @@ is($node->safe_psql('postgres', qq{
       from pgque.event_$qid_p where ev_data like '%b%'}),
    "pgque.event_${qid_p}_2:b1 pgque.event_${qid_p}_2:b2 pgque.event_${qid_p}_0:nested b",
    'producer: the batch in its table, the nested batch in the new current table');
+
+# --- the window reads' plan cache, re-entered from a policy -----------------
+# Found while checking the other caches: a window read's kept plan was freed
+# when the cache filled (256 sources) under a read still executing it.  A
+# non-superuser who installed the extension (it is trusted) owns the event
+# tables and may put a forced row-level security policy on one, whose
+# function reads 300 other windows.
+$node->safe_psql('postgres', q{
+    create role extowner login;
+    create database wdb owner extowner;
+});
+$node->safe_psql('wdb', 'set role extowner; create extension pgque_bgw');
+my $qid_w = $node->safe_psql('wdb', q{set role extowner;
+    select pgque.create_queue('wq'); select pgque.send('wq', 'w1') > 0;
+    select queue_id from pgque.queue where queue_name = 'wq'});
+($qid_w) = $qid_w =~ /(\d+)\s*\z/;
+$node->safe_psql('wdb', qq{
+    set role extowner;
+    create function public.many_windows() returns boolean language plpgsql as \$\$
+    begin
+        if pg_catalog.current_setting('t35.inside', true) = 'yes' then
+            return true;
+        end if;
+        perform pg_catalog.set_config('t35.inside', 'yes', true);
+        perform count(*) from pg_catalog.generate_series(1, 300) i,
+            lateral pgque._window_rows(pg_catalog.format('pgque.event_${qid_w}_0 /* %s */', i), '0'::xid8,
+                                       pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot()), '{}',
+                                       pg_catalog.pg_current_snapshot(),
+                                       null, null, null, 1, null, null);
+        perform pg_catalog.set_config('t35.inside', '', true);
+        return true;
+    end \$\$;
+    alter table pgque.event_${qid_w}_0 enable row level security;
+    alter table pgque.event_${qid_w}_0 force row level security;
+    create policy p on pgque.event_${qid_w}_0 using (public.many_windows());
+});
+($ret, $out, $err) = $node->psql('wdb', qq{
+    set role extowner;
+    select count(*) from pgque._window_rows('pgque.event_${qid_w}_0', '0'::xid8,
+                                            pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot()), '{}',
+                                            pg_catalog.pg_current_snapshot(), null, null, null, 10, null, null)});
+is($ret, 0, 'window: a read whose policy fills the plan cache under it succeeds') or diag($err);
+is($out, '1', 'window: and returns the event');
+server_not_restarted('window');
+
+# --- the plain receive's part cache, re-entered from a policy ---------------
+# A receive forms its window into a per-backend part cache while the window
+# read runs; a policy on the event table that receives again (here the same
+# consumer, a second time) used to reset that cache under the outer read,
+# which then mixed its rows into the nested read's.  Each read must hand out
+# the batch's events once.
+$node->safe_psql('wdb', qq{
+    set role extowner;
+    select pgque.create_queue('rq');
+    select pgque.subscribe('rq', 'c');
+    select pgque.send('rq', 'r' || i) > 0 from pg_catalog.generate_series(1, 5) i;
+    select pgque.ticker('rq');
+});
+my $qid_r = $node->safe_psql('wdb', q{select queue_id from pgque.queue where queue_name = 'rq'});
+$node->safe_psql('wdb', qq{
+    set role extowner;
+    create table public.nested_got (ev text);
+    create function public.receive_again() returns boolean language plpgsql as \$\$
+    begin
+        if pg_catalog.current_setting('t35.inside', true) = 'yes' then
+            return true;
+        end if;
+        -- once per transaction
+        perform pg_catalog.set_config('t35.inside', 'yes', true);
+        insert into public.nested_got select m.payload from pgque.receive('rq', 'c', 100) m;
+        return true;
+    end \$\$;
+    alter table pgque.event_${qid_r}_0 enable row level security;
+    alter table pgque.event_${qid_r}_0 force row level security;
+    create policy p on pgque.event_${qid_r}_0 using (public.receive_again());
+});
+($ret, $out, $err) = $node->psql('wdb', q{
+    set role extowner;
+    select string_agg(payload, ' ' order by msg_id) from pgque.receive('rq', 'c', 100)});
+is($ret, 0, 'receive: a receive whose policy receives again succeeds') or diag($err);
+is($out, 'r1 r2 r3 r4 r5', 'receive: the outer receive hands out the batch once');
+is($node->safe_psql('wdb', q{select string_agg(ev, ' ' order by ev) from public.nested_got}),
+   'r1 r2 r3 r4 r5', 'receive: so does the nested one');
+server_not_restarted('receive');
 
 done_testing();
