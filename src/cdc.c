@@ -18,7 +18,7 @@
  * parses the trigger afresh instead of freeing what the outer one is still
  * executing; the outer firing's entry is freed when it ends (ADR 0037).
  *
- * Who runs what (ADR 0015, 0037, docs/security.md):
+ * Who runs what (ADR 0015, 0045, docs/security.md):
  *  - only a role with the table owner's rights may attach a trigger whose
  *    arguments hold expressions (pgque_cdc_check_attach(), called by the
  *    object-access hook of utility.c when a trigger is created): TRIGGER
@@ -495,7 +495,7 @@ is_cdc_function(Oid fn)
  * A trigger was just created (or replaced; also a partition's clone of its
  * parent's): if it is one of ours and an argument is an expression, the
  * creating role must have the rights of the table's owner, as whom the
- * expressions run (ADR 0037).  TRIGGER (with INSERT to fire it) on a table
+ * expressions run (ADR 0045).  TRIGGER (with INSERT to fire it) on a table
  * is otherwise a way to run any SQL as its owner: read the owner's other
  * tables into an event.  Called from the object-access hook (utility.c),
  * inside CREATE TRIGGER, before its command ends: the new row is read with

@@ -4,7 +4,7 @@
  *
  * The object-access hook vets every new trigger: a pgque CDC trigger with
  * expressions may be attached only by a role with the table owner's
- * rights (pgque_cdc_check_attach() in cdc.c, ADR 0037).  It is installed
+ * rights (pgque_cdc_check_attach() in cdc.c, ADR 0045).  It is installed
  * whenever the library is loaded, preloaded or not.
  *
  * The utility hook keeps DROP DATABASE, CREATE DATABASE ... TEMPLATE and ALTER DATABASE

@@ -1,4 +1,4 @@
--- Who may attach a CDC trigger with expressions (issue #25 item 9, ADR 0037).
+-- Who may attach a CDC trigger with expressions (issue #25 item 9, ADR 0045).
 -- when= and ev_*= run as the table's owner; TRIGGER on a table is not the
 -- right to run SQL as its owner.  A pgque_admin holding TRIGGER and INSERT on
 -- another role's table used to attach jsontriga('q', 'ev_extra4=(select ...
