@@ -145,7 +145,7 @@ cdc_cache_inval(Datum arg, Oid relid)
 		return;
 	hash_seq_init(&st, trigger_cache);
 	while ((c = hash_seq_search(&st)) != NULL)
-		if (relid == InvalidOid || c->trig->relid == relid)
+		if (c->trig != NULL && (relid == InvalidOid || c->trig->relid == relid))
 			c->trig->valid = false;
 }
 
@@ -432,12 +432,17 @@ trigger_entry(Relation rel, Trigger *tg, bool truncate)
 		CacheRegisterRelcacheCallback(cdc_cache_inval, (Datum) 0);
 	}
 	c = hash_search(trigger_cache, &tg->tgoid, HASH_ENTER, &found);
-	if (found && c->trig->valid)
+	if (!found)
+		c->trig = NULL;			/* until built: an ERROR may come first */
+	if (c->trig != NULL && c->trig->valid)
 		return c->trig;
-	if (found)
+	if (c->trig != NULL)
 	{
-		c->trig->cached = false;
-		free_if_unused(c->trig);
+		CdcTrigger *old = c->trig;
+
+		c->trig = NULL;
+		old->cached = false;
+		free_if_unused(old);
 	}
 	cxt = AllocSetContextCreate(CacheMemoryContext, "pgque_bgw cdc trigger", ALLOCSET_SMALL_SIZES);
 	e = MemoryContextAllocZero(cxt, sizeof(CdcTrigger));
