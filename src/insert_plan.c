@@ -34,20 +34,6 @@ typedef struct InsertPlan
 
 static HTAB *insert_plans = NULL;
 
-/* SPI_prepare + SPI_keepplan, or an error (inside SPI) */
-SPIPlanPtr
-pgque_prepare_kept(const char *sql, int nargs, Oid *argtypes)
-{
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
-
-	if (plan == NULL)
-		elog(ERROR, "pgque_bgw: SPI_prepare failed for \"%s\": %s",
-			 sql, SPI_result_code_string(SPI_result));
-	if (SPI_keepplan(plan) != 0)
-		elog(ERROR, "pgque_bgw: SPI_keepplan failed");
-	return plan;
-}
-
 /*
  * The kept plans of a queue, from the cache; the per-table ones are
  * dropped when the queue's current table or bucket count changed.

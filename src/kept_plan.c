@@ -1,7 +1,8 @@
 /*
  * kept_plan.c
- *		Kept SPI plans that are never freed under a caller still executing
- *		them (ADR 0037).
+ *		Kept SPI plans: those a file keeps for good (pgque_prepare_kept),
+ *		and those a cache may drop, which are never freed under a caller
+ *		still executing them (ADR 0037).
  *
  * A per-backend cache of plans (the producer's insert plans, the window
  * reads) drops a plan when what it was made for changes: the queue's
@@ -26,18 +27,33 @@
 #include "kept_plan.h"
 
 /* SPI_prepare_cursor + SPI_keepplan, or an error (inside SPI) */
-PgqueKeptPlan *
-pgque_kept_plan_prepare(const char *sql, int nargs, Oid *argtypes, int cursor_options)
+static SPIPlanPtr
+prepare_kept(const char *sql, int nargs, Oid *argtypes, int cursor_options)
 {
 	SPIPlanPtr	plan = SPI_prepare_cursor(sql, nargs, argtypes, cursor_options);
-	PgqueKeptPlan *kp;
 
 	if (plan == NULL)
 		elog(ERROR, "pgque_bgw: SPI_prepare failed for \"%s\": %s",
 			 sql, SPI_result_code_string(SPI_result));
 	if (SPI_keepplan(plan) != 0)
 		elog(ERROR, "pgque_bgw: SPI_keepplan failed");
-	kp = MemoryContextAllocZero(TopMemoryContext, sizeof(PgqueKeptPlan));
+	return plan;
+}
+
+/* A kept plan that is never freed (a statement a file keeps for good). */
+SPIPlanPtr
+pgque_prepare_kept(const char *sql, int nargs, Oid *argtypes)
+{
+	return prepare_kept(sql, nargs, argtypes, 0);
+}
+
+/* A kept plan that a cache may drop (pgque_kept_plan_drop). */
+PgqueKeptPlan *
+pgque_kept_plan_prepare(const char *sql, int nargs, Oid *argtypes, int cursor_options)
+{
+	SPIPlanPtr	plan = prepare_kept(sql, nargs, argtypes, cursor_options);
+	PgqueKeptPlan *kp = MemoryContextAllocZero(TopMemoryContext, sizeof(PgqueKeptPlan));
+
 	kp->plan = plan;
 	return kp;
 }

@@ -17,6 +17,7 @@ typedef struct PgqueKeptPlan
 	bool		dropped;		/* no cache holds it: freed when users is 0 */
 } PgqueKeptPlan;
 
+extern SPIPlanPtr pgque_prepare_kept(const char *sql, int nargs, Oid *argtypes);
 extern PgqueKeptPlan *pgque_kept_plan_prepare(const char *sql, int nargs, Oid *argtypes,
 											  int cursor_options);
 extern void pgque_kept_plan_drop(PgqueKeptPlan *kp);

@@ -57,7 +57,6 @@ typedef enum InsertKind
 	INSERT_NKINDS
 } InsertKind;
 
-extern SPIPlanPtr pgque_prepare_kept(const char *sql, int nargs, Oid *argtypes);
 extern int	pgque_insert_execute(const QueueInfo *q, int bucket, InsertKind kind, Datum *args,
 								 const char *nulls, long tcount);
 
