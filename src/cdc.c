@@ -12,9 +12,17 @@
  * (docs/sql-reference.md, "Change-data-capture triggers").  A trigger's
  * parsed arguments, the table's key and the kept plans of its expressions
  * are cached per backend by trigger oid and dropped on a relcache
- * invalidation of the table (ALTER TABLE, CREATE/DROP/ALTER TRIGGER).
+ * invalidation of the table (ALTER TABLE, CREATE/DROP/ALTER TRIGGER,
+ * GRANT).  A firing pins the entry it uses: an expression can change the
+ * table (a GRANT) and change a row of it again, and the nested firing then
+ * parses the trigger afresh instead of freeing what the outer one is still
+ * executing; the outer firing's entry is freed when it ends (ADR 0037).
  *
- * Who runs what (ADR 0015, docs/security.md):
+ * Who runs what (ADR 0015, 0045, docs/security.md):
+ *  - only a role with the table owner's rights may attach a trigger whose
+ *    arguments hold expressions (pgque_cdc_check_attach(), called by the
+ *    object-access hook of utility.c when a trigger is created): TRIGGER
+ *    on a table is not the right to run SQL as its owner;
  *  - the table's owner must have the rights of pgque_writer (or of the
  *    extension owner), checked at every firing: a trigger writes to a queue
  *    on behalf of the table's owner, whoever changes the row;
@@ -28,10 +36,16 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
+#include "catalog/pg_language.h"
 #include "catalog/pg_namespace.h"
+#include "catalog/pg_proc.h"
+#include "catalog/pg_trigger.h"
 #include "catalog/pg_type.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -40,6 +54,7 @@
 #include "miscadmin.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -48,6 +63,7 @@
 #include "utils/memutils.h"
 #include "utils/plancache.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
 #include "compat.h"
@@ -76,13 +92,17 @@ typedef enum CdcFormat
 	CDC_SQL						/* sqltriga */
 } CdcFormat;
 
-/* one trigger's parsed arguments and what they need, cached by tgoid */
+/*
+ * One parse of a trigger's arguments and what they need; allocated in its
+ * own context, with everything it points to.
+ */
 typedef struct CdcTrigger
 {
-	Oid			tgoid;			/* hash key */
 	Oid			relid;
-	bool		valid;
-	MemoryContext cxt;			/* everything below */
+	bool		valid;			/* no invalidation of the table since it was parsed */
+	bool		cached;			/* the cache still points to it */
+	int			pins;			/* firings using it, in this backend */
+	MemoryContext cxt;			/* holds this and everything below */
 	text	   *queue;
 	bool		skip;
 	bool		backup;
@@ -101,6 +121,13 @@ typedef struct CdcTrigger
 	SPIPlanPtr	plan[F_NEXPR];	/* prepared lazily, kept */
 } CdcTrigger;
 
+/* the cache: trigger oid -> its current parse */
+typedef struct CdcCacheEntry
+{
+	Oid			tgoid;			/* hash key */
+	CdcTrigger *trig;
+} CdcCacheEntry;
+
 static HTAB *trigger_cache = NULL;
 
 PG_FUNCTION_INFO_V1(pgque_logutriga);
@@ -112,26 +139,47 @@ static void
 cdc_cache_inval(Datum arg, Oid relid)
 {
 	HASH_SEQ_STATUS st;
-	CdcTrigger *e;
+	CdcCacheEntry *c;
 
 	if (trigger_cache == NULL)
 		return;
 	hash_seq_init(&st, trigger_cache);
-	while ((e = hash_seq_search(&st)) != NULL)
-		if (relid == InvalidOid || e->relid == relid)
-			e->valid = false;
+	while ((c = hash_seq_search(&st)) != NULL)
+		if (c->trig != NULL && (relid == InvalidOid || c->trig->relid == relid))
+			c->trig->valid = false;
 }
 
+/* Free a parse that neither the cache nor a firing uses any more. */
 static void
-free_entry(CdcTrigger *e)
+free_if_unused(CdcTrigger *e)
 {
 	int			i;
 
+	if (e->cached || e->pins > 0)
+		return;
 	for (i = 0; i < F_NEXPR; i++)
 		if (e->plan[i] != NULL)
 			SPI_freeplan(e->plan[i]);
-	if (e->cxt != NULL)
-		MemoryContextDelete(e->cxt);
+	MemoryContextDelete(e->cxt);
+}
+
+/*
+ * The field an argument sets with an expression ("ev_type=...", "when=..."),
+ * or -1: the one test of whether a trigger argument is SQL.
+ */
+static int
+expression_field(const char *a)
+{
+	int			f;
+
+	for (f = 0; f < F_NEXPR; f++)
+	{
+		size_t		n = strlen(field_names[f]);
+
+		if (strncmp(a, field_names[f], n) == 0 && a[n] == '=')
+			return f;
+	}
+	return -1;
 }
 
 static void
@@ -241,8 +289,6 @@ build_entry(CdcTrigger *e, Relation rel, Trigger *tg, bool truncate)
 	int			i;
 
 	e->relid = RelationGetRelid(rel);
-	e->cxt = AllocSetContextCreate(CacheMemoryContext, "pgque_bgw cdc trigger",
-								   ALLOCSET_SMALL_SIZES);
 	old = MemoryContextSwitchTo(e->cxt);
 
 	if (tg->tgnargs < 1)
@@ -281,23 +327,16 @@ build_entry(CdcTrigger *e, Relation rel, Trigger *tg, bool truncate)
 			have_pkey_arg = true;
 			mark_columns(rel, a, a + 5, e->is_pk, &pk, &pkj);
 		}
-		else
+		else if ((f = expression_field(a)) >= 0)
 		{
-			for (f = 0; f < F_NEXPR; f++)
-			{
-				size_t		n = strlen(field_names[f]);
+			const char *src = a + strlen(field_names[f]) + 1;
 
-				if (strncmp(a, field_names[f], n) == 0 && a[n] == '=')
-				{
-					if (a[n + 1] == '\0')
-						bad_arg(rel, a, "empty expression");
-					e->expr[f] = pstrdup(a + n + 1);
-					break;
-				}
-			}
-			if (f == F_NEXPR)
-				bad_arg(rel, a, "unknown argument");
+			if (*src == '\0')
+				bad_arg(rel, a, "empty expression");
+			e->expr[f] = pstrdup(src);
 		}
+		else
+			bad_arg(rel, a, "unknown argument");
 	}
 
 	if (truncate && (have_pkey_arg || e->backup || e->skip))
@@ -369,11 +408,17 @@ build_entry(CdcTrigger *e, Relation rel, Trigger *tg, bool truncate)
 	MemoryContextSwitchTo(old);
 }
 
-/* The cached entry of a trigger, parsed again after an invalidation. */
+/*
+ * The cached parse of a trigger, parsed again after an invalidation.  The
+ * parse it replaces is freed now, or by the firing up the stack that still
+ * uses it.
+ */
 static CdcTrigger *
 trigger_entry(Relation rel, Trigger *tg, bool truncate)
 {
+	CdcCacheEntry *c;
 	CdcTrigger *e;
+	MemoryContext cxt;
 	bool		found;
 
 	if (trigger_cache == NULL)
@@ -382,30 +427,152 @@ trigger_entry(Relation rel, Trigger *tg, bool truncate)
 
 		memset(&ctl, 0, sizeof(ctl));
 		ctl.keysize = sizeof(Oid);
-		ctl.entrysize = sizeof(CdcTrigger);
+		ctl.entrysize = sizeof(CdcCacheEntry);
 		trigger_cache = hash_create("pgque_bgw cdc triggers", 16, &ctl, HASH_ELEM | HASH_BLOBS);
 		CacheRegisterRelcacheCallback(cdc_cache_inval, (Datum) 0);
 	}
-	e = hash_search(trigger_cache, &tg->tgoid, HASH_ENTER, &found);
-	if (found && e->valid)
-		return e;
-	if (found)
-		free_entry(e);
-	memset(((char *) e) + sizeof(Oid), 0, sizeof(CdcTrigger) - sizeof(Oid));
+	c = hash_search(trigger_cache, &tg->tgoid, HASH_ENTER, &found);
+	if (!found)
+		c->trig = NULL;			/* until built: an ERROR may come first */
+	if (c->trig != NULL && c->trig->valid)
+		return c->trig;
+	if (c->trig != NULL)
+	{
+		CdcTrigger *old = c->trig;
+
+		c->trig = NULL;
+		old->cached = false;
+		free_if_unused(old);
+	}
+	cxt = AllocSetContextCreate(CacheMemoryContext, "pgque_bgw cdc trigger", ALLOCSET_SMALL_SIZES);
+	e = MemoryContextAllocZero(cxt, sizeof(CdcTrigger));
+	e->cxt = cxt;
+	e->cached = true;
 	/* an invalidation that arrives while building clears this again */
 	e->valid = true;
+	c->trig = e;
 	PG_TRY();
 	{
 		build_entry(e, rel, tg, truncate);
 	}
 	PG_CATCH();
 	{
-		free_entry(e);
 		hash_search(trigger_cache, &tg->tgoid, HASH_REMOVE, NULL);
+		e->cached = false;
+		free_if_unused(e);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
 	return e;
+}
+
+/* Is fn one of the trigger functions of this file? */
+static bool
+is_cdc_function(Oid fn)
+{
+	HeapTuple	tup = SearchSysCache1(PROCOID, ObjectIdGetDatum(fn));
+	bool		result = false;
+
+	if (!HeapTupleIsValid(tup))
+		return false;
+	/* C functions are a superuser's to create: the symbol and library say which */
+	if (((Form_pg_proc) GETSTRUCT(tup))->prolang == ClanguageId)
+	{
+		bool		isnull;
+		Datum		src = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_prosrc, &isnull);
+		Datum		bin = SysCacheGetAttr(PROCOID, tup, Anum_pg_proc_probin, &isnull);
+
+		if (!isnull)
+		{
+			char	   *sym = TextDatumGetCString(src);
+			char	   *lib = TextDatumGetCString(bin);
+
+			result = strstr(lib, "pgque_bgw") != NULL &&
+				(strcmp(sym, "pgque_logutriga") == 0 || strcmp(sym, "pgque_jsontriga") == 0 ||
+				 strcmp(sym, "pgque_sqltriga") == 0);
+		}
+	}
+	ReleaseSysCache(tup);
+	return result;
+}
+
+/*
+ * A trigger was just created (or replaced; also a partition's clone of its
+ * parent's): if it is one of ours and an argument is an expression, the
+ * creating role must have the rights of the table's owner, as whom the
+ * expressions run (ADR 0045).  TRIGGER (with INSERT to fire it) on a table
+ * is otherwise a way to run any SQL as its owner: read the owner's other
+ * tables into an event.  Called from the object-access hook (utility.c),
+ * inside CREATE TRIGGER, before its command ends: the new row is read with
+ * SnapshotSelf, as sepgsql does.
+ */
+void
+pgque_cdc_check_attach(Oid tgoid)
+{
+	Relation	tgrel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Form_pg_trigger tg;
+	HeapTuple	reltup;
+	Oid			owner;
+	char	   *relname;
+	const char *expr = NULL;
+
+	tgrel = table_open(TriggerRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_trigger_oid, BTEqualStrategyNumber, F_OIDEQ, ObjectIdGetDatum(tgoid));
+	scan = systable_beginscan(tgrel, TriggerOidIndexId, true, SnapshotSelf, 1, &key);
+	tup = systable_getnext(scan);
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "pgque_bgw: could not find the new trigger %u", tgoid);
+	tg = (Form_pg_trigger) GETSTRUCT(tup);
+	if (tg->tgnargs > 1 && is_cdc_function(tg->tgfoid))
+	{
+		bool		isnull;
+		bytea	   *val = DatumGetByteaPP(heap_getattr(tup, Anum_pg_trigger_tgargs,
+													   RelationGetDescr(tgrel), &isnull));
+		char	   *p;
+		char	   *end;
+		int			i;
+
+		if (isnull)
+			elog(ERROR, "pgque_bgw: trigger %u has no arguments", tgoid);
+		p = VARDATA_ANY(val);
+		end = p + VARSIZE_ANY_EXHDR(val);
+		/* the arguments, each ended by a NUL; the queue name first */
+		for (i = 0; i < tg->tgnargs && p < end; i++)
+		{
+			if (i > 0 && expression_field(p) >= 0)
+			{
+				expr = pstrdup(p);
+				break;
+			}
+			p += strlen(p) + 1;
+		}
+	}
+	if (expr == NULL)
+	{
+		systable_endscan(scan);
+		table_close(tgrel, AccessShareLock);
+		return;
+	}
+	reltup = SearchSysCache1(RELOID, ObjectIdGetDatum(tg->tgrelid));
+	if (!HeapTupleIsValid(reltup))
+		elog(ERROR, "pgque_bgw: cache lookup failed for relation %u", tg->tgrelid);
+	owner = ((Form_pg_class) GETSTRUCT(reltup))->relowner;
+	relname = pstrdup(NameStr(((Form_pg_class) GETSTRUCT(reltup))->relname));
+	ReleaseSysCache(reltup);
+	systable_endscan(scan);
+	table_close(tgrel, AccessShareLock);
+
+	if (has_privs_of_role(GetUserId(), owner))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("only the owner of table \"%s\" may attach a pgque trigger with expressions", relname),
+			 errdetail("Argument \"%s\" is an expression; a pgque trigger's expressions run as the table's owner, role \"%s\".",
+					   expr, GetUserNameFromId(owner, false)),
+			 errhint("Have the table's owner create the trigger, or attach it without when= and ev_*= arguments.")));
 }
 
 /*
@@ -555,8 +722,12 @@ trigger_result(TriggerData *td, bool skip)
 	return PointerGetDatum(td->tg_trigtuple);
 }
 
+/*
+ * One firing; *pinned is set to the parse it pins (cdc_fire lets go of
+ * it, also on an ERROR).
+ */
 static Datum
-cdc_fire(FunctionCallInfo fcinfo, CdcFormat fmt, const char *fname)
+cdc_fire_pinned(FunctionCallInfo fcinfo, CdcFormat fmt, const char *fname, CdcTrigger **pinned)
 {
 	TriggerData *td = (TriggerData *) fcinfo->context;
 	Relation	rel;
@@ -622,6 +793,8 @@ cdc_fire(FunctionCallInfo fcinfo, CdcFormat fmt, const char *fname)
 		return trigger_result(td, false);
 
 	e = trigger_entry(rel, td->tg_trigger, truncate);
+	e->pins++;
+	*pinned = e;
 
 	if (e->skip && TRIGGER_FIRED_AFTER(td->tg_event))
 		bad_arg(rel, "SKIP", "SKIP works only in a BEFORE trigger (an AFTER trigger cannot skip the change)");
@@ -745,6 +918,40 @@ cdc_fire(FunctionCallInfo fcinfo, CdcFormat fmt, const char *fname)
 	SetUserIdAndSecContext(save_user, save_sec);
 
 	return trigger_result(td, e->skip);
+}
+
+static void
+unpin(CdcTrigger *e)
+{
+	e->pins--;
+	free_if_unused(e);
+}
+
+/*
+ * A firing, with the trigger's parse pinned while it runs: its plans,
+ * queue name and column flags stay valid whatever the expressions do
+ * (ADR 0037).
+ */
+static Datum
+cdc_fire(FunctionCallInfo fcinfo, CdcFormat fmt, const char *fname)
+{
+	CdcTrigger *pinned = NULL;
+	Datum		result;
+
+	PG_TRY();
+	{
+		result = cdc_fire_pinned(fcinfo, fmt, fname, &pinned);
+	}
+	PG_CATCH();
+	{
+		if (pinned != NULL)
+			unpin(pinned);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (pinned != NULL)
+		unpin(pinned);
+	return result;
 }
 
 /* logutriga: ev_type 'I:pk,..', ev_data url-encoded row */

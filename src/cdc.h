@@ -1,7 +1,8 @@
 /*
  * cdc.h
  *		What the change-data-capture triggers (cdc.c) and their row
- *		encoders (cdc_encode.c) share.
+ *		encoders (cdc_encode.c) share, and the check the object-access hook
+ *		(utility.c) makes when a trigger is created.
  */
 #ifndef PGQUE_CDC_H
 #define PGQUE_CDC_H
@@ -12,6 +13,7 @@
 #include "access/tupdesc.h"
 #include "lib/stringinfo.h"
 
+extern void pgque_cdc_check_attach(Oid tgoid);
 extern void pgque_cdc_urlencode(StringInfo buf, const char *s);
 extern void pgque_cdc_urlenc_row(StringInfo buf, TupleDesc desc, HeapTuple row,
 								 const bool *left_out);

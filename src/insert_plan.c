@@ -6,7 +6,10 @@
  *
  * A queue's per-table plans are dropped and prepared again when rotation
  * moves it to another child table or its bucket count changes (the queue
- * cache, queue_cache.c, says which table is current).  Every name in the SQL
+ * cache, queue_cache.c, says which table is current).  The change can be
+ * made inside an append, by a trigger on the event table that sends
+ * again: a dropped plan is freed only once no append is executing it
+ * (src/kept_plan.c, ADR 0037).  Every name in the SQL
  * is schema-qualified, so a plan means the same under any search_path; the
  * plan cache revalidates it if a table is dropped and created again
  * (DROP/CREATE EXTENSION reuses queue ids).
@@ -18,6 +21,7 @@
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 
+#include "kept_plan.h"
 #include "producer.h"
 
 typedef struct InsertPlan
@@ -25,24 +29,10 @@ typedef struct InsertPlan
 	int32		queue_id;		/* hash key */
 	int32		cur_table;		/* child table the plans insert into */
 	int32		nbuckets;		/* 0: the child table itself */
-	SPIPlanPtr *plans;			/* [bucket * INSERT_NKINDS + kind] */
+	PgqueKeptPlan **plans;		/* [bucket * INSERT_NKINDS + kind] */
 } InsertPlan;
 
 static HTAB *insert_plans = NULL;
-
-/* SPI_prepare + SPI_keepplan, or an error (inside SPI) */
-SPIPlanPtr
-pgque_prepare_kept(const char *sql, int nargs, Oid *argtypes)
-{
-	SPIPlanPtr	plan = SPI_prepare(sql, nargs, argtypes);
-
-	if (plan == NULL)
-		elog(ERROR, "pgque_bgw: SPI_prepare failed for \"%s\": %s",
-			 sql, SPI_result_code_string(SPI_result));
-	if (SPI_keepplan(plan) != 0)
-		elog(ERROR, "pgque_bgw: SPI_keepplan failed");
-	return plan;
-}
 
 /*
  * The kept plans of a queue, from the cache; the per-table ones are
@@ -73,9 +63,9 @@ plan_entry(const QueueInfo *q)
 	{
 		int			i;
 
+		/* freed now, or by the append up the stack still executing one */
 		for (i = 0; i < Max(entry->nbuckets, 1) * INSERT_NKINDS; i++)
-			if (entry->plans[i] != NULL)
-				SPI_freeplan(entry->plans[i]);
+			pgque_kept_plan_drop(entry->plans[i]);
 		pfree(entry->plans);
 		entry->plans = NULL;
 	}
@@ -84,7 +74,7 @@ plan_entry(const QueueInfo *q)
 		entry->cur_table = q->cur_table;
 		entry->nbuckets = q->nbuckets;
 		entry->plans = MemoryContextAllocZero(TopMemoryContext,
-											  sizeof(SPIPlanPtr) * Max(q->nbuckets, 1) * INSERT_NKINDS);
+											  sizeof(PgqueKeptPlan *) * Max(q->nbuckets, 1) * INSERT_NKINDS);
 	}
 	return entry;
 }
@@ -93,17 +83,17 @@ plan_entry(const QueueInfo *q)
  * An insert plan for a queue's current child table (bucket: the partition
  * bucket table, when the queue has buckets), from the cache.
  */
-SPIPlanPtr
-pgque_insert_plan(const QueueInfo *q, int bucket, InsertKind kind)
+static PgqueKeptPlan *
+insert_plan(const QueueInfo *q, int bucket, InsertKind kind)
 {
 	InsertPlan *entry = plan_entry(q);
 	char		table[96];
 	char		sql[768];
-	SPIPlanPtr *slot;
+	PgqueKeptPlan *plan;
 
-	slot = &entry->plans[bucket * INSERT_NKINDS + kind];
-	if (*slot != NULL)
-		return *slot;
+	plan = entry->plans[bucket * INSERT_NKINDS + kind];
+	if (plan != NULL)
+		return plan;
 
 	if (q->nbuckets > 0)
 		snprintf(table, sizeof(table), "pgque.event_%d_%d_b%d", q->queue_id, q->cur_table, bucket);
@@ -125,7 +115,7 @@ pgque_insert_plan(const QueueInfo *q, int bucket, InsertKind kind)
 				 "  ev_extra1, ev_extra2, ev_extra3, ev_extra4)"
 				 " values ($7, coalesce($8, pg_catalog.now()), $9, $10, $1, $2, $3, $4, $5, $6)",
 				 table);
-		*slot = pgque_prepare_kept(sql, INS_NPARAMS, argtypes);
+		plan = pgque_kept_plan_prepare(sql, INS_NPARAMS, argtypes, 0);
 	}
 	else
 	{
@@ -140,7 +130,23 @@ pgque_insert_plan(const QueueInfo *q, int bucket, InsertKind kind)
 				 " select u.i, $1, u.p, u.k"
 				 " from rows from (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4)) as u(i, p, k)",
 				 table);
-		*slot = pgque_prepare_kept(sql, 4, argtypes);
+		plan = pgque_kept_plan_prepare(sql, 4, argtypes, 0);
 	}
-	return *slot;
+	/* the entry again: nothing above runs an append, but never trust a stale pointer */
+	entry = plan_entry(q);
+	Assert(entry->plans[bucket * INSERT_NKINDS + kind] == NULL);
+	entry->plans[bucket * INSERT_NKINDS + kind] = plan;
+	return plan;
+}
+
+/*
+ * Run the insert plan of a queue's current table (or bucket table) with
+ * args/nulls (SPI_execute_plan's); the plan stays valid while it runs,
+ * whatever a trigger on the table does to the cache (ADR 0037).
+ */
+int
+pgque_insert_execute(const QueueInfo *q, int bucket, InsertKind kind, Datum *args,
+					 const char *nulls, long tcount)
+{
+	return pgque_kept_plan_execute(insert_plan(q, bucket, kind), args, nulls, false, tcount);
 }

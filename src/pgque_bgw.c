@@ -1,9 +1,11 @@
 /*
  * pgque_bgw.c
  *		Module entry point: _PG_init registers the settings, the shared
- *		memory, the utility hook, the commit callback and the launcher.
+ *		memory, the utility and object-access hooks, the commit callback and
+ *		the launcher.
  *
- * Everything but the commit callback needs shared_preload_libraries; the
+ * Everything but the commit callback and the object-access hook needs
+ * shared_preload_libraries; the
  * SQL engine works without it (manual or pg_cron ticking), and status()
  * says which mode is in effect.
  */
@@ -65,6 +67,8 @@ _PG_init(void)
 
 	pgque_define_gucs();
 	pgque_register_xact_callback();
+	/* who may attach a CDC trigger with expressions: in every backend that loaded us */
+	pgque_install_object_access_hook();
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;

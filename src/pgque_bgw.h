@@ -216,6 +216,7 @@ extern void pgque_worker_alerts_pass(void);
 
 /* ---- utility.c: keep DROP DATABASE and friends unblocked ---- */
 extern void pgque_install_utility_hook(void);
+extern void pgque_install_object_access_hook(void);
 
 /* ---- srf.c: helpers for SQL-callable C functions ---- */
 struct FunctionCallInfoBaseData;

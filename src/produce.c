@@ -148,7 +148,7 @@ append_one(void *arg)
 
 	/* the partition key rides in ev_extra1 */
 	bucket = q.nbuckets > 0 ? pgque_slot_of(a->args[INS_EXTRA1], a->isnull[INS_EXTRA1], q.nbuckets) : 0;
-	ret = SPI_execute_plan(pgque_insert_plan(&q, bucket, INSERT_ONE), a->args, nulls, false, 1);
+	ret = pgque_insert_execute(&q, bucket, INSERT_ONE, a->args, nulls, 1);
 	if (ret != SPI_OK_INSERT || SPI_processed != 1)
 		elog(ERROR, "pgque_bgw: event insert failed: %s", SPI_result_code_string(ret));
 
@@ -370,7 +370,7 @@ insert_array(const QueueInfo *q, int bucket, Datum type_name, Datum ids, Datum p
 	char		nulls[4] = {' ', ' ', ' ', keys_null ? 'n' : ' '};
 	int			ret;
 
-	ret = SPI_execute_plan(pgque_insert_plan(q, bucket, INSERT_BATCH), args, nulls, false, 0);
+	ret = pgque_insert_execute(q, bucket, INSERT_BATCH, args, nulls, 0);
 	if (ret != SPI_OK_INSERT || SPI_processed != (uint64) m)
 		elog(ERROR, "pgque_bgw: batch insert failed: %s", SPI_result_code_string(ret));
 }

@@ -57,7 +57,7 @@ typedef enum InsertKind
 	INSERT_NKINDS
 } InsertKind;
 
-extern SPIPlanPtr pgque_prepare_kept(const char *sql, int nargs, Oid *argtypes);
-extern SPIPlanPtr pgque_insert_plan(const QueueInfo *q, int bucket, InsertKind kind);
+extern int	pgque_insert_execute(const QueueInfo *q, int bucket, InsertKind kind, Datum *args,
+								 const char *nulls, long tcount);
 
 #endif							/* PGQUE_PRODUCER_H */

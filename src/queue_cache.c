@@ -36,6 +36,7 @@
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
 
+#include "kept_plan.h"
 #include "producer.h"
 #include "rules.h"
 

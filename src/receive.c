@@ -318,15 +318,29 @@ read_part(int64 batch_id, int64 max_return, const SlotShare *share, Tuplestorest
 	 * into mcache and sorted there: no sort node copying every row once
 	 * more.  A window larger than mcache keeps the rows with the smallest
 	 * ids that fit, and the next part past them reads the rest the same
-	 * way (rows already past the cut are not formed).
+	 * way (rows already past the cut are not formed).  A receive nested in
+	 * that read (from a policy on an event table) finds the cache being
+	 * filled and reads its part in order below, leaving the cache to the
+	 * outer read (ADR 0037).
 	 */
-	if (max_return < WINDOW_CACHE_ROWS)
+	if (max_return < WINDOW_CACHE_ROWS && !mcache.filling)
 	{
 		part_receiver_init(&r, ts, desc, batch_id, max_return);
 		r.collect = true;
 		pgque_window_cache_reset(&mcache, source, args, nulls);
 		/* a fresh snapshot: the window's tick may be newer than the caller's */
-		pgque_window_read(source, args, nulls, false, false, &r.pub);
+		mcache.filling = true;
+		PG_TRY();
+		{
+			pgque_window_read(source, args, nulls, false, false, &r.pub);
+		}
+		PG_CATCH();
+		{
+			mcache.filling = false;
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
+		mcache.filling = false;
 		pgque_window_cache_seal(&mcache);
 		if (part_from_cache(source, args, nulls, batch_id, max_return, ts, &n, more, last))
 			return n;

@@ -1,6 +1,13 @@
 /*
  * utility.c
- *		Keep DROP DATABASE, CREATE DATABASE ... TEMPLATE and ALTER DATABASE
+ *		The utility and object-access hooks.
+ *
+ * The object-access hook vets every new trigger: a pgque CDC trigger with
+ * expressions may be attached only by a role with the table owner's
+ * rights (pgque_cdc_check_attach() in cdc.c, ADR 0045).  It is installed
+ * whenever the library is loaded, preloaded or not.
+ *
+ * The utility hook keeps DROP DATABASE, CREATE DATABASE ... TEMPLATE and ALTER DATABASE
  *		... RENAME working: they refuse while other sessions are connected to
  *		the database, and our workers are such sessions.  The utility hook
  *		pauses the database's workers (the launcher stops them through their
@@ -14,7 +21,9 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "catalog/objectaccess.h"
 #include "catalog/pg_database.h"
+#include "catalog/pg_trigger.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "miscadmin.h"
@@ -25,8 +34,10 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "cdc.h"
 
 static ProcessUtility_hook_type prev_utility_hook = NULL;
+static object_access_hook_type prev_object_access_hook = NULL;
 
 /*
  * Pause the database: the launcher stops its workers through their handles
@@ -237,4 +248,27 @@ pgque_install_utility_hook(void)
 {
 	prev_utility_hook = ProcessUtility_hook;
 	ProcessUtility_hook = pgque_process_utility;
+}
+
+/*
+ * Every trigger PostgreSQL creates passes here after its row is written:
+ * CREATE TRIGGER, CREATE OR REPLACE TRIGGER, and the clones made on a
+ * partitioned table's partitions; whatever the statement's path (a
+ * function, SET ROLE, a SECURITY DEFINER frame), GetUserId() is the role
+ * that creates it.
+ */
+static void
+pgque_object_access(ObjectAccessType access, Oid classId, Oid objectId, int subId, void *arg)
+{
+	if (prev_object_access_hook)
+		prev_object_access_hook(access, classId, objectId, subId, arg);
+	if (access == OAT_POST_CREATE && classId == TriggerRelationId)
+		pgque_cdc_check_attach(objectId);
+}
+
+void
+pgque_install_object_access_hook(void)
+{
+	prev_object_access_hook = object_access_hook;
+	object_access_hook = pgque_object_access;
 }

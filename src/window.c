@@ -17,6 +17,11 @@
  * buckets, which grow with the table.  A window is always a small slice
  * reached through the ev_txid index, so plans are made with
  * enable_seqscan off (for this read only).
+ *
+ * A plan dropped from the cache (a full cache, a hash collision) while a
+ * read up the stack is still executing it, say from a row-level security
+ * policy on an event table that reads another window, is freed only when
+ * that read ends (src/kept_plan.c, ADR 0037).
  */
 #include "postgres.h"
 
@@ -33,6 +38,7 @@
 #include "utils/memutils.h"
 #include "utils/tuplestore.h"
 
+#include "kept_plan.h"
 #include "pgque_bgw.h"
 #include "window.h"
 
@@ -43,7 +49,7 @@ typedef struct WindowPlan
 	uint64		key;			/* hash of the source text and the order */
 	char	   *source;			/* in TopMemoryContext */
 	bool		ordered;
-	SPIPlanPtr	plan;
+	PgqueKeptPlan *plan;
 } WindowPlan;
 
 static HTAB *window_plans = NULL;
@@ -60,7 +66,7 @@ window_plans_reset(void)
 	hash_seq_init(&seq, window_plans);
 	while ((entry = hash_seq_search(&seq)) != NULL)
 	{
-		SPI_freeplan(entry->plan);
+		pgque_kept_plan_drop(entry->plan);
 		pfree(entry->source);
 		hash_search(window_plans, &entry->key, HASH_REMOVE, NULL);
 	}
@@ -71,14 +77,14 @@ window_plans_reset(void)
  * limited ($8), or unordered and whole (the plain receive sorts what it
  * keeps itself, ADR 0033).
  */
-static SPIPlanPtr
+static PgqueKeptPlan *
 window_plan_for(const char *source, bool ordered)
 {
 	uint64		key = hash_bytes_extended((const unsigned char *) source, strlen(source), ordered ? 1 : 0);
 	WindowPlan *entry;
 	bool		found;
 	StringInfoData sql;
-	SPIPlanPtr	plan;
+	PgqueKeptPlan *plan;
 	Oid			argtypes[WINDOW_NPARAMS] = {XID8OID, XID8OID, XID8ARRAYOID, PG_SNAPSHOTOID,
 	INT4OID, INT8OID, INT8OID, INT4OID, INT4OID, INT4OID};
 
@@ -98,7 +104,7 @@ window_plan_for(const char *source, bool ordered)
 	if (entry != NULL)
 	{
 		/* a hash collision: the newer source takes the place */
-		SPI_freeplan(entry->plan);
+		pgque_kept_plan_drop(entry->plan);
 		pfree(entry->source);
 		hash_search(window_plans, &key, HASH_REMOVE, NULL);
 	}
@@ -127,12 +133,7 @@ window_plan_for(const char *source, bool ordered)
 					 "%s",
 					 source, ordered ? " order by ev.ev_id limit $8" : "");
 	/* a generic plan: planned once, whatever the window's bounds */
-	plan = SPI_prepare_cursor(sql.data, WINDOW_NPARAMS, argtypes, CURSOR_OPT_GENERIC_PLAN);
-	if (plan == NULL)
-		elog(ERROR, "pgque_bgw: SPI_prepare failed for a window read: %s",
-			 SPI_result_code_string(SPI_result));
-	if (SPI_keepplan(plan) != 0)
-		elog(ERROR, "pgque_bgw: SPI_keepplan failed");
+	plan = pgque_kept_plan_prepare(sql.data, WINDOW_NPARAMS, argtypes, CURSOR_OPT_GENERIC_PLAN);
 	pfree(sql.data);
 	entry = hash_search(window_plans, &key, HASH_ENTER, &found);
 	entry->plan = plan;
@@ -527,7 +528,7 @@ pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only, 
 {
 	static const Oid argtypes[WINDOW_NPARAMS] = {XID8OID, XID8OID, XID8ARRAYOID, PG_SNAPSHOTOID,
 	INT4OID, INT8OID, INT8OID, INT4OID, INT4OID, INT4OID};
-	SPIPlanPtr	plan = window_plan_for(source, ordered);
+	PgqueKeptPlan *plan = window_plan_for(source, ordered);
 	int			guc_level;
 	int			ret;
 
@@ -536,7 +537,7 @@ pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only, 
 	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	if (dest == NULL)
-		ret = SPI_execute_plan(plan, args, nulls, read_only, 0);
+		ret = pgque_kept_plan_execute(plan, args, nulls, read_only, 0);
 	else
 	{
 		ParamListInfo params = makeParamList(WINDOW_NPARAMS);
@@ -554,7 +555,7 @@ pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only, 
 		options.params = params;
 		options.read_only = read_only;
 		options.dest = dest;
-		ret = SPI_execute_plan_extended(plan, &options);
+		ret = pgque_kept_plan_execute_extended(plan, &options);
 	}
 	AtEOXact_GUC(true, guc_level);
 	if (ret != SPI_OK_SELECT)

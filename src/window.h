@@ -52,6 +52,9 @@
 typedef struct WindowCache
 {
 	bool		valid;
+	bool		filling;		/* a read is forming rows into it: a read nested
+								 * in that one (a policy, ADR 0037) neither uses
+								 * nor resets it */
 	MemoryContext cxt;
 	char	   *source;
 	Datum		key[WINDOW_NPARAMS];	/* copies; after/ev_id/limit unused */
