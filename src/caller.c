@@ -12,9 +12,11 @@
  * application's SECURITY DEFINER wrapper around pgque.receive() is
  * authorised as the session's current role, not as the wrapper's owner.
  *
- * The same caller is the role that the shared-memory tables (slots.c,
- * coop.c) charge a new entry to; pgque_caller_privileged() says whether it
- * may use their reserve (ADR 0041).
+ * The shared-memory tables (slots.c, coop.c) charge a new entry to the
+ * session's login role instead (pgque_quota_role): a member of pgque_reader
+ * may SET ROLE pgque_reader, and would get a second quota that way.
+ * pgque_caller_privileged() says whether the caller may use their reserve
+ * (ADR 0041).
  */
 #include "postgres.h"
 
@@ -37,9 +39,16 @@ pgque_caller(PG_FUNCTION_ARGS)
 	PG_RETURN_OID(GetOuterUserId());
 }
 
+/* The role a new shared-memory entry is charged to: the login role. */
+Oid
+pgque_quota_role(void)
+{
+	return GetSessionUserId();
+}
+
 /*
- * Is the caller a superuser or (a member of) the extension owner, the owner
- * of schema pgque?  They may use the reserve of the shared-memory tables and
+ * Is the caller (or the session's login role) a superuser, or the caller
+ * (a member of) the extension owner, the owner of schema pgque?  They may use the reserve of the shared-memory tables and
  * are not held to the per-role caps.  Reads the catalogs: call it outside
  * any LWLock.
  */
@@ -51,7 +60,7 @@ pgque_caller_privileged(void)
 	HeapTuple	tup;
 	bool		owner = false;
 
-	if (superuser_arg(caller))
+	if (superuser_arg(caller) || superuser_arg(GetSessionUserId()))
 		return true;
 	nsp = get_namespace_oid("pgque", true);
 	if (!OidIsValid(nsp))

@@ -11,8 +11,8 @@
  * entry is judged by the claim time of its window.
  *
  * Bounds (ADR 0041).  Fixed size (PGQUE_COOP_MEMBERS_MAX entries), counted
- * per database and per role (the caller that created the entry): a new
- * entry is refused with 53400 naming the bound at
+ * per database and per role (the login role of the session that created
+ * it): a new entry is refused with 53400 naming the bound at
  * pgque_bgw.max_coop_members_per_database or max_coop_members_per_role, and
  * the last 1/PGQUE_SHMEM_RESERVE_SHARE of the table is kept for superusers
  * and the extension owner (who are not held to the per-role cap).  A
@@ -65,7 +65,7 @@ typedef struct CoopMember
 	TimestampTz last_seen;
 	int64		batch;			/* last batch handed to it; 0 = none */
 	int64		polls;
-	Oid			role;			/* the caller that created it: charged to its quota */
+	Oid			role;			/* login role of the creating session: its quota */
 	int			pending_pid;	/* creating transaction still open (its pid); 0 = committed */
 	uint64		gen;			/* which creation of this key: the sweep's identity check */
 } CoopMember;
@@ -256,7 +256,7 @@ quota_error(CoopVerdict v)
 			break;
 		case COOP_ROLE_FULL:
 			{
-				const char *name = GetUserNameFromId(GetOuterUserId(), true);
+				const char *name = GetUserNameFromId(pgque_quota_role(), true);
 
 				ereport(ERROR,
 						(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
@@ -436,7 +436,7 @@ pgque_coop_touch(PG_FUNCTION_ARGS)
 	bool		found;
 	int			privileged = -1;
 	bool		reclaimed = false;
-	Oid			role = GetOuterUserId();
+	Oid			role = pgque_quota_role();
 
 	if (coop_table == NULL || PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		PG_RETURN_VOID();

@@ -55,6 +55,7 @@ extern void pgque_define_gucs(void);
 extern bool pgque_database_allowed(const char *dbname);
 
 /* caller.c */
+extern Oid	pgque_quota_role(void);
 extern bool pgque_caller_privileged(void);
 
 /* reclaim.c */

@@ -13,14 +13,14 @@
  * Bounds (ADR 0011, 0041).  The hash is HASH_FIXED_SIZE (dynahash would
  * otherwise grow into the shared-memory slack that the lock table needs),
  * and a quota table, under its own lock, counts the entries of the whole
- * table, of each database, of each consumer and of each role (the caller
- * that created the entry, all databases): a new entry is refused (53400,
- * naming the cap) at pgque_bgw.max_slots, max_slots_per_database,
- * max_slots_per_consumer or max_slots_per_role.  The last
- * 1/PGQUE_SHMEM_RESERVE_SHARE of the table is kept for superusers and the
- * extension owner, who are not held to the per-role cap either.  Renewals
- * never touch the quota lock; only the creation and removal of entries do
- * (lock order: partition locks, then the quota lock).
+ * table, of each database, of each consumer and of each role (the login
+ * role of the session that created the entry, all databases): a new entry
+ * is refused (53400, naming the cap) at pgque_bgw.max_slots,
+ * max_slots_per_database, max_slots_per_consumer or max_slots_per_role.
+ * The last 1/PGQUE_SHMEM_RESERVE_SHARE of the table is kept for superusers
+ * and the extension owner, who are not held to the per-role cap either.
+ * Renewals never touch the quota lock; only the creation and removal of
+ * entries do (lock order: partition locks, then the quota lock).
  *
  * Reclaim.  A claim that a cap refuses first reclaims, and tries once more:
  * released entries (they protect no lease: a fenced worker that loses its
@@ -310,7 +310,7 @@ quota_error(QuotaVerdict v, const SlotKey *key)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("role \"%s\" holds its maximum of slot leases (pgque_bgw.max_slots_per_role = %d)",
-							GetUserNameFromId(GetOuterUserId(), true) ? GetUserNameFromId(GetOuterUserId(), true) : "?",
+							GetUserNameFromId(pgque_quota_role(), true) ? GetUserNameFromId(pgque_quota_role(), true) : "?",
 							pgque_max_slots_per_role),
 					 errdetail("The entries a role created count in every database; released ones are reclaimed first."),
 					 errhint("Release or unsubscribe slots this role no longer uses, or have a superuser raise pgque_bgw.max_slots_per_role for it (ALTER ROLE ... SET).")));
@@ -507,7 +507,7 @@ pgque_slot_claim(const SlotKey *key, const char *worker, int64 ttl_ms, int64 (*n
 	int64		fresh = 0;
 	int			privileged = -1;	/* unknown until a cap needs it */
 	bool		reclaimed = false;
-	Oid			role = GetOuterUserId();
+	Oid			role = pgque_quota_role();
 	int			created = -1;	/* index of its undo record: the array may move */
 
 	Assert(ttl_ms >= 1000 && ttl_ms <= PGQUE_LEASE_TTL_MAX_MS);

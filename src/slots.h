@@ -33,7 +33,7 @@ typedef struct SlotLease
 	int64		claims;
 	int64		receives;
 	int64		acks;
-	Oid			role;			/* the caller that created it: charged to its quota */
+	Oid			role;			/* login role of the creating session: its quota */
 	int			pending_pid;	/* creating transaction still open (its pid); 0 = committed */
 	TimestampTz released_at;	/* last release; 0 = held or never released */
 } SlotLease;

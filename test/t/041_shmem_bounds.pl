@@ -107,6 +107,10 @@ is($out, '1|1', 'another role is not starved by app_reader') or diag($err);
 ($ret, $out, $err) = as('app_reader', 'postgres', q{\set VERBOSITY verbose
     select pgque.register_subconsumer('q', 'f3', 'one_more'), pgque.touch_subconsumer('q', 'f3', 'one_more')});
 like($err, qr/ERROR:  53400: role "app_reader" holds its maximum of cooperative members/, 'app_reader at its cap: 53400');
+($ret, $out, $err) = as('app_reader', 'postgres', q{set role pgque_reader;
+    select pgque.register_subconsumer('q', 'sr', 'm1'), pgque.touch_subconsumer('q', 'sr', 'm1')});
+like($err, qr/role "app_reader" holds its maximum of cooperative members/,
+     'SET ROLE pgque_reader opens no second quota: the login role is charged');
 
 # --- attack 2: 1,024 claim+release in each of 4 databases by one reader ----
 for my $db ('d1', 'd2', 'd3', 'd4')
@@ -133,6 +137,11 @@ is($out, '512', 'app_reader holds 512 live leases') or diag($err);
     select pgque.claim_slot('q', 'c', 0, 'w')});
 like($err, qr/ERROR:  53400: role "app_reader" holds its maximum of slot leases \(pgque_bgw.max_slots_per_role = 512\)/,
      'its next live lease is refused, naming the per-role cap (live leases are never reclaimed)');
+($ret, $out, $err) = as('app_reader', 'd2', q{set role pgque_reader;
+    select pgque.subscribe_slot('q', 'sr', 0, 1);
+    select pgque.claim_slot('q', 'sr', 0, 'w')});
+like($err, qr/role "app_reader" holds its maximum of slot leases/,
+     'SET ROLE pgque_reader opens no second slot quota either');
 as('other_reader', 'd2', q{select pgque.subscribe_slot('q', 'o', k, 4) from generate_series(0, 3) k});
 ($ret, $out, $err) = as('other_reader', 'd2', q{
     select count(pgque.claim_slot('q', 'o', k, 'w')) from generate_series(0, 3) k});
