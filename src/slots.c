@@ -42,6 +42,7 @@
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "utils/syscache.h"
+#include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
@@ -82,7 +83,14 @@ typedef struct QuotaEntry
 typedef struct SlotShared
 {
 	int			total;			/* entries in slot_table; under QUOTA_LOCK */
+	pg_atomic_uint64 releases;	/* releases so far: has anything new become reclaimable? */
+	/* the last reclaim of a refused claim that found nothing; under QUOTA_LOCK */
+	TimestampTz empty_at;
+	uint64		empty_releases;
 } SlotShared;
+
+/* a refused claim scans for what to reclaim at most this often in vain */
+#define RECLAIM_RETRY_MS 1000
 
 /* One entry this backend created or took over, for undo at abort. */
 typedef struct SlotUndo
@@ -139,7 +147,12 @@ pgque_slots_startup(void)
 								&info, HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 	slot_shared = ShmemInitStruct("pgque_bgw slot counts", sizeof(SlotShared), &found);
 	if (!found)
+	{
 		slot_shared->total = 0;
+		pg_atomic_init_u64(&slot_shared->releases, 0);
+		slot_shared->empty_at = 0;
+		slot_shared->empty_releases = 0;
+	}
 	slot_locks = GetNamedLWLockTranche("pgque_bgw slots");
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -622,6 +635,7 @@ pgque_slot_release(const SlotKey *key, const char *worker)
 		e->lease_until = 0;
 		e->released_at = GetCurrentTimestamp();
 		released = true;
+		pg_atomic_fetch_add_u64(&slot_shared->releases, 1);
 	}
 	LWLockRelease(lock);
 	return released;
@@ -789,73 +803,121 @@ pgque_slot_count_all(void)
 	return n;
 }
 
+/* Remember that a refused claim's reclaim found nothing (see below). */
+static void
+note_empty_reclaim(uint64 releases, TimestampTz now)
+{
+	LWLockAcquire(&slot_locks[QUOTA_LOCK].lock, LW_EXCLUSIVE);
+	slot_shared->empty_at = now;
+	slot_shared->empty_releases = releases;
+	LWLockRelease(&slot_locks[QUOTA_LOCK].lock);
+}
+
 /*
  * Reclaim what protects no lease: entries released before released_before
- * (DT_NOEND: every released entry) and every entry of a database that was
- * dropped.  An entry being created (epoch 0, its claim not done yet) stays.
- * The databases are looked up between two passes over the table, outside
- * its locks.  Returns how many entries went.
+ * (DT_NOEND: every released entry, the reclaim of a refused claim) and
+ * every entry of a database that was dropped.  An entry being created
+ * (epoch 0, its claim not done yet) stays.  The databases come from the
+ * quota table and are looked up outside its lock; the table is taken
+ * exclusively only when something is to go.  A refused claim's reclaim is
+ * skipped when the last one found nothing, nothing was released since and
+ * it is less than RECLAIM_RETRY_MS old: a role at its cap calling claim in
+ * a loop must not scan the table under every partition lock each time.
+ * Returns how many entries went.
  */
 int
 pgque_slot_reclaim(TimestampTz released_before)
 {
 	HASH_SEQ_STATUS status;
 	SlotLease  *e;
+	QuotaEntry *q;
 	Oid		   *dbs;
 	bool	   *gone;
 	int			ndb = 0;
 	int			cap = 16;
 	int			i;
 	int			n = 0;
+	bool		any = false;
+	bool		on_claim = released_before == DT_NOEND;
+	uint64		releases = pg_atomic_read_u64(&slot_shared->releases);
+	TimestampTz now = GetCurrentTimestamp();
 
 	dbs = palloc(sizeof(Oid) * cap);
-	for (i = 0; i < SLOT_PARTITIONS; i++)
-		LWLockAcquire(&slot_locks[i].lock, LW_SHARED);
-	hash_seq_init(&status, slot_table);
-	while ((e = hash_seq_search(&status)) != NULL)
+	LWLockAcquire(&slot_locks[QUOTA_LOCK].lock, LW_SHARED);
+	if (on_claim && slot_shared->empty_at != 0 && slot_shared->empty_releases == releases &&
+		now < TimestampTzPlusMilliseconds(slot_shared->empty_at, RECLAIM_RETRY_MS))
 	{
-		int			j;
-
-		for (j = 0; j < ndb && dbs[j] != e->key.dboid; j++)
-			;
-		if (j < ndb)
+		LWLockRelease(&slot_locks[QUOTA_LOCK].lock);
+		return 0;
+	}
+	hash_seq_init(&status, quota_table);
+	while ((q = hash_seq_search(&status)) != NULL)
+	{
+		if (q->key.queue_id != QUOTA_DATABASE)
 			continue;
 		if (ndb == cap)
 		{
 			cap *= 2;
 			dbs = repalloc(dbs, sizeof(Oid) * cap);
 		}
-		dbs[ndb++] = e->key.dboid;
+		dbs[ndb++] = q->key.dboid;
 	}
-	for (i = SLOT_PARTITIONS - 1; i >= 0; i--)
-		LWLockRelease(&slot_locks[i].lock);
+	LWLockRelease(&slot_locks[QUOTA_LOCK].lock);
 
 	/* a backend can only have made entries in a database that existed */
 	gone = palloc(sizeof(bool) * Max(ndb, 1));
 	for (i = 0; i < ndb; i++)
-		gone[i] = !SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dbs[i]));
-
-	for (i = 0; i < SLOT_PARTITIONS; i++)
-		LWLockAcquire(&slot_locks[i].lock, LW_EXCLUSIVE);
-	hash_seq_init(&status, slot_table);
-	while ((e = hash_seq_search(&status)) != NULL)
 	{
-		bool		drop = false;
-		int			j;
-
-		if (e->owner[0] == '\0' && e->epoch != 0 &&
-			(released_before == DT_NOEND || e->released_at < released_before))
-			drop = true;
-		for (j = 0; !drop && j < ndb; j++)
-			drop = dbs[j] == e->key.dboid && gone[j];
-		if (!drop)
-			continue;
-		quota_release(&e->key, e->role);
-		hash_search(slot_table, &e->key, HASH_REMOVE, NULL);
-		n++;
+		gone[i] = !SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dbs[i]));
+		any |= gone[i];
 	}
-	for (i = SLOT_PARTITIONS - 1; i >= 0; i--)
-		LWLockRelease(&slot_locks[i].lock);
+
+	/* anything released to reclaim?  A shared look first */
+	if (!any)
+	{
+		for (i = 0; i < SLOT_PARTITIONS; i++)
+			LWLockAcquire(&slot_locks[i].lock, LW_SHARED);
+		hash_seq_init(&status, slot_table);
+		while ((e = hash_seq_search(&status)) != NULL)
+		{
+			if (e->owner[0] == '\0' && e->epoch != 0 &&
+				(on_claim || e->released_at < released_before))
+			{
+				any = true;
+				hash_seq_term(&status);
+				break;
+			}
+		}
+		for (i = SLOT_PARTITIONS - 1; i >= 0; i--)
+			LWLockRelease(&slot_locks[i].lock);
+	}
+
+	if (any)
+	{
+		for (i = 0; i < SLOT_PARTITIONS; i++)
+			LWLockAcquire(&slot_locks[i].lock, LW_EXCLUSIVE);
+		hash_seq_init(&status, slot_table);
+		while ((e = hash_seq_search(&status)) != NULL)
+		{
+			bool		drop = false;
+			int			j;
+
+			if (e->owner[0] == '\0' && e->epoch != 0 &&
+				(on_claim || e->released_at < released_before))
+				drop = true;
+			for (j = 0; !drop && j < ndb; j++)
+				drop = dbs[j] == e->key.dboid && gone[j];
+			if (!drop)
+				continue;
+			quota_release(&e->key, e->role);
+			hash_search(slot_table, &e->key, HASH_REMOVE, NULL);
+			n++;
+		}
+		for (i = SLOT_PARTITIONS - 1; i >= 0; i--)
+			LWLockRelease(&slot_locks[i].lock);
+	}
+	if (on_claim && n == 0)
+		note_empty_reclaim(releases, now);
 	pfree(dbs);
 	pfree(gone);
 	return n;
