@@ -188,6 +188,12 @@ is($node->safe_psql('d3', q{select member from pgque._coop_members()}), 'm3', 't
 is($node->safe_psql('d1', q{select count(*) from pgque._slot_leases() where owner = 'w'}), '512',
    'live leases of another database are untouched');
 
+# DROP EXTENSION takes the member rows, and at its commit the heartbeats
+is($node->safe_psql('other', q{select count(*) from pgque._coop_members()}), '1', 'other has one heartbeat');
+$before = coop_all();
+$node->safe_psql('other', q{drop extension pgque_bgw cascade});
+is(coop_all(), $before - 1, 'DROP EXTENSION forgets the database\'s heartbeats');
+
 $node->stop('fast');
 diag(sprintf('041_shmem_bounds took %.1f s', time - $t0));
 done_testing();
