@@ -112,6 +112,15 @@ like($err, qr/ERROR:  53400: role "app_reader" holds its maximum of cooperative 
 like($err, qr/role "app_reader" holds its maximum of cooperative members/,
      'SET ROLE pgque_reader opens no second quota: the login role is charged');
 
+# a role with LOGIN only (or CREATE on the database) cannot reach the
+# tables behind the API
+$node->safe_psql('postgres', q{create role nobody login; grant create on database postgres to nobody});
+for my $call (q{select pgque._coop_touch(1, 'x', null)}, q{select pgque._slot_claim(1, 'c', 0, 'w', 1000)})
+{
+    ($ret, $out, $err) = as('nobody', 'postgres', $call);
+    like($err, qr/ERROR:  permission denied/, "a LOGIN-only role is refused: $call");
+}
+
 # --- attack 2: 1,024 claim+release in each of 4 databases by one reader ----
 for my $db ('d1', 'd2', 'd3', 'd4')
 {
