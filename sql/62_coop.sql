@@ -13,6 +13,9 @@ create function pgque._coop_seen(i_sub int4, i_member text)
 returns timestamptz language c volatile as 'MODULE_PATHNAME', 'pgque_coop_seen';
 create function pgque._coop_forget(i_sub int4, i_member text)
 returns int4 language c volatile as 'MODULE_PATHNAME', 'pgque_coop_forget';
+-- entries of the member table, every database (src/coop.c)
+create function pgque._coop_member_count_all()
+returns int4 language c volatile as 'MODULE_PATHNAME', 'pgque_coop_count_all';
 create function pgque._coop_members(out sub_id int4, out member text, out last_seen timestamptz,
                                     out batch bigint, out polls bigint)
 returns setof record language c volatile as 'MODULE_PATHNAME', 'pgque_coop_members';

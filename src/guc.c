@@ -16,6 +16,7 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "coop.h"
 #include "slots.h"
 
 bool		pgque_enabled = true;
@@ -196,6 +197,22 @@ pgque_define_gucs(void)
 	DefineCustomIntVariable("pgque_bgw.max_slots_per_consumer",
 							"How many slot lease entries one partitioned consumer may hold.",
 							NULL, &pgque_max_slots_per_consumer, 1024, 1, 1000000, PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	/* the per-role caps do not hold superusers and the extension owner */
+	DefineCustomIntVariable("pgque_bgw.max_slots_per_role",
+							"How many slot lease entries the consumers of one role may create, all databases together.",
+							"Keeps one role from filling the table for the others; superusers and the extension owner are exempt.",
+							&pgque_max_slots_per_role, 512, 1, 1000000, PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("pgque_bgw.max_coop_members_per_database",
+							"How many cooperative member entries (heartbeats) one database may hold.",
+							"Keeps one database from filling the member table that every database shares.",
+							&pgque_max_coop_members_per_database, 1024, 1, 1000000, PGC_SUSET, 0,
+							NULL, NULL, NULL);
+	DefineCustomIntVariable("pgque_bgw.max_coop_members_per_role",
+							"How many cooperative member entries (heartbeats) one role may create, all databases together.",
+							"Keeps one role from filling the member table for the others; superusers and the extension owner are exempt.",
+							&pgque_max_coop_members_per_role, 512, 1, 1000000, PGC_SUSET, 0,
 							NULL, NULL, NULL);
 
 	MarkGUCPrefixReserved("pgque_bgw");

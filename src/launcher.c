@@ -59,6 +59,7 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "coop.h"
 #include "slots.h"
 
 #define BACKOFF_MIN_MS 500
@@ -105,9 +106,12 @@ typedef struct DbSeen
 	char		name[NAMEDATALEN];
 } DbSeen;
 
-/* The databases the workers may serve: connectable, not templates, allowed. */
+/*
+ * The databases the workers may serve: connectable, not templates, allowed.
+ * *exist gets the oid of every database there is.
+ */
 static List *
-list_databases(void)
+list_databases(List **exist)
 {
 	List	   *result = NIL;
 	Relation	rel;
@@ -126,6 +130,9 @@ list_databases(void)
 		DbSeen	   *seen;
 		MemoryContext old;
 
+		old = MemoryContextSwitchTo(caller);
+		*exist = lappend_oid(*exist, d->oid);
+		MemoryContextSwitchTo(old);
 		if (!d->datallowconn || d->datistemplate || d->datconnlimit < -1)
 			continue;			/* -2: a database left invalid by a failed DROP */
 		if (!pgque_database_allowed(NameStr(d->datname)))
@@ -200,7 +207,8 @@ stop_worker(int dbidx, PgqueWorkerKind kind)
 static void
 sync_databases(void)
 {
-	List	   *seen = list_databases();
+	List	   *exist = NIL;
+	List	   *seen = list_databases(&exist);
 	ListCell   *lc;
 	int			i;
 	int			unlisted = 0;
@@ -234,8 +242,17 @@ sync_databases(void)
 			db->state = PGQUE_DB_PAUSED;
 		else
 		{
-			if (pgque_slots_available())
-				pgque_slot_forget(db->dboid, -1, NULL);
+			/*
+			 * Its shared-memory entries go with a dropped database only: a
+			 * database merely left out of pgque_bgw.databases keeps its
+			 * consumers, whose live leases and heartbeats must stay.
+			 */
+			if (!list_member_oid(exist, db->dboid))
+			{
+				if (pgque_slots_available())
+					pgque_slot_forget(db->dboid, -1, NULL);
+				pgque_coop_forget_db(db->dboid);
+			}
 			reset_db_entry(db, InvalidOid, "", PGQUE_DB_UNUSED);
 		}
 	}
@@ -277,6 +294,7 @@ sync_databases(void)
 		table_warned = false;
 	LWLockRelease(pgque_shared->lock);
 	list_free_deep(seen);
+	list_free(exist);
 }
 
 static bool

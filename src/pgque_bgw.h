@@ -54,6 +54,13 @@ typedef enum PgqueWorkerMode
 extern void pgque_define_gucs(void);
 extern bool pgque_database_allowed(const char *dbname);
 
+/* caller.c */
+extern Oid	pgque_quota_role(void);
+extern bool pgque_caller_privileged(void);
+
+/* reclaim.c */
+extern int	pgque_reclaim_pass(void);
+
 /* ---- state.c: the shared-memory state table ---- */
 
 typedef enum PgqueWorkerKind

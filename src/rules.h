@@ -21,6 +21,20 @@
 /* subconsumer (cooperative member) names: a key of coop.c's shared table */
 #define PGQUE_COOP_NAME_MAX 64
 
+/*
+ * The shared-memory tables filled by callers (slots.c, coop.c; ADR 0041):
+ * the last 1/PGQUE_SHMEM_RESERVE_SHARE of each (at least one entry) is kept
+ * for superusers and the extension owner, so that no other role, however
+ * many databases it spreads over, can fill it for them.
+ */
+#define PGQUE_SHMEM_RESERVE_SHARE 16
+
+static inline int
+pgque_shmem_reserve(int capacity)
+{
+	return Max(1, capacity / PGQUE_SHMEM_RESERVE_SHARE);
+}
+
 struct varlena;
 extern void pgque_check_queue_name(struct varlena *name);
 extern int32 pgque_slot_of(Datum key, bool isnull, int32 n);

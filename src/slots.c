@@ -10,14 +10,24 @@
  * is lost on restart; epochs therefore come from a WAL-logged sequence (see
  * slot_sql.c), so they only grow across restarts and failovers.
  *
- * Bounds.  The hash is HASH_FIXED_SIZE (dynahash would otherwise grow into
- * the shared-memory slack that the lock table needs), and a quota table,
- * under its own lock, counts the entries of the whole table, of each
- * database and of each consumer: a new entry is refused (53400, naming the
- * cap) at pgque_bgw.max_slots, max_slots_per_database or
- * max_slots_per_consumer.  Renewals never touch the quota lock; only the
- * creation and removal of entries do (lock order: partition locks, then
- * the quota lock).
+ * Bounds (ADR 0011, 0041).  The hash is HASH_FIXED_SIZE (dynahash would
+ * otherwise grow into the shared-memory slack that the lock table needs),
+ * and a quota table, under its own lock, counts the entries of the whole
+ * table, of each database, of each consumer and of each role (the login
+ * role of the session that created the entry, all databases): a new entry
+ * is refused (53400, naming the cap) at pgque_bgw.max_slots,
+ * max_slots_per_database, max_slots_per_consumer or max_slots_per_role.
+ * The last 1/PGQUE_SHMEM_RESERVE_SHARE of the table is kept for superusers
+ * and the extension owner, who are not held to the per-role cap either.
+ * Renewals never touch the quota lock; only the creation and removal of
+ * entries do (lock order: partition locks, then the quota lock).
+ *
+ * Reclaim.  A claim that a cap refuses first reclaims, and tries once more:
+ * released entries (they protect no lease: a fenced worker that loses its
+ * entry is refused with PQ001 instead of PQ002) and the entries of dropped
+ * databases.  The watchdog also removes released entries after a while and
+ * those whose partitioned consumer is gone (reclaim.c).  An entry that
+ * holds a lease, live or expired, is never reclaimed.
  *
  * Transactions.  A lease is not a row, but a claim made in a transaction
  * (or subtransaction) that aborts does not survive it: each backend keeps
@@ -31,6 +41,8 @@
 
 #include "access/xact.h"
 #include "miscadmin.h"
+#include "utils/syscache.h"
+#include "port/atomics.h"
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
@@ -39,17 +51,22 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "rules.h"
 #include "slots.h"
 
 #define SLOT_PARTITIONS 16
 #define QUOTA_LOCK SLOT_PARTITIONS	/* the tranche's last lock */
 
 /*
- * A quota entry counts the lease entries of one consumer (queue_id >= 0) or
- * of one whole database (queue_id = -1, consumer "").  Each exists only
- * while its count is positive, so the quota table never needs more than
- * twice the lease table's capacity.
+ * A quota entry counts the lease entries of one consumer (queue_id >= 0), of
+ * one whole database (queue_id = QUOTA_DATABASE, consumer "") or of one role
+ * (dboid = the role, queue_id = QUOTA_ROLE).  Each exists only while its
+ * count is positive, so the quota table never needs more than three times
+ * the lease table's capacity.
  */
+#define QUOTA_DATABASE (-1)
+#define QUOTA_ROLE (-2)
+#define QUOTA_KINDS 3
 typedef struct QuotaKey
 {
 	Oid			dboid;
@@ -66,7 +83,14 @@ typedef struct QuotaEntry
 typedef struct SlotShared
 {
 	int			total;			/* entries in slot_table; under QUOTA_LOCK */
+	pg_atomic_uint64 releases;	/* releases so far: has anything new become reclaimable? */
+	/* the last reclaim of a refused claim that found nothing; under QUOTA_LOCK */
+	TimestampTz empty_at;
+	uint64		empty_releases;
 } SlotShared;
+
+/* a refused claim scans for what to reclaim at most this often in vain */
+#define RECLAIM_RETRY_MS 1000
 
 /* One entry this backend created or took over, for undo at abort. */
 typedef struct SlotUndo
@@ -80,6 +104,7 @@ typedef struct SlotUndo
 
 int			pgque_max_slots_per_database = 1024;
 int			pgque_max_slots_per_consumer = 1024;
+int			pgque_max_slots_per_role = 512;
 
 static HTAB *slot_table = NULL;
 static HTAB *quota_table = NULL;
@@ -95,7 +120,7 @@ void
 pgque_slots_request(void)
 {
 	RequestAddinShmemSpace(hash_estimate_size(pgque_max_slots, sizeof(SlotLease)));
-	RequestAddinShmemSpace(hash_estimate_size(2 * (long) pgque_max_slots, sizeof(QuotaEntry)));
+	RequestAddinShmemSpace(hash_estimate_size(QUOTA_KINDS * (long) pgque_max_slots, sizeof(QuotaEntry)));
 	RequestAddinShmemSpace(MAXALIGN(sizeof(SlotShared)));
 	RequestNamedLWLockTranche("pgque_bgw slots", SLOT_PARTITIONS + 1);
 }
@@ -117,12 +142,17 @@ pgque_slots_startup(void)
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(QuotaKey);
 	info.entrysize = sizeof(QuotaEntry);
-	quota_table = ShmemInitHash("pgque_bgw slot quotas", 2 * (long) pgque_max_slots,
-								2 * (long) pgque_max_slots,
+	quota_table = ShmemInitHash("pgque_bgw slot quotas", QUOTA_KINDS * (long) pgque_max_slots,
+								QUOTA_KINDS * (long) pgque_max_slots,
 								&info, HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 	slot_shared = ShmemInitStruct("pgque_bgw slot counts", sizeof(SlotShared), &found);
 	if (!found)
+	{
 		slot_shared->total = 0;
+		pg_atomic_init_u64(&slot_shared->releases, 0);
+		slot_shared->empty_at = 0;
+		slot_shared->empty_releases = 0;
+	}
 	slot_locks = GetNamedLWLockTranche("pgque_bgw slots");
 	LWLockRelease(AddinShmemInitLock);
 }
@@ -149,82 +179,83 @@ partition_lock(uint32 hash)
 	return &slot_locks[hash % SLOT_PARTITIONS].lock;
 }
 
-/* ---- the quota: counts per table, database, consumer ---- */
+/* ---- the quota: counts per table, database, consumer, role ---- */
 
 typedef enum QuotaVerdict
 {
 	QUOTA_OK,
 	QUOTA_TABLE_FULL,
+	QUOTA_RESERVE,				/* only the reserve is left */
 	QUOTA_DATABASE_FULL,
-	QUOTA_CONSUMER_FULL
+	QUOTA_CONSUMER_FULL,
+	QUOTA_ROLE_FULL
 } QuotaVerdict;
 
 static void
-quota_keys(const SlotKey *key, QuotaKey *db, QuotaKey *co)
+quota_keys(const SlotKey *key, Oid role, QuotaKey *keys)
 {
-	memset(db, 0, sizeof(QuotaKey));
-	db->dboid = key->dboid;
-	db->queue_id = -1;
-	memset(co, 0, sizeof(QuotaKey));
-	co->dboid = key->dboid;
-	co->queue_id = key->queue_id;
-	strlcpy(co->consumer, key->consumer, sizeof(co->consumer));
+	memset(keys, 0, sizeof(QuotaKey) * QUOTA_KINDS);
+	keys[0].dboid = key->dboid;
+	keys[0].queue_id = QUOTA_DATABASE;
+	keys[1].dboid = key->dboid;
+	keys[1].queue_id = key->queue_id;
+	strlcpy(keys[1].consumer, key->consumer, sizeof(keys[1].consumer));
+	keys[2].dboid = role;
+	keys[2].queue_id = QUOTA_ROLE;
+}
+
+static int
+quota_count(QuotaEntry *q)
+{
+	return q == NULL ? 0 : q->count;
 }
 
 /*
- * Count one more entry for key, or say which cap refuses it.  The caller
- * holds the entry's partition lock.  The caps are read from this backend's
- * settings (SUSET: a session cannot raise its own).
+ * Count one more entry for key, created by role, or say which cap refuses
+ * it.  The caller holds the entry's partition lock.  The caps are read from
+ * this backend's settings (SUSET: a session cannot raise its own);
+ * privileged callers (superuser, extension owner) may use the reserve and
+ * are not held to the per-role cap.
  */
 static QuotaVerdict
-quota_reserve(const SlotKey *key)
+quota_reserve(const SlotKey *key, Oid role, bool privileged)
 {
-	QuotaKey	dbk,
-				cok;
-	QuotaEntry *db,
-			   *co;
+	QuotaKey	keys[QUOTA_KINDS];
+	QuotaEntry *q[QUOTA_KINDS];
 	bool		found;
+	int			i;
 	QuotaVerdict v = QUOTA_OK;
 
-	quota_keys(key, &dbk, &cok);
+	quota_keys(key, role, keys);
 	LWLockAcquire(&slot_locks[QUOTA_LOCK].lock, LW_EXCLUSIVE);
-	db = hash_search(quota_table, &dbk, HASH_FIND, NULL);
-	co = hash_search(quota_table, &cok, HASH_FIND, NULL);
+	for (i = 0; i < QUOTA_KINDS; i++)
+		q[i] = hash_search(quota_table, &keys[i], HASH_FIND, NULL);
 	if (slot_shared->total >= pgque_max_slots)
 		v = QUOTA_TABLE_FULL;
-	else if (db != NULL && db->count >= pgque_max_slots_per_database)
+	else if (!privileged && slot_shared->total >= pgque_max_slots - pgque_shmem_reserve(pgque_max_slots))
+		v = QUOTA_RESERVE;
+	else if (quota_count(q[0]) >= pgque_max_slots_per_database)
 		v = QUOTA_DATABASE_FULL;
-	else if (co != NULL && co->count >= pgque_max_slots_per_consumer)
+	else if (quota_count(q[1]) >= pgque_max_slots_per_consumer)
 		v = QUOTA_CONSUMER_FULL;
+	else if (!privileged && quota_count(q[2]) >= pgque_max_slots_per_role)
+		v = QUOTA_ROLE_FULL;
 	else
 	{
-		/* at most 2 * max_slots quota entries exist: these cannot fail */
-		if (db == NULL)
+		/* at most QUOTA_KINDS * max_slots quota entries exist: cannot fail */
+		for (i = 0; i < QUOTA_KINDS; i++)
 		{
-			db = hash_search(quota_table, &dbk, HASH_ENTER_NULL, &found);
-			if (db == NULL)
-				v = QUOTA_TABLE_FULL;
-			else
-				db->count = 0;
-		}
-		if (v == QUOTA_OK && co == NULL)
-		{
-			co = hash_search(quota_table, &cok, HASH_ENTER_NULL, &found);
-			if (co == NULL)
+			if (q[i] == NULL)
 			{
-				if (db->count == 0)
-					hash_search(quota_table, &dbk, HASH_REMOVE, NULL);
-				v = QUOTA_TABLE_FULL;
+				q[i] = hash_search(quota_table, &keys[i], HASH_ENTER_NULL, &found);
+				if (q[i] == NULL)
+					elog(PANIC, "pgque_bgw slot quota table overflow");
+				q[i]->count = 0;
 			}
-			else
-				co->count = 0;
 		}
-		if (v == QUOTA_OK)
-		{
-			db->count++;
-			co->count++;
-			slot_shared->total++;
-		}
+		for (i = 0; i < QUOTA_KINDS; i++)
+			q[i]->count++;
+		slot_shared->total++;
 	}
 	LWLockRelease(&slot_locks[QUOTA_LOCK].lock);
 	return v;
@@ -232,14 +263,14 @@ quota_reserve(const SlotKey *key)
 
 /* Count one entry less; the caller holds the entry's partition lock. */
 static void
-quota_release(const SlotKey *key)
+quota_release(const SlotKey *key, Oid role)
 {
-	QuotaKey	keys[2];
+	QuotaKey	keys[QUOTA_KINDS];
 	int			i;
 
-	quota_keys(key, &keys[0], &keys[1]);
+	quota_keys(key, role, keys);
 	LWLockAcquire(&slot_locks[QUOTA_LOCK].lock, LW_EXCLUSIVE);
-	for (i = 0; i < 2; i++)
+	for (i = 0; i < QUOTA_KINDS; i++)
 	{
 		QuotaEntry *q = hash_search(quota_table, &keys[i], HASH_FIND, NULL);
 
@@ -261,15 +292,23 @@ quota_error(QuotaVerdict v, const SlotKey *key)
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("the slot lease table is full (pgque_bgw.max_slots = %d)", pgque_max_slots),
-					 errdetail("Every database's partition slots share this table."),
+					 errdetail("Every database's partition slots share this table; released entries and those of dropped databases were reclaimed first."),
 					 errhint("Raise pgque_bgw.max_slots (restart needed), or unsubscribe unused slot consumers.")));
+			break;
+		case QUOTA_RESERVE:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("the slot lease table is full but for its reserve (%d of pgque_bgw.max_slots = %d)",
+							pgque_shmem_reserve(pgque_max_slots), pgque_max_slots),
+					 errdetail("The reserve is kept for superusers and the extension owner; released entries and those of dropped databases were reclaimed first."),
+					 errhint("Unsubscribe unused slot consumers, or have the administrator lower pgque_bgw.max_slots_per_role or raise pgque_bgw.max_slots.")));
 			break;
 		case QUOTA_DATABASE_FULL:
 			ereport(ERROR,
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("this database holds its maximum of slot leases (pgque_bgw.max_slots_per_database = %d)",
 							pgque_max_slots_per_database),
-					 errdetail("A lease entry stays until its consumer's last slot is unsubscribed; releasing a slot keeps it."),
+					 errdetail("A lease entry stays until its consumer is unsubscribed or its slot is released and reclaimed."),
 					 errhint("Unsubscribe unused slot consumers, or have a superuser raise pgque_bgw.max_slots_per_database.")));
 			break;
 		case QUOTA_CONSUMER_FULL:
@@ -277,8 +316,17 @@ quota_error(QuotaVerdict v, const SlotKey *key)
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("consumer \"%s\" holds its maximum of slot leases (pgque_bgw.max_slots_per_consumer = %d)",
 							key->consumer, pgque_max_slots_per_consumer),
-					 errdetail("A lease entry stays until the consumer's last slot is unsubscribed; releasing a slot keeps it."),
+					 errdetail("A lease entry stays until the consumer is unsubscribed or its slot is released and reclaimed."),
 					 errhint("Use fewer slots (a smaller n), or have a superuser raise pgque_bgw.max_slots_per_consumer.")));
+			break;
+		case QUOTA_ROLE_FULL:
+			ereport(ERROR,
+					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+					 errmsg("role \"%s\" holds its maximum of slot leases (pgque_bgw.max_slots_per_role = %d)",
+							GetUserNameFromId(pgque_quota_role(), true) ? GetUserNameFromId(pgque_quota_role(), true) : "?",
+							pgque_max_slots_per_role),
+					 errdetail("The entries a role created count in every database; released ones are reclaimed first."),
+					 errhint("Release or unsubscribe slots this role no longer uses, or have a superuser raise pgque_bgw.max_slots_per_role for it (ALTER ROLE ... SET).")));
 			break;
 	}
 }
@@ -330,8 +378,10 @@ undo_one(SlotUndo *u)
 	{
 		if (u->created)
 		{
+			Oid			role = e->role;
+
 			hash_search_with_hash_value(slot_table, &u->key, hash, HASH_REMOVE, NULL);
-			quota_release(&u->key);
+			quota_release(&u->key, role);
 		}
 		else
 		{
@@ -349,7 +399,35 @@ undo_one(SlotUndo *u)
 			e->claims = u->prev.claims;
 		}
 	}
+	else if (e != NULL && u->created && e->pending_pid == MyProcPid)
+		e->pending_pid = 0;		/* taken over since: no longer ours to undo */
 	LWLockRelease(lock);
+}
+
+/* At commit: the entries this transaction created are committed now. */
+static void
+undo_commit(void)
+{
+	int			i;
+
+	for (i = 0; i < undo_len; i++)
+	{
+		SlotUndo   *u = &undo[i];
+		uint32		hash;
+		LWLock	   *lock;
+		SlotLease  *e;
+
+		if (!u->created)
+			continue;
+		hash = get_hash_value(slot_table, &u->key);
+		lock = partition_lock(hash);
+		LWLockAcquire(lock, LW_EXCLUSIVE);
+		e = hash_search_with_hash_value(slot_table, &u->key, hash, HASH_FIND, NULL);
+		if (e != NULL && e->pending_pid == MyProcPid)
+			e->pending_pid = 0;
+		LWLockRelease(lock);
+	}
+	undo_len = 0;
 }
 
 /* Undo the records of subtransaction subid (all: InvalidSubTransactionId). */
@@ -388,7 +466,7 @@ slots_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PREPARE:
 			/* kept: a prepared transaction's claims stay, like a commit's */
-			undo_len = 0;
+			undo_commit();
 			break;
 		default:
 			break;
@@ -430,7 +508,9 @@ register_callbacks(void)
  * Claim or renew.  Returns the (same or new) epoch, or -1 when another
  * worker holds a live lease.  new_epoch is called, outside any lock, only
  * when the slot is taken over.  ttl_ms is checked by the caller (1 s ...
- * PGQUE_LEASE_TTL_MAX_MS), so lease_until cannot overflow.
+ * PGQUE_LEASE_TTL_MAX_MS), so lease_until cannot overflow.  A new entry
+ * that a cap refuses is retried once the caller's privilege is known and
+ * once after a reclaim (the file header), then refused with 53400.
  */
 int64
 pgque_slot_claim(const SlotKey *key, const char *worker, int64 ttl_ms, int64 (*new_epoch) (void))
@@ -438,41 +518,58 @@ pgque_slot_claim(const SlotKey *key, const char *worker, int64 ttl_ms, int64 (*n
 	uint32		hash = get_hash_value(slot_table, key);
 	LWLock	   *lock = partition_lock(hash);
 	int64		fresh = 0;
-	int			attempt;
-	SlotUndo   *created = NULL;
+	int			privileged = -1;	/* unknown until a cap needs it */
+	bool		reclaimed = false;
+	Oid			role = pgque_quota_role();
+	int			created = -1;	/* index of its undo record: the array may move */
 
 	Assert(ttl_ms >= 1000 && ttl_ms <= PGQUE_LEASE_TTL_MAX_MS);
 	register_callbacks();
-	undo_reserve();
-	for (attempt = 0; attempt < 2; attempt++)
+	for (;;)
 	{
 		SlotLease  *e;
 		bool		found;
 		TimestampTz now = GetCurrentTimestamp();
 
+		undo_reserve();
 		LWLockAcquire(lock, LW_EXCLUSIVE);
 		e = hash_search_with_hash_value(slot_table, key, hash, HASH_FIND, NULL);
 		if (e == NULL)
 		{
-			QuotaVerdict v = quota_reserve(key);
+			QuotaVerdict v = quota_reserve(key, role, privileged == 1);
 
 			if (v == QUOTA_OK)
 			{
 				e = hash_search_with_hash_value(slot_table, key, hash, HASH_ENTER_NULL, &found);
 				if (e == NULL)
 				{
-					quota_release(key);
+					quota_release(key, role);
 					v = QUOTA_TABLE_FULL;
 				}
 			}
 			if (v != QUOTA_OK)
 			{
 				LWLockRelease(lock);
+				if ((v == QUOTA_RESERVE || v == QUOTA_ROLE_FULL) && privileged < 0)
+				{
+					privileged = pgque_caller_privileged() ? 1 : 0;
+					if (privileged)
+						continue;
+				}
+				if (!reclaimed)
+				{
+					reclaimed = true;
+					pgque_slot_reclaim(DT_NOEND);
+					continue;
+				}
 				quota_error(v, key);
 			}
 			memset(((char *) e) + sizeof(SlotKey), 0, sizeof(SlotLease) - sizeof(SlotKey));
+			e->role = role;
+			e->pending_pid = MyProcPid;
 			/* recorded at once: a failure before the takeover removes it too */
-			created = undo_push(key, true, NULL);
+			undo_push(key, true, NULL);
+			created = undo_len - 1;
 		}
 		if (e->owner[0] != '\0' && strcmp(e->owner, worker) == 0)
 		{
@@ -505,19 +602,21 @@ pgque_slot_claim(const SlotKey *key, const char *worker, int64 ttl_ms, int64 (*n
 			e->lease_until = TimestampTzPlusMilliseconds(now, ttl_ms);
 			e->ttl_ms = ttl_ms;
 			e->claimed_at = now;
+			e->released_at = 0;
 			e->claims++;
 			LWLockRelease(lock);
-			if (created != NULL)
-				created->epoch = fresh;
+			if (created >= 0)
+				undo[created].epoch = fresh;
 			else
 				undo_push(key, false, &prev)->epoch = fresh;
 			return fresh;
 		}
 		LWLockRelease(lock);
+		if (fresh != 0)
+			return -1;			/* drawn once already: someone else is faster */
 		/* draw a new epoch outside the lock, then look again */
 		fresh = new_epoch();
 	}
-	return -1;
 }
 
 bool
@@ -534,7 +633,9 @@ pgque_slot_release(const SlotKey *key, const char *worker)
 	{
 		e->owner[0] = '\0';		/* the epoch stays: it only grows */
 		e->lease_until = 0;
+		e->released_at = GetCurrentTimestamp();
 		released = true;
+		pg_atomic_fetch_add_u64(&slot_shared->releases, 1);
 	}
 	LWLockRelease(lock);
 	return released;
@@ -643,7 +744,7 @@ pgque_slot_forget(Oid dboid, int32 queue_id, const char *consumer)
 			continue;
 		if (consumer != NULL && strcmp(e->key.consumer, consumer) != 0)
 			continue;
-		quota_release(&e->key);
+		quota_release(&e->key, e->role);
 		hash_search(slot_table, &e->key, HASH_REMOVE, NULL);
 		n++;
 	}
@@ -699,5 +800,152 @@ pgque_slot_count_all(void)
 		n++;
 	for (i = SLOT_PARTITIONS - 1; i >= 0; i--)
 		LWLockRelease(&slot_locks[i].lock);
+	return n;
+}
+
+/* Remember that a refused claim's reclaim found nothing (see below). */
+static void
+note_empty_reclaim(uint64 releases, TimestampTz now)
+{
+	LWLockAcquire(&slot_locks[QUOTA_LOCK].lock, LW_EXCLUSIVE);
+	slot_shared->empty_at = now;
+	slot_shared->empty_releases = releases;
+	LWLockRelease(&slot_locks[QUOTA_LOCK].lock);
+}
+
+/*
+ * Reclaim what protects no lease: entries released before released_before
+ * (DT_NOEND: every released entry, the reclaim of a refused claim) and
+ * every entry of a database that was dropped.  An entry being created
+ * (epoch 0, its claim not done yet) stays.  The databases come from the
+ * quota table and are looked up outside its lock; the table is taken
+ * exclusively only when something is to go.  A refused claim's reclaim is
+ * skipped when the last one found nothing, nothing was released since and
+ * it is less than RECLAIM_RETRY_MS old: a role at its cap calling claim in
+ * a loop must not scan the table under every partition lock each time.
+ * Returns how many entries went.
+ */
+int
+pgque_slot_reclaim(TimestampTz released_before)
+{
+	HASH_SEQ_STATUS status;
+	SlotLease  *e;
+	QuotaEntry *q;
+	Oid		   *dbs;
+	bool	   *gone;
+	int			ndb = 0;
+	int			cap = 16;
+	int			i;
+	int			n = 0;
+	bool		any = false;
+	bool		on_claim = released_before == DT_NOEND;
+	uint64		releases = pg_atomic_read_u64(&slot_shared->releases);
+	TimestampTz now = GetCurrentTimestamp();
+
+	dbs = palloc(sizeof(Oid) * cap);
+	LWLockAcquire(&slot_locks[QUOTA_LOCK].lock, LW_SHARED);
+	if (on_claim && slot_shared->empty_at != 0 && slot_shared->empty_releases == releases &&
+		now < TimestampTzPlusMilliseconds(slot_shared->empty_at, RECLAIM_RETRY_MS))
+	{
+		LWLockRelease(&slot_locks[QUOTA_LOCK].lock);
+		return 0;
+	}
+	hash_seq_init(&status, quota_table);
+	while ((q = hash_seq_search(&status)) != NULL)
+	{
+		if (q->key.queue_id != QUOTA_DATABASE)
+			continue;
+		if (ndb == cap)
+		{
+			cap *= 2;
+			dbs = repalloc(dbs, sizeof(Oid) * cap);
+		}
+		dbs[ndb++] = q->key.dboid;
+	}
+	LWLockRelease(&slot_locks[QUOTA_LOCK].lock);
+
+	/* a backend can only have made entries in a database that existed */
+	gone = palloc(sizeof(bool) * Max(ndb, 1));
+	for (i = 0; i < ndb; i++)
+	{
+		gone[i] = !SearchSysCacheExists1(DATABASEOID, ObjectIdGetDatum(dbs[i]));
+		any |= gone[i];
+	}
+
+	/* anything released to reclaim?  A shared look first */
+	if (!any)
+	{
+		for (i = 0; i < SLOT_PARTITIONS; i++)
+			LWLockAcquire(&slot_locks[i].lock, LW_SHARED);
+		hash_seq_init(&status, slot_table);
+		while ((e = hash_seq_search(&status)) != NULL)
+		{
+			if (e->owner[0] == '\0' && e->epoch != 0 &&
+				(on_claim || e->released_at < released_before))
+			{
+				any = true;
+				hash_seq_term(&status);
+				break;
+			}
+		}
+		for (i = SLOT_PARTITIONS - 1; i >= 0; i--)
+			LWLockRelease(&slot_locks[i].lock);
+	}
+
+	if (any)
+	{
+		for (i = 0; i < SLOT_PARTITIONS; i++)
+			LWLockAcquire(&slot_locks[i].lock, LW_EXCLUSIVE);
+		hash_seq_init(&status, slot_table);
+		while ((e = hash_seq_search(&status)) != NULL)
+		{
+			bool		drop = false;
+			int			j;
+
+			if (e->owner[0] == '\0' && e->epoch != 0 &&
+				(on_claim || e->released_at < released_before))
+				drop = true;
+			for (j = 0; !drop && j < ndb; j++)
+				drop = dbs[j] == e->key.dboid && gone[j];
+			if (!drop)
+				continue;
+			quota_release(&e->key, e->role);
+			hash_search(slot_table, &e->key, HASH_REMOVE, NULL);
+			n++;
+		}
+		for (i = SLOT_PARTITIONS - 1; i >= 0; i--)
+			LWLockRelease(&slot_locks[i].lock);
+	}
+	if (on_claim && n == 0)
+		note_empty_reclaim(releases, now);
+	pfree(dbs);
+	pfree(gone);
+	return n;
+}
+
+/*
+ * Remove one committed entry whose consumer is gone (reclaim.c), unless it
+ * changed since it was listed: another epoch (claimed since) or a creating
+ * transaction still open.  Returns 1 when it went.
+ */
+int
+pgque_slot_drop_if(const SlotKey *key, int64 epoch)
+{
+	uint32		hash = get_hash_value(slot_table, key);
+	LWLock	   *lock = partition_lock(hash);
+	SlotLease  *e;
+	int			n = 0;
+
+	LWLockAcquire(lock, LW_EXCLUSIVE);
+	e = hash_search_with_hash_value(slot_table, key, hash, HASH_FIND, NULL);
+	if (e != NULL && e->epoch == epoch && e->pending_pid == 0)
+	{
+		Oid			role = e->role;
+
+		hash_search_with_hash_value(slot_table, key, hash, HASH_REMOVE, NULL);
+		quota_release(key, role);
+		n = 1;
+	}
+	LWLockRelease(lock);
 	return n;
 }

@@ -33,6 +33,9 @@ typedef struct SlotLease
 	int64		claims;
 	int64		receives;
 	int64		acks;
+	Oid			role;			/* login role of the creating session: its quota */
+	int			pending_pid;	/* creating transaction still open (its pid); 0 = committed */
+	TimestampTz released_at;	/* last release; 0 = held or never released */
 } SlotLease;
 
 typedef enum SlotVerdict
@@ -48,6 +51,7 @@ typedef enum SlotVerdict
 extern int	pgque_max_slots;
 extern int	pgque_max_slots_per_database;
 extern int	pgque_max_slots_per_consumer;
+extern int	pgque_max_slots_per_role;
 extern void pgque_slots_request(void);
 extern void pgque_slots_startup(void);
 extern bool pgque_slots_available(void);
@@ -59,5 +63,7 @@ extern SlotVerdict pgque_slot_holds(const SlotKey *key, const char *worker, int6
 extern int	pgque_slot_forget(Oid dboid, int32 queue_id, const char *consumer);
 extern SlotLease *pgque_slot_list(Oid dboid, int *count);
 extern int	pgque_slot_count_all(void);
+extern int	pgque_slot_reclaim(TimestampTz released_before);
+extern int	pgque_slot_drop_if(const SlotKey *key, int64 epoch);
 
 #endif							/* PGQUE_SLOTS_H */

@@ -27,6 +27,7 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "coop.h"
 #include "slots.h"
 
 /*
@@ -194,8 +195,13 @@ xact_callback(XactEvent event, void *arg)
 				LWLockRelease(pgque_shared->lock);
 				pgque_wake_launcher();
 			}
-			if (xact_dropped_extension != InvalidSubTransactionId && pgque_slots_available())
-				pgque_slot_forget(MyDatabaseId, -1, NULL);
+			if (xact_dropped_extension != InvalidSubTransactionId)
+			{
+				if (pgque_slots_available())
+					pgque_slot_forget(MyDatabaseId, -1, NULL);
+				/* the member rows went with the extension: so do the heartbeats */
+				pgque_coop_forget_db(MyDatabaseId);
+			}
 			clear_flags();
 			break;
 		case XACT_EVENT_PRE_PREPARE:

@@ -7,9 +7,11 @@
  *		ticker_stalled, long_transaction, maint_failed) with
  *		pgque._watchdog_pass() (sql/42_alerts.sql, 43_alert_causes.sql),
  *		thresholds from the pgque_bgw.*_after settings, and worker_down
- *		(supervise.c, sql/43_worker_alerts.sql).
+ *		(supervise.c, sql/43_worker_alerts.sql); and it reclaims the
+ *		shared-memory entries that protect nothing (reclaim.c).
  *
- * It only reads, so it keeps working when the ticker is stopped or crashing.
+ * It only reads tables, so it keeps working when the ticker is stopped or
+ * crashing.
  */
 #include "postgres.h"
 
@@ -31,6 +33,7 @@ typedef struct WatchPass
 	int64		consumers;
 	int64		max_lag_s;		/* oldest cursor, seconds behind its queue's latest tick */
 	int64		max_ticker_lag_s;	/* oldest latest tick, seconds */
+	int64		reclaimed;		/* shared-memory entries reclaimed (reclaim.c) */
 } WatchPass;
 
 static void
@@ -98,6 +101,12 @@ evaluate_alerts(void *arg)
 	w->cleared = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &null));
 }
 
+static void
+reclaim(void *arg)
+{
+	((WatchPass *) arg)->reclaimed = pgque_reclaim_pass();
+}
+
 static void *
 watchdog_init(void)
 {
@@ -116,13 +125,14 @@ watchdog_pass(void *state, MemoryContext cxt)
 		return;
 	pgque_run_unit("evaluating alerts", evaluate_alerts, &w);
 	pgque_worker_alerts_pass();
+	pgque_run_unit("reclaiming shared-memory entries", reclaim, &w);
 	if (pgque_run_unit("observing queues", observe, &w))
 		pgque_worker_report("watchdog_interval=%ds queues=%lld subscriptions=%lld "
 							"oldest cursor %llds behind, oldest last tick %llds ago; "
-							"alerts opened %lld, cleared %lld in the last pass",
+							"alerts opened %lld, cleared %lld, shared-memory entries reclaimed %lld in the last pass",
 							pgque_watchdog_interval, (long long) w.queues, (long long) w.consumers,
 							(long long) w.max_lag_s, (long long) w.max_ticker_lag_s,
-							(long long) w.opened, (long long) w.cleared);
+							(long long) w.opened, (long long) w.cleared, (long long) w.reclaimed);
 }
 
 /* state: the start of the last pass */

@@ -318,6 +318,7 @@ declare
     c          record;
     cat0       text;
     lease0     text;
+    coop0      int4;
     lease1     text;
     ok         boolean;
     st         text;
@@ -327,6 +328,7 @@ begin
     for c in select * from pgque_test.bim_call order by func, pos, variant loop
         cat0 := pgque_test.bim_catalog_state();
         lease0 := pgque_test.bim_lease_state();
+        coop0 := pgque._coop_member_count_all();
         ok := false;
         st := null;
         msg := null;
@@ -346,7 +348,9 @@ begin
         lease1 := pgque_test.bim_lease_state();
         residue := concat_ws(', ',
             case when pgque_test.bim_catalog_state() <> cat0 then 'catalog rows' end,
-            case when lease1 <> lease0 then 'slot leases' end);
+            case when lease1 <> lease0 then 'slot leases' end,
+            -- a call rolled back leaves no heartbeat either (ADR 0041)
+            case when pgque._coop_member_count_all() <> coop0 then 'coop heartbeats' end);
         if lease1 <> lease0 then
             perform pgque._slot_forget((select queue_id from pgque.queue where queue_name = 'bim'), null);
             perform pgque.claim_slot('bim', 'bim_p', 0, 'bim_w', '1 hour');

@@ -2,7 +2,8 @@
 # past pgque_bgw.max_slots inside a transaction it rolled back, the entries
 # stayed, and other databases got "lease table is full".  Now: claims of an
 # aborted transaction are undone, each database and each consumer has a
-# cap, and the table never holds more than max_slots entries.
+# cap, the last 1/16 of the table is kept for superusers (ADR 0041), and the
+# table never holds more than max_slots entries.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -96,10 +97,16 @@ subscribe_as_reader('other', q{
     select count(pgque.claim_slot('q', 'o' || c, k, 'w')) from generate_series(1, 1) c, generate_series(0, 15) k});
 is($out, '16', 'another database claims while the first is at its cap') or diag($err);
 ($ret, $out, $err) = as_reader('other', q{
-    select count(pgque.claim_slot('q', 'o2', k, 'w')) from generate_series(0, 7) k});
-is($out, '8', 'and fills the table up to max_slots') or diag($err);
+    select count(pgque.claim_slot('q', 'o2', k, 'w')) from generate_series(0, 3) k});
+is($out, '4', 'and fills the table up to its reserve') or diag($err);
+is(count_all(), '60', 'the table holds max_slots less the reserve (1/16)');
+($ret, $out, $err) = as_reader('other', q{select pgque.claim_slot('q', 'o2', 4, 'w')});
+like($err, qr/ERROR:  the slot lease table is full but for its reserve \(4 of pgque_bgw.max_slots = 64\)/,
+     'the reader cannot take the reserve, naming it');
+is($node->safe_psql('other', q{select count(pgque.claim_slot('q', 'o2', k, 'su')) from generate_series(4, 7) k}),
+   '4', 'a superuser claims the reserve (ADR 0041)');
 is(count_all(), '64', 'the table holds max_slots entries');
-($ret, $out, $err) = as_reader('other', q{select pgque.claim_slot('q', 'o2', 8, 'w')});
+($ret, $out, $err) = $node->psql('other', q{select pgque.claim_slot('q', 'o3', 0, 'su')});
 like($err, qr/ERROR:  the slot lease table is full \(pgque_bgw.max_slots = 64\)/,
      'one more is refused, naming max_slots');
 is(count_all(), '64', 'never past max_slots (no growth into shared-memory slack)');
