@@ -550,7 +550,7 @@ manage_workers(bool scanned)
 				k;
 	bool		short_of_budget = false;
 
-	/* the server's slots first: BackgroundWorkerLock is taken outside ours */
+	/* the server's slots, counted once per pass, before our lock is taken */
 	pgque_worker_budget(&b);
 	budget = b.counted ? b.budget : Min(b.budget, learned_budget);
 

@@ -70,6 +70,11 @@ for my $db (qw(d1 d2))
        "pg_cron loaded, 2 databases: $db has its ticker, maintenance and watchdog running")
       or diag($node->safe_psql($db, 'select * from pgque.launcher_workers()'));
     ok(ticks_within($db, 30), "pg_cron loaded: $db ticks within 30 s");
+    ok($node->poll_query_until($db, q{
+           select count(*) = 2 from pgque.status()
+            where component in ('ticker', 'watchdog') and status = 'running' and detail not like '%last pass never%'}),
+       "pg_cron loaded: $db's ticker and watchdog have each completed a pass")
+      or diag($node->safe_psql($db, 'select * from pgque.status()'));
 }
 ok($node->poll_query_until('d1', q{select string_agg(distinct mode, ',') from pgque.launcher_workers()
                                       where datname in ('d1', 'd2')}, 'combined'),
