@@ -483,9 +483,13 @@ worker_present(int dbidx, int kind)
  * entry; the caller warns when that is a shortage, not a wait.
  */
 static void
-note_unserved(PgqueDb *db, const PgqueBudget *b, int budget)
+note_unserved(PgqueDb *db, const PgqueBudget *b, int budget, int probing)
 {
-	if (budget < pgque_max_workers)
+	if (db->state == PGQUE_DB_UNKNOWN && probing > 0)
+		snprintf(db->unserved, PGQUE_ERRMSG_LEN,
+				 "waiting for a worker slot to look for the extension (%d other databases being looked at)",
+				 probing);
+	else if (budget < pgque_max_workers)
 		snprintf(db->unserved, PGQUE_ERRMSG_LEN,
 				 "too few background worker slots (max_worker_processes = %d: %d held by other background workers, "
 				 "1 by the launcher, %d left for the workers)",
@@ -706,7 +710,7 @@ manage_workers(bool scanned)
 				}
 				if (running >= budget)
 				{
-					note_unserved(db, &b, budget);
+					note_unserved(db, &b, budget, probing);
 
 					/*
 					 * A shortage, warned about below, unless room is on its
