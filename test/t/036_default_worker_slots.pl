@@ -117,10 +117,53 @@ ok($node->poll_query_until('d2', q{
   or diag($node->safe_psql('d2', 'select * from pgque.launcher_workers()'));
 ok(ticks_within('d1', 30), 'and d1 ticks within 30 s');
 
+# an unprivileged role's parallel query holds every free slot (3: 8 less the
+# launcher, the logical replication launcher and 3 combined workers) while a
+# fourth database gets the extension.  Parallel query is not counted against
+# the plan: no warning, nothing changes mode; the refused registration is
+# retried, and the database is served once the query ends.
+$node->safe_psql('postgres', q{
+    create role hogger login;
+    create table hog (x int, pad text) with (parallel_workers = 3, fillfactor = 10);
+    insert into hog select i, repeat('x', 1500) from generate_series(1, 200) i;
+    grant select on hog to hogger;
+    analyze hog;
+});
+$log_from = -s $node->logfile;
+my $hog = $node->background_psql('postgres', extra_params => [ '-U', 'hogger' ], on_error_stop => 0);
+$hog->query_until(qr/hogging/, q{
+    set max_parallel_workers_per_gather = 3;
+    set parallel_setup_cost = 0;
+    set parallel_tuple_cost = 0;
+    set min_parallel_table_scan_size = 0;
+    \echo hogging
+    select count(*) from hog where pg_sleep(0.5)::text = '';
+});
+ok($node->poll_query_until('postgres', q{
+       select count(*) = 3 from pg_stat_activity where backend_type = 'parallel worker' and usename = 'hogger'}),
+   "a LOGIN-only role's parallel query holds the 3 free slots");
+make_db('d4');
+ok($node->poll_query_until('d1', q{
+       select count(*) = 3 from pgque.launcher_workers()
+        where datname = 'd4' and pid is null and not_served_because like 'no free background worker slot now (%3 held by parallel query%'}),
+   'the fourth database waits for a slot, and says parallel query holds them')
+  or diag($node->safe_psql('d1', 'select * from pgque.launcher_workers()'));
+is($node->safe_psql('d1', q{select string_agg(distinct mode, ',') from pgque.launcher_workers()
+                              where datname in ('d1', 'd2', 'd3') and pid is not null}),
+   'combined', 'the others keep running as they were');
+$node->safe_psql('postgres', q{select pg_cancel_backend(pid) from pg_stat_activity
+                                where usename = 'hogger' and backend_type = 'client backend'});
+eval { $hog->quit; };
+ok(ticks_within('d4', 30), 'the query over, the fourth database ticks within 30 s');
+my $hoglog = substr(slurp_file($node->logfile), $log_from);
+like($hoglog, qr/LOG:  pgque_bgw: could not register the (?:ticker|worker) for database "d4" now; retrying/,
+     'the refused registration is logged as a retry');
+unlike($hoglog, $slot_warning, 'and not warned about: the server has the slots');
+
 # really too few slots: 7 databases, 6 slots.  One WARNING naming
 # max_worker_processes; the database left out says why.
 $log_from = -s $node->logfile;
-make_db($_) for qw(d4 d5 d6);
+make_db($_) for qw(d5 d6);
 $node->safe_psql('postgres', 'create database d7');
 my $err;
 $node->psql('d7', q{create extension pgque_bgw; select pgque.create_queue('q'); select pgque.subscribe('q', 'c')},
