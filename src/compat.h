@@ -11,6 +11,8 @@
 
 #include "postgres.h"
 
+#include "postmaster/bgworker.h"
+
 #if PG_VERSION_NUM < 140000
 #error "pgque_bgw requires PostgreSQL 14 or later (xid8, pg_snapshot)"
 #endif
@@ -68,5 +70,29 @@
 #else
 #define PGQUE_MODULE_MAGIC() PG_MODULE_MAGIC
 #endif
+
+/*
+ * bgworker.c's private BackgroundWorkerSlot and BackgroundWorkerArray (the
+ * shared "Background Worker Data"), the same from PostgreSQL 10 to 18.
+ * budget.c reads their in_use flags, never writes; before the first read it
+ * checks this layout's size against BackgroundWorkerShmemSize() and counts
+ * nothing when they differ (ADR 0036).  Needs postmaster/bgworker.h.
+ */
+typedef struct PgqueBgwSlot
+{
+	bool		in_use;
+	bool		terminate;
+	pid_t		pid;
+	uint64		generation;
+	BackgroundWorker worker;
+} PgqueBgwSlot;
+
+typedef struct PgqueBgwArray
+{
+	int			total_slots;
+	uint32		parallel_register_count;
+	uint32		parallel_terminate_count;
+	PgqueBgwSlot slot[FLEXIBLE_ARRAY_MEMBER];
+} PgqueBgwArray;
 
 #endif							/* PGQUE_COMPAT_H */

@@ -17,22 +17,36 @@
  * launcher also keeps each loop's down_since for the worker_down alert, and
  * logs that alert itself when no worker of the database can write it.
  *
+ * The budget (budget.c, ADR 0036) is the smaller of pgque_bgw.max_workers
+ * and the background worker slots the server really has for the workers:
+ * max_worker_processes less the launcher and the slots other workers hold
+ * (PostgreSQL's logical replication launcher, pg_cron, ...), counted before
+ * every pass, so a worker is registered only into room the plan reserved.
+ * A registration the server refuses all the same (parallel query took the
+ * slot a moment ago) is retried within a second, logged, not warned; a
+ * server with too few slots for every database, even combined, gets one
+ * WARNING naming max_worker_processes.
+ *
  * Split or combined (ADR 0026): three processes per database while the
  * budget allows three for every database with the extension, otherwise one
  * process per database running the three loops (the combined worker sits
- * in the ticker's slot and handle).  Workers are dynamic and BGW_NEVER_RESTART: the launcher, not
- * the postmaster, decides, and it stops them through their
- * BackgroundWorkerHandles (a user backend asks it to, by pausing the
- * database in the state table).
+ * in the ticker's slot and handle).  While databases are still probing and
+ * three each might not fit, the others keep to their ticker, so the mode is
+ * chosen once the probes know which databases have the extension.  Workers
+ * are dynamic and BGW_NEVER_RESTART: the launcher, not the postmaster,
+ * decides, and it stops them through their BackgroundWorkerHandles (a user
+ * backend asks it to, by pausing the database in the state table).  A
+ * database the launcher paused itself, because pgque_bgw.databases no
+ * longer listed it, is probed anew when it is listed again.
  *
- * Fair share of pgque_bgw.max_workers: each database that wants workers
- * may hold share = max_workers / (databases wanting workers), at least one.
+ * Fair share of the budget: each database that wants workers may hold
+ * share = budget / (databases wanting workers), at least one.
  * Workers start kind by kind across databases (every ticker before any
  * maintenance worker), first up to the share, then spare budget to
  * whoever still wants one; when a database is below its share and the
  * budget is spent, a database above its share gives up its last worker
  * kind.  So no database takes the budget from the others, and each gets
- * its ticker as long as max_workers >= the number of databases.
+ * its ticker as long as the budget >= the number of databases.
  */
 #include "postgres.h"
 
@@ -68,8 +82,17 @@
 /* launcher-local: the handle of each worker it started, by db index, kind */
 static BackgroundWorkerHandle **handles = NULL;
 static bool budget_warned = false;
-static bool slots_warned = false;
+static bool slots_logged = false;
 static bool table_warned = false;
+
+/*
+ * auto's choice between split and combined, kept from pass to pass (see
+ * combined_wanted), and, only when the server's slots cannot be counted
+ * (budget.c), how many workers RegisterDynamicBackgroundWorker last let run
+ * (until a reload).
+ */
+static bool combined_mode = false;
+static int	learned_budget = INT_MAX;
 
 void
 pgque_register_launcher(void)
@@ -166,6 +189,7 @@ reset_db_entry(PgqueDb *db, Oid dboid, const char *name, PgqueDbState state)
 	db->last_maint = 0;
 	db->schema_warned = false;
 	db->combined = false;
+	db->unlisted_pause = false;
 	db->unserved[0] = '\0';
 	memset(db->workers, 0, sizeof(db->workers));
 	for (k = 0; k < PGQUE_NKINDS; k++)
@@ -239,7 +263,12 @@ sync_databases(void)
 				any = true;
 		}
 		if (any)
+		{
+			/* a utility command's pause stays that command's to lift */
+			if (db->state != PGQUE_DB_PAUSED)
+				db->unlisted_pause = true;
 			db->state = PGQUE_DB_PAUSED;
+		}
 		else
 		{
 			/*
@@ -266,6 +295,18 @@ sync_databases(void)
 		if (db != NULL)
 		{
 			strlcpy(db->dbname, s->name, NAMEDATALEN);
+
+			/*
+			 * Listed again before the workers it was paused for had left
+			 * (and the entry was forgotten): probe it anew.  Its stopping
+			 * workers are reaped first; the probe starts when they left.
+			 */
+			if (db->state == PGQUE_DB_PAUSED && db->unlisted_pause)
+			{
+				db->state = PGQUE_DB_UNKNOWN;
+				db->unlisted_pause = false;
+				db->unserved[0] = '\0';
+			}
 			continue;
 		}
 		for (i = 0; i < pgque_shared->max_dbs; i++)
@@ -319,18 +360,30 @@ start_worker(int dbidx, PgqueDb *db, PgqueWorkerKind kind)
 
 	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
 	{
+		PgqueBudget b;
+
+		/*
+		 * The plan left a slot for it, so another process took it a moment
+		 * ago (parallel query, most often, which gives slots back when its
+		 * query ends): retried within a second, not warned.  A lasting
+		 * shortage shows as the worker_down alert; a server with too few
+		 * slots for the plan is warned about in manage_workers.
+		 */
+		pgque_worker_budget(&b);
 		snprintf(db->unserved, PGQUE_ERRMSG_LEN,
-				 "no free background worker slot (max_worker_processes = %d)", max_worker_processes);
-		if (!slots_warned)
-			ereport(WARNING,
-					(errmsg("pgque_bgw: could not start the %s for database \"%s\": no free background worker slot",
-							pgque_kind_name(kind), db->dbname),
-					 errhint("Raise max_worker_processes (restart needed): pgque_bgw needs 1 + 3 per database, "
-							 "or 1 + 1 per database in combined mode, besides what parallel query and other extensions use.")));
-		slots_warned = true;
+				 "no free background worker slot now (max_worker_processes = %d: %d held by parallel query, "
+				 "%d by other background workers, %d by pgque_bgw)",
+				 max_worker_processes, b.parallel, b.others, b.ours);
+		if (!slots_logged)
+			ereport(LOG,
+					(errmsg("pgque_bgw: could not register the %s for database \"%s\" now; retrying",
+							db->combined ? "worker" : pgque_kind_name(kind), db->dbname),
+					 errdetail("max_worker_processes = %d: %d slots are held by parallel query, %d by other background workers, %d by pgque_bgw.",
+							   max_worker_processes, b.parallel, b.others, b.ours)));
+		slots_logged = true;
 		return false;
 	}
-	slots_warned = false;
+	slots_logged = false;
 	handles[dbidx * PGQUE_NKINDS + kind] = handle;
 	db->workers[kind].started_at = GetCurrentTimestamp();
 	db->workers[kind].registered = true;
@@ -340,36 +393,43 @@ start_worker(int dbidx, PgqueDb *db, PgqueWorkerKind kind)
 
 /*
  * How many workers a database wants now: the ticker (or the combined
- * worker) probes first; a combined database wants one process.
+ * worker) probes first; a combined database wants one process.  hold: split
+ * databases keep to their ticker while others are still probing and three
+ * each might not fit (ADR 0036).
  */
 static int
-wanted_kinds(PgqueDb *db)
+wanted_kinds(PgqueDb *db, bool hold)
 {
 	if (!pgque_enabled)
 		return 0;
 	if (db->state == PGQUE_DB_UNKNOWN)
 		return 1;
 	if (db->state == PGQUE_DB_RUNNING)
-		return db->combined ? 1 : PGQUE_NKINDS;
+		return db->combined || hold ? 1 : PGQUE_NKINDS;
 	return 0;
 }
 
 /*
- * Split or combined (ADR 0026): auto runs three processes per database while
- * the budget (pgque_bgw.max_workers, and max_worker_processes less the
- * launcher) allows three for every database with the extension, and one
- * process per database otherwise.
+ * Split or combined (ADR 0026, ADR 0036): auto runs three processes per
+ * database while the budget (budget.c: pgque_bgw.max_workers, and the
+ * server's background worker slots less the launcher and other workers)
+ * allows three for every database with the extension, and one process per
+ * database otherwise.  It turns combined only when a database lacks a worker
+ * (missing), so workers of other extensions that come and go do not flip a
+ * server whose workers all run; it turns split again only at a scan.
  */
 static bool
-combined_wanted(int ndbs_running)
+combined_wanted(int budget, int ndbs_running, bool missing, bool scanned)
 {
-	int			budget = Min(pgque_max_workers, max_worker_processes - 1);
-
 	if (pgque_worker_mode == PGQUE_MODE_SPLIT)
 		return false;
 	if (pgque_worker_mode == PGQUE_MODE_COMBINED)
 		return true;
-	return ndbs_running * PGQUE_NKINDS > budget;
+	if (!combined_mode && ndbs_running * PGQUE_NKINDS > budget && missing)
+		combined_mode = true;
+	else if (combined_mode && ndbs_running * PGQUE_NKINDS <= budget && scanned)
+		combined_mode = false;
+	return combined_mode;
 }
 
 /*
@@ -436,15 +496,74 @@ worker_present(int dbidx, int kind)
 		pgque_shared->dbs[dbidx].workers[kind].pid > 0;
 }
 
-/* Start, reap, stop and restart the workers the state table asks for. */
+/*
+ * The budget is spent and a database still wants a worker: say why in its
+ * entry; the caller warns when that is a shortage, not a wait.
+ */
+static void
+note_unserved(PgqueDb *db, const PgqueBudget *b, int budget, int probing)
+{
+	if (db->state == PGQUE_DB_UNKNOWN && probing > 0)
+		snprintf(db->unserved, PGQUE_ERRMSG_LEN,
+				 "waiting for a worker slot to look for the extension (%d other databases being looked at)",
+				 probing);
+	else if (budget < pgque_max_workers)
+		snprintf(db->unserved, PGQUE_ERRMSG_LEN,
+				 "too few background worker slots (max_worker_processes = %d: %d held by other background workers, "
+				 "1 by the launcher, %d left for the workers)",
+				 max_worker_processes, b->others, budget);
+	else
+		snprintf(db->unserved, PGQUE_ERRMSG_LEN,
+				 "worker budget of %d reached (pgque_bgw.max_workers)", pgque_max_workers);
+}
+
+static void
+warn_short(PgqueDb *db, PgqueWorkerKind kind, const PgqueBudget *b, int budget,
+		   int nrunning, int nunknown)
+{
+	if (budget < pgque_max_workers)
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("pgque_bgw: too few background worker slots; the %s for database \"%s\" is not started",
+						db->combined ? "worker" : pgque_kind_name(kind), db->dbname),
+				 errdetail("max_worker_processes = %d, of which other background workers hold %d and the launcher 1; "
+						   "the %d left do not serve %d databases with the extension and %d not yet looked at.",
+						   max_worker_processes, b->others, budget, nrunning, nunknown),
+				 errhint("Raise max_worker_processes (restart needed) to at least %d: pgque_bgw needs 1 + 1 per database "
+						 "(3 per database for split mode) besides other background workers and parallel query.",
+						 1 + b->others + nrunning + nunknown)));
+	else
+		ereport(WARNING,
+				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
+				 errmsg("pgque_bgw: worker budget of %d reached; the %s for database \"%s\" is not started",
+						pgque_max_workers, db->combined ? "worker" : pgque_kind_name(kind), db->dbname),
+				 errhint("Raise pgque_bgw.max_workers (three per database, restart needed) or limit pgque_bgw.databases.")));
+}
+
+/*
+ * Start, reap, stop and restart the workers the state table asks for.
+ * scanned: sync_databases ran just before.
+ */
 static long
-manage_workers(void)
+manage_workers(bool scanned)
 {
 	TimestampTz now = GetCurrentTimestamp();
 	long		next_ms = pgque_launcher_naptime * 1000L;
 	int			running = 0;
 	int			wanting = 0;
 	int			stopping = 0;	/* stopped on purpose, not yet gone */
+	int			stopping_before;
+	int			nrunning = 0;	/* databases with the extension */
+	int			nunknown = 0;	/* databases being probed */
+	int			probing = 0;	/* of those, with their probe running */
+	bool		missing = false;	/* one of them lacks a worker it wants */
+	bool		room_made = false;	/* a worker is on its way out for another */
+	int			short_db = -1;	/* a database the budget cannot serve ... */
+	PgqueWorkerKind short_kind = PGQUE_TICKER;	/* ... and its worker */
+	bool		combined;
+	bool		hold;
+	PgqueBudget b;
+	int			budget;
 	int			share;
 	int			ndbs = pgque_shared->max_dbs;
 	int		   *held;
@@ -452,6 +571,10 @@ manage_workers(void)
 				i,
 				k;
 	bool		short_of_budget = false;
+
+	/* the server's slots, counted once per pass, before our lock is taken */
+	pgque_worker_budget(&b);
+	budget = b.counted ? b.budget : Min(b.budget, learned_budget);
 
 	held = palloc0(sizeof(int) * ndbs);
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
@@ -507,8 +630,21 @@ manage_workers(void)
 					held[i]++;
 			}
 		}
-		if (db->state != PGQUE_DB_UNUSED && wanted_kinds(db) > 0)
+		if (db->state != PGQUE_DB_UNUSED && wanted_kinds(db, false) > 0)
 			wanting++;
+		if (db->state == PGQUE_DB_UNKNOWN)
+		{
+			nunknown++;
+			if (worker_present(i, PGQUE_TICKER))
+				probing++;
+		}
+		if (db->state == PGQUE_DB_RUNNING)
+		{
+			nrunning++;
+			for (k = 0; k < wanted_kinds(db, false); k++)
+				if (!worker_present(i, k))
+					missing = true;
+		}
 	}
 
 	/* stop what should not run: paused databases, everything when off */
@@ -534,46 +670,44 @@ manage_workers(void)
 	/*
 	 * Split or combined: a database whose workers run in the other mode
 	 * stops them (on purpose: no back-off) and starts anew once they left.
+	 * While databases are still probing and three each might not fit,
+	 * split databases keep to their ticker: the mode is chosen when the
+	 * probes know which databases have the extension, so no worker is
+	 * started only to be stopped for the flip, or left without a slot.
 	 */
+	combined = combined_wanted(budget, nrunning, missing, scanned);
+	hold = !combined && nunknown > 0 && (nrunning + nunknown) * PGQUE_NKINDS > budget;
+	for (i = 0; i < ndbs; i++)
 	{
-		int			nrunning = 0;
-		bool		combined;
+		PgqueDb    *db = &pgque_shared->dbs[i];
+		bool		any = false;
 
-		for (i = 0; i < ndbs; i++)
-			if (pgque_shared->dbs[i].state == PGQUE_DB_RUNNING)
-				nrunning++;
-		combined = combined_wanted(nrunning);
-		for (i = 0; i < ndbs; i++)
+		if (db->state == PGQUE_DB_UNUSED || db->combined == combined)
+			continue;
+		for (k = 0; k < PGQUE_NKINDS; k++)
 		{
-			PgqueDb    *db = &pgque_shared->dbs[i];
-			bool		any = false;
-
-			if (db->state == PGQUE_DB_UNUSED || db->combined == combined)
+			if (!worker_present(i, k))
 				continue;
-			for (k = 0; k < PGQUE_NKINDS; k++)
+			any = true;
+			if (!db->workers[k].stop_requested)
 			{
-				if (!worker_present(i, k))
-					continue;
-				any = true;
-				if (!db->workers[k].stop_requested)
-				{
-					(void) stop_worker(i, (PgqueWorkerKind) k);
-					held[i]--;
-					stopping++;
-				}
+				(void) stop_worker(i, (PgqueWorkerKind) k);
+				held[i]--;
+				stopping++;
 			}
-			if (!any)
-				db->combined = combined;
-			else
-				next_ms = Min(next_ms, 100);
 		}
+		if (!any)
+			db->combined = combined;
+		else
+			next_ms = Min(next_ms, 100);
 	}
+	stopping_before = stopping;
 
 	/*
 	 * Start what is missing, kind by kind across databases: pass 0 up to
 	 * each database's fair share, pass 1 the spare budget.
 	 */
-	share = Max(1, pgque_max_workers / Max(wanting, 1));
+	share = Max(1, budget / Max(wanting, 1));
 	for (pass = 0; pass < 2; pass++)
 	{
 		for (k = 0; k < PGQUE_NKINDS; k++)
@@ -583,7 +717,7 @@ manage_workers(void)
 				PgqueDb    *db = &pgque_shared->dbs[i];
 				PgqueWorkerSlot *slot = &db->workers[k];
 
-				if (db->state == PGQUE_DB_UNUSED || k >= wanted_kinds(db) || worker_present(i, k))
+				if (db->state == PGQUE_DB_UNUSED || k >= wanted_kinds(db, hold) || worker_present(i, k))
 					continue;
 				if (pass == 0 && held[i] >= share)
 					continue;
@@ -592,19 +726,26 @@ manage_workers(void)
 					next_ms = Min(next_ms, TimestampDifferenceMilliseconds(now, slot->restart_at) + 1);
 					continue;
 				}
-				if (running >= pgque_max_workers)
+				if (running >= budget)
 				{
-					short_of_budget = true;
-					snprintf(db->unserved, PGQUE_ERRMSG_LEN,
-							 "worker budget of %d reached (pgque_bgw.max_workers)", pgque_max_workers);
-					if (!budget_warned)
-						ereport(WARNING,
-								(errmsg("pgque_bgw: worker budget of %d reached; the %s for database \"%s\" is not started",
-										pgque_max_workers, pgque_kind_name(k), db->dbname),
-								 errhint("Raise pgque_bgw.max_workers (three per database, restart needed) or limit pgque_bgw.databases.")));
-					budget_warned = true;
+					note_unserved(db, &b, budget, probing);
+
+					/*
+					 * A shortage, warned about below, unless room is on its
+					 * way: workers leaving (a change of mode, a rebalance),
+					 * or a probe running that ends or becomes a database's
+					 * (then the plan is made again).
+					 */
+					if (short_db < 0 && (db->state == PGQUE_DB_RUNNING || probing == 0))
+					{
+						short_db = i;
+						short_kind = (PgqueWorkerKind) k;
+					}
 					if (pass == 0 && stopping > 0)
+					{
 						stopping--;		/* a worker on its way out makes room */
+						room_made = true;
+					}
 					else if (pass == 0)
 					{
 						/*
@@ -631,6 +772,7 @@ manage_workers(void)
 									(void) stop_worker(over, (PgqueWorkerKind) kk);
 									held[over]--;
 									next_ms = Min(next_ms, 100);
+									room_made = true;
 									break;
 								}
 							}
@@ -645,13 +787,25 @@ manage_workers(void)
 					db->unserved[0] = '\0';
 				}
 				else
+				{
+					/* uncounted slots: what the server let run is the budget */
+					if (!b.counted)
+						learned_budget = running;
 					next_ms = Min(next_ms, 1000);
+				}
 			}
 		}
 	}
+	if (short_db >= 0 && !room_made && stopping_before == 0)
+	{
+		/* once per shortage, with what it takes to serve every database */
+		short_of_budget = true;
+		if (!budget_warned)
+			warn_short(&pgque_shared->dbs[short_db], short_kind, &b, budget, nrunning, nunknown);
+		budget_warned = true;
+	}
 	if (!short_of_budget)
 		budget_warned = false;
-
 	for (i = 0; i < ndbs; i++)
 	{
 		PgqueDb    *db = &pgque_shared->dbs[i];
@@ -696,6 +850,7 @@ pgque_launcher_main(Datum arg)
 	{
 		TimestampTz now = GetCurrentTimestamp();
 		bool		rescan;
+		bool		scanned = false;
 		long		timeout;
 
 		LWLockAcquire(pgque_shared->lock, LW_SHARED);
@@ -706,8 +861,9 @@ pgque_launcher_main(Datum arg)
 		{
 			sync_databases();
 			last_scan = now;
+			scanned = true;
 		}
-		timeout = manage_workers();
+		timeout = manage_workers(scanned);
 		timeout = Min(timeout, TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
 															   TimestampTzPlusMilliseconds(last_scan, pgque_launcher_naptime * 1000L)) + 1);
 
@@ -720,6 +876,7 @@ pgque_launcher_main(Datum arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 			last_scan = 0;		/* pgque_bgw.databases may have changed */
+			learned_budget = INT_MAX;	/* and the slots with them */
 		}
 	}
 }

@@ -5,7 +5,8 @@
  * Layering (arrows point down; no file includes one above it):
  *   pgque_bgw.c (_PG_init, the workers' entry point)
  *     -> launcher.c, ticker.c, maint.c, watchdog.c, utility.c, supervise.c
- *       -> worker.c (what every worker shares), wake.c, state.c (shared memory)
+ *       -> worker.c (what every worker shares), wake.c, state.c (shared memory),
+ *          budget.c (how many workers the server has room for)
  *         -> guc.c, produce.c (with queue_cache.c, insert_plan.c: producer.h;
  *            cdc.c, the CDC triggers, sits beside the SQL entry points and
  *            calls produce.c's pgque_insert_fields)
@@ -140,6 +141,9 @@ typedef struct PgqueDb
 	TimestampTz last_maint;		/* last completed maintenance pass */
 	bool		schema_warned;	/* said once that the SQL is older than the library */
 	bool		combined;		/* one process runs the three loops (ADR 0026) */
+	bool		unlisted_pause; /* PAUSED by the launcher because pgque_bgw.databases
+								 * (or pg_database) no longer listed it, not by a
+								 * utility command: listed again, it runs again */
 	char		unserved[PGQUE_ERRMSG_LEN]; /* why a wanted worker is not running; "" */
 	PgqueWorkerSlot workers[PGQUE_NKINDS];
 } PgqueDb;
@@ -163,6 +167,18 @@ extern const char *pgque_kind_name(PgqueWorkerKind kind);
 extern const char *pgque_db_state_name(PgqueDbState state);
 extern void pgque_wake_launcher(void);
 extern void pgque_slot_mark_up(PgqueWorkerSlot *slot, TimestampTz now);
+
+/* ---- budget.c: how many per-database workers fit (ADR 0036) ---- */
+typedef struct PgqueBudget
+{
+	int			budget;			/* Min(pgque_bgw.max_workers, slots) */
+	int			slots;			/* max_worker_processes - launcher - others */
+	int			others;			/* slots other background workers hold */
+	int			parallel;		/* parallel query workers now (not subtracted) */
+	int			ours;			/* slots pgque_bgw holds, the launcher's included */
+	bool		counted;		/* the server's slots could be read */
+} PgqueBudget;
+extern void pgque_worker_budget(PgqueBudget *b);
 
 /* ---- wake.c: commit-time wake-ups ---- */
 extern void pgque_note_event_inserted(int32 queue_id);

@@ -239,11 +239,12 @@ pgque_warn_if_unserved(PG_FUNCTION_ARGS)
 	int			served = 0;
 	bool		listed;
 	int			unlisted;
-	int			budget = Min(pgque_max_workers, max_worker_processes - 1);
+	PgqueBudget b;
 	int			i;
 
 	if (pgque_shared == NULL || !pgque_enabled)
 		PG_RETURN_VOID();
+	pgque_worker_budget(&b);
 	LWLockAcquire(pgque_shared->lock, LW_SHARED);
 	listed = pgque_find_db(MyDatabaseId) != NULL;
 	unlisted = pgque_shared->dbs_unlisted;
@@ -259,13 +260,14 @@ pgque_warn_if_unserved(PG_FUNCTION_ARGS)
 						get_database_name(MyDatabaseId)),
 				 errdetail("%s.", pgque_unserved_reason(0, unlisted)),
 				 errhint("Until then call pgque.ticker() and pgque.maint() yourself; pgque.status() says what the workers do.")));
-	else if (served + 1 > budget)
+	else if (served + 1 > b.budget)
 		ereport(WARNING,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("pgque_bgw: the background workers cannot serve database \"%s\" now",
 						get_database_name(MyDatabaseId)),
-				 errdetail("%d databases are served and the worker budget is %d (the smaller of pgque_bgw.max_workers and max_worker_processes - 1).",
-						   served, budget),
+				 errdetail("%d databases are served and the worker budget is %d (the smaller of pgque_bgw.max_workers and "
+						   "max_worker_processes less the launcher and %d slots other background workers hold).",
+						   served, b.budget, b.others),
 				 errhint("Raise max_worker_processes and pgque_bgw.max_workers (restart needed); pgque.launcher_workers() lists every database.")));
 	PG_RETURN_VOID();
 }

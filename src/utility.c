@@ -54,7 +54,11 @@ pause_database(Oid dboid)
 		PgqueDb    *db = pgque_find_db(dboid);
 
 		if (db != NULL)
+		{
 			db->state = PGQUE_DB_PAUSED;
+			/* the command's pause: a rescan must not lift it, only resume */
+			db->unlisted_pause = false;
+		}
 	}
 	LWLockRelease(pgque_shared->lock);
 	pgque_wake_launcher();

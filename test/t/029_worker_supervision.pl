@@ -57,6 +57,7 @@ is($node->safe_psql('app', q{select string_agg(distinct mode, ',') from pgque.la
 my $KILLS = 6;
 my %kills = map { $_ => 0 } @kinds;
 my %down_at;                       # kind -> time it was first seen down
+my %killed;                        # kind -> pid last sent SIGTERM (down while still listed)
 my %outages = map { $_ => [] } @kinds;
 my $t0 = time();
 my %next_kill = (ticker => $t0, maintenance => $t0 + 2, watchdog => $t0 + 4);
@@ -66,7 +67,7 @@ while (1)
     my $p = pids();
     for my $k (@kinds)
     {
-        if ($p->{$k} == 0)
+        if ($p->{$k} == 0 || $p->{$k} == ($killed{$k} // -1))
         {
             $down_at{$k} //= $now;
         }
@@ -75,9 +76,10 @@ while (1)
             push @{ $outages{$k} }, $now - $down_at{$k};
             delete $down_at{$k};
         }
-        if ($kills{$k} < $KILLS && $p->{$k} != 0 && $now >= $next_kill{$k})
+        if ($kills{$k} < $KILLS && $p->{$k} != 0 && $p->{$k} != ($killed{$k} // -1) && $now >= $next_kill{$k})
         {
             $node->safe_psql('postgres', "select pg_terminate_backend($p->{$k})");
+            $killed{$k} = $p->{$k};
             $kills{$k}++;
             $next_kill{$k} = $now + 5;
             $down_at{$k} //= $now;
@@ -114,7 +116,11 @@ ok($node->poll_query_until('app', q{
           "\n", $node->safe_psql('app', q{select subject, count(*) from pgque.alert where kind = 'worker_down' group by 1}));
 for my $k (@kinds)
 {
-    my $n = $node->safe_psql('app', "select count(*) from pgque.alert where kind = 'worker_down' and subject = '$k'");
+    # the outages of the SIGTERMs: a slow first start under load (the probe
+    # attaching over worker_down_after after CREATE EXTENSION) is an outage
+    # too, opened before the first SIGTERM
+    my $n = $node->safe_psql('app', "select count(*) from pgque.alert where kind = 'worker_down' and subject = '$k'
+                                       and opened_at >= pg_catalog.to_timestamp($t0)");
     my $longer = grep { $_ > $threshold } @{ $outages{$k} };
     cmp_ok($n, '>=', $longer, "$k: at least one alert per outage measured longer than the threshold ($n, $longer)");
     cmp_ok($n, '<=', $KILLS, "$k: at most one alert per outage");
