@@ -173,6 +173,7 @@ declare
     r     pgque.partition_resize;
     olds  int4[];
     k     int4;
+    moved int4 := 0;
 begin
     r := pgque._resize_of(i_queue_id, i_consumer);
     if r.to_n is null or not pgque._resize_drained(r) then
@@ -192,7 +193,7 @@ begin
     -- with their key, as its retries do (ADR 0038)
     for k in 0 .. r.from_n - 1 loop
         if r.old_subs[k + 1] is not null then
-            perform pgque._pause_move(r, r.old_subs[k + 1], k);
+            moved := moved + pgque._pause_move(r, r.old_subs[k + 1], k);
         end if;
     end loop;
     update pgque.retry_queue rq
@@ -225,8 +226,8 @@ begin
     -- last: shared memory is not rolled back (an abort after this costs the
     -- workers one PQ001 and a claim)
     perform pgque._slot_forget(i_queue_id, i_consumer);
-    raise log 'pgque_bgw: consumer "%" of queue % resized from n = % to n = % at tick %',
-              i_consumer, i_queue_id, r.from_n, r.to_n, r.boundary_tick;
+    raise log 'pgque_bgw: consumer "%" of queue % resized from n = % to n = % at tick % (% blocked keys moved)',
+              i_consumer, i_queue_id, r.from_n, r.to_n, r.boundary_tick, moved;
     return true;
 exception
     when lock_not_available or deadlock_detected then
