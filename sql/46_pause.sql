@@ -234,8 +234,7 @@ begin
     -- DDL lock, shared, as the retry mover holds it: a resize takes it
     -- exclusively before its boundary tick, so these copies either commit
     -- before B (the old slot reads them) or see the resize.
-    perform pg_catalog.pg_advisory_xact_lock_shared(pgque._queue_lock_class(),
-                                                    (select s.sub_queue from pgque.subscription s where s.sub_id = i_sub));
+    perform pgque._queue_share_wait((select s.sub_queue from pgque.subscription s where s.sub_id = i_sub));
     -- the producers' insert (C: it routes rows to partition buckets), in
     -- ev_id order, in this transaction: one window, handed out in order
     with w as materialized (
