@@ -124,6 +124,8 @@ sub start_workers
     return @loops;
 }
 
+my $moved_total = 0;
+
 # one round: 40 transactions of 50 events over 120 keys, the resize 4 -> 8
 # after 15 of them; $crash: the workers start after the resize (a backlog of
 # 750 events to drain), an immediate stop and a start once they processed
@@ -217,12 +219,15 @@ sub round
           join lateral (select * from delivered d where d.q = f.q and d.ev_id = f.ev_id limit 1) d on true
          where f.q = '$q'});
     my ($moved) = slurp_file($node->logfile) =~ /resized from n = 4 to n = 8 at tick \d+ \((\d+) blocked keys moved\)(?![\s\S]*resized from n = 4 to n = 8)/;
+    $moved_total += $moved // 0;
     note(sprintf("figure: %s: %d events, %s; the switch moved %s blocked keys; %.1f s", $q, $total, $failed,
                  $moved // '?', $secs));
 }
 
 round('pr_plain', 0);
 round('pr_crash', 1);
+# the issue's paths ran: keys were blocked on the old layout at the switch
+ok($moved_total > 0, "the switches moved blocked keys ($moved_total)");
 
 is($node->safe_psql('postgres', q{select count(*) from pgque.alert where kind = 'key_state_orphaned'}),
    '0', 'the watchdog never found orphaned state');
