@@ -19,7 +19,10 @@
 -- no marker: its nack is a plain retry ("skip").
 
 create table pgque.blocked_key (
-    bk_sub         int4 not null references pgque.subscription (sub_id) on delete cascade,
+    -- restrict: a marker stands for withheld events; whoever removes a
+    -- subscription removes (unsubscribe) or moves (a resize's switch) its
+    -- markers first, never silently (ADR 0038)
+    bk_sub         int4 not null references pgque.subscription (sub_id) on delete restrict,
     bk_key         text not null,
     -- the key's event in flight (the failed one, or the last re-queued one
     -- while draining): events of the key with a larger ev_id are withheld

@@ -4,3 +4,10 @@
 -- step leaves the object exactly as a fresh 0.3.0 install makes it
 -- (test/t/017_upgrade.pl compares them).  The released scripts of 0.1.0,
 -- 0.2.0 and the 0.1.0 -> 0.2.0 step are frozen in sql/released/.
+
+-- ADR 0038: a blocked key's subscription is no longer deleted under it
+-- (on delete restrict, was cascade): unsubscribing deletes the markers
+-- explicitly, a resize's switch moves them.
+alter table pgque.blocked_key drop constraint blocked_key_bk_sub_fkey;
+alter table pgque.blocked_key add constraint blocked_key_bk_sub_fkey
+    foreign key (bk_sub) references pgque.subscription (sub_id) on delete restrict;

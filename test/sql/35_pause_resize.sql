@@ -179,8 +179,20 @@ select s.sub_id, 'Z', 1, s.sub_last_tick from pgque.subscription s join pgque.co
 insert into pgque.retry_queue (ev_retry_after, ev_queue, ev_id, ev_time, ev_txid, ev_owner, ev_retry, ev_type, ev_data, ev_extra1)
 select 'infinity', queue_id, -2, now(), '1', -5, 1, 'e', 'nobody', 'Q' from pgque.queue where queue_name = 'pa';
 select kind, subject, queue_name, consumer, details from pgque._pause_orphan_conditions() order by subject;
+-- a subscription is never deleted under its markers (unsubscribing deletes
+-- them first, the switch moves them)
+select left(pgque_test.error_of(format('delete from pgque.subscription where sub_id = %s', bk_sub)), 5) as restricted
+  from pgque.blocked_key where bk_key = 'Z';
 delete from pgque.blocked_key where bk_key = 'Z';
 delete from pgque.retry_queue where ev_data = 'nobody';
 select pg_temp.orphans() as orphans;
+
+-- unsubscribing a slot with a blocked key drops the marker with it
+select pgque.set_failure_policy('pb', 'c', 'pause') as previous;
+insert into pgque.blocked_key (bk_sub, bk_key, bk_head, bk_tick)
+select s.sub_id, 'Z', 1, s.sub_last_tick from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+ where c.co_name = 'c#0/4' and s.sub_queue = (select queue_id from pgque.queue where queue_name = 'pb');
+select pgque.unsubscribe_slot('pb', 'c', 0);
+select count(*) as markers_left from pgque.blocked_key where bk_key = 'Z';
 
 select pgque.drop_queue('pa', true), pgque.drop_queue('pb', true);
