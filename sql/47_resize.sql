@@ -125,8 +125,9 @@ $$;
 create function pgque._pause_move(r pgque.partition_resize, i_sub int4, i_slot int4)
 returns int4 language plpgsql as $$
 declare
-    lo     bigint;
-    moved  int4;
+    lo      bigint;
+    copies  int4;
+    moved   int4;
 begin
     perform pgque._pause_release(i_sub, array(select b.bk_key from pgque.blocked_key b
                                                where b.bk_sub = i_sub and b.bk_done_batch is not null),
@@ -144,7 +145,7 @@ begin
                                      r.new_subs[pgque._slot_of(w2.ev_extra1, r.to_n) + 1], w2.ev_retry,
                                      w2.ev_type, w2.ev_data, w2.ev_extra1, w2.ev_extra2,
                                      w2.ev_extra3, w2.ev_extra4, false))
-      into moved
+      into copies
       from (select * from w order by w.ev_id) w2, pgque.queue q
      where q.queue_id = r.queue_id;
     with gone as (delete from pgque.blocked_key b where b.bk_sub = i_sub returning b.*)
@@ -212,7 +213,9 @@ begin
                    where d.dl_queue_id = i_queue_id
                      and d.dl_consumer_id in (select s.sub_consumer from pgque.subscription s where s.sub_id = any (olds))) then
         raise exception 'state of the old layout of consumer "%" was not moved to the new one', i_consumer
-            using errcode = 'internal_error';
+            using errcode = 'internal_error',
+                  detail = pg_catalog.format('Old slots %s still own blocked keys, retries or dead letters.', olds),
+                  hint = 'The resize stays draining; report this with the server log.';
     end if;
     -- (the consumer names go too, unless another queue uses them)
     with gone as (delete from pgque.subscription s where s.sub_id = any (olds) returning s.sub_consumer)
@@ -234,7 +237,8 @@ exception
         return false;   -- an old owner's open transaction: the next call tries again
     when internal_error then
         -- nothing is dropped: the resize stays draining (resize_stalled)
-        raise warning 'pgque_bgw: the resize of consumer "%" (queue %) cannot switch: %', i_consumer, i_queue_id, sqlerrm;
+        raise warning 'pgque_bgw: the resize of consumer "%" (queue %) cannot switch: %', i_consumer, i_queue_id, sqlerrm
+            using hint = 'Nothing was dropped: it stays draining and is tried again (resize_stalled opens later).';
         return false;
 end $$;
 
