@@ -147,6 +147,8 @@ begin
     -- keys of pausing partitioned consumers blocked for too long (ADR 0029)
     return query select * from pgque._pause_alert_conditions(
                                    pgque._guc_interval('pgque_bgw.key_blocked_after', null));
+    -- blocked keys and retries no slot will ever read (ADR 0038)
+    return query select * from pgque._pause_orphan_conditions();
 
     -- queues with new events and no tick for too long
     return query
@@ -204,6 +206,15 @@ begin
     conds := array(select x from pgque._alert_conditions(i_slot_unpolled_after, i_slot_stale_after,
                                                          i_lag_alert_after, i_ticker_stalled_after,
                                                          i_rotation_grace) x);
+    -- a resize that drained after the switch was tried above is not
+    -- orphaned state (key_state_orphaned switch_pending): try once more
+    if exists (select 1 from pg_catalog.unnest(conds) n
+                where n.kind = 'key_state_orphaned' and n.details->'reasons' ? 'switch_pending')
+       and pgque._resize_complete_drained() > 0 then
+        conds := array(select x from pgque._alert_conditions(i_slot_unpolled_after, i_slot_stale_after,
+                                                             i_lag_alert_after, i_ticker_stalled_after,
+                                                             i_rotation_grace) x);
+    end if;
 
     for c in select * from pg_catalog.unnest(conds) n
               where not exists (select 1 from pgque.alert x
@@ -224,6 +235,7 @@ begin
                 when 'long_transaction' then 'A transaction holds the queue''s rotation back: end it (COMMIT, ROLLBACK, pg_terminate_backend(pid), or ROLLBACK PREPARED for a prepared one) and fix what leaves it open.'
                 when 'resize_stalled' then 'Old-layout slots of a resize are not drained: make sure workers serve the old n (pgque.partition_resize_status lists the slots).'
                 when 'key_blocked' then 'A key of a partitioned consumer with failure policy pause waits for its failed event: fix what makes it fail, or let it reach the dead-letter queue (pgque.blocked_keys).'
+                when 'key_state_orphaned' then 'Blocked keys or retries of a partitioned consumer that no slot will read: their events are not delivered; see the details and docs/alerts.md before unsubscribing anything.'
                 when 'maint_failed' then 'A maintenance step fails: see the error in the details and the server log; on "No space left on device" add space to the event tables'' tablespace (docs/operations.md).'
                 -- a NULL hint would make RAISE fail and with it the whole pass
                 else 'See docs/alerts.md for what to do.'

@@ -19,7 +19,10 @@
 -- no marker: its nack is a plain retry ("skip").
 
 create table pgque.blocked_key (
-    bk_sub         int4 not null references pgque.subscription (sub_id) on delete cascade,
+    -- restrict: a marker stands for withheld events; whoever removes a
+    -- subscription removes (unsubscribe) or moves (a resize's switch) its
+    -- markers first, never silently (ADR 0038)
+    bk_sub         int4 not null references pgque.subscription (sub_id) on delete restrict,
     bk_key         text not null,
     -- the key's event in flight (the failed one, or the last re-queued one
     -- while draining): events of the key with a larger ev_id are withheld
@@ -226,6 +229,15 @@ begin
     else
         select x.tick, x.pos, x.next_tick into ptick, ppos, pnext from pgque._slot_passed(i_sub) x;
     end if;
+    -- the copies land after the slot's cursor, for an old-layout slot of a
+    -- draining resize possibly after the boundary, which it never reads:
+    -- they go where a retry of the key goes (_retry_owner: the key's new
+    -- slot; the marker stays here, withholding the key's later events up
+    -- to the boundary, and the switch moves it: ADR 0038).  The queue's
+    -- DDL lock, shared, as the retry mover holds it: a resize takes it
+    -- exclusively before its boundary tick, so these copies either commit
+    -- before B (the old slot reads them) or see the resize.
+    perform pgque._queue_share_wait((select s.sub_queue from pgque.subscription s where s.sub_id = i_sub));
     -- the producers' insert (C: it routes rows to partition buckets), in
     -- ev_id order, in this transaction: one window, handed out in order
     with w as materialized (
@@ -235,7 +247,8 @@ begin
          where k.bk_key = any(i_keys)
          order by e.ev_id, (e.ev_owner is null)),
     ins as (
-        select count(pgque._insert_event(q.queue_name, w2.ev_id, w2.ev_time, i_sub, w2.ev_retry,
+        select count(pgque._insert_event(q.queue_name, w2.ev_id, w2.ev_time,
+                                         pgque._retry_owner(i_sub, w2.ev_extra1), w2.ev_retry,
                                          w2.ev_type, w2.ev_data, w2.ev_extra1, w2.ev_extra2,
                                          w2.ev_extra3, w2.ev_extra4, false))::int4 as cnt
           from (select * from w order by w.ev_id) w2,
@@ -357,6 +370,60 @@ set search_path = pgque, pg_catalog, pg_temp as $$
       from pgque.get_blocked_keys() x
      where x.blocked_since < pg_catalog.clock_timestamp() - i_after
      group by x.queue_name, x.consumer, x.slot
+$$;
+
+-- key_state_orphaned (ADR 0038): state of a partitioned consumer that no
+-- slot will ever read, so that the events it stands for would be lost
+-- without a word.  Exact and cheap: it reads the markers, the retry queue
+-- and the resizes, never an event table.  One condition per consumer
+-- (subject queue/consumer), or per queue for retries whose owner is gone:
+--  - no_layout: a blocked key on a subscription that is not a slot of its
+--    consumer's layout (n), or of a consumer that does not pause: no
+--    receive withholds for it, no ack releases it;
+--  - switch_pending: a blocked key or a retry of an old-layout slot of a
+--    drained resize that has not switched (the old slot reads nothing past
+--    the boundary, only the switch moves them; the watchdog tried the
+--    switch in this pass);
+--  - owner_gone: a retry whose subscription is gone.
+create function pgque._pause_orphan_conditions()
+returns setof pgque.alert_condition language sql stable
+set search_path = pgque, pg_catalog, pg_temp as $$
+    with slots as materialized (
+        select s.sub_id, s.sub_queue, c.co_name,
+               pg_catalog.split_part(c.co_name, '#', 1) as base,
+               pg_catalog.split_part(pg_catalog.split_part(c.co_name, '#', 2), '/', 2) as n_text
+          from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+         where s.sub_id in (select b.bk_sub from pgque.blocked_key b
+                            union select rq.ev_owner from pgque.retry_queue rq)),
+    drained as materialized (
+        select o.sub_id from pgque.partition_resize r, pg_catalog.unnest(r.old_subs) o(sub_id)
+         where o.sub_id is not null and pgque._resize_drained(r)),
+    st as (
+        select sl.sub_queue as queue_id, sl.base as consumer,
+               case when sl.sub_id in (select d.sub_id from drained d) then 'switch_pending'
+                    when pc.co_name is null or pc.failure_policy <> 'pause'
+                         or sl.n_text is distinct from pc.n::text then 'no_layout' end as reason,
+               b.bk_key as key, 1 as keys, 0 as retries
+          from pgque.blocked_key b
+          join slots sl on sl.sub_id = b.bk_sub
+          left join pgque.partition_consumer pc on pc.queue_id = sl.sub_queue and pc.co_name = sl.base
+        union all
+        select sl.sub_queue, sl.base, 'switch_pending', rq.ev_extra1, 0, 1
+          from pgque.retry_queue rq join slots sl on sl.sub_id = rq.ev_owner
+         where sl.sub_id in (select d.sub_id from drained d)
+        union all
+        select rq.ev_queue, null, 'owner_gone', rq.ev_extra1, 0, 1
+          from pgque.retry_queue rq
+         where not exists (select from pgque.subscription s where s.sub_id = rq.ev_owner))
+    select 'key_state_orphaned'::text, q.queue_name || coalesce('/' || x.consumer, ''),
+           q.queue_name, x.consumer, null::int4,
+           pg_catalog.jsonb_build_object(
+               'reasons', pg_catalog.array_agg(distinct x.reason order by x.reason),
+               'blocked_keys', pg_catalog.sum(x.keys), 'retries', pg_catalog.sum(x.retries),
+               'example_key', pg_catalog.min(x.key))
+      from st x join pgque.queue q on q.queue_id = x.queue_id
+     where x.reason is not null
+     group by q.queue_name, x.consumer
 $$;
 
 -- The oldest tick a queue's blocked keys hold (NULL: none): rotation, tick

@@ -109,6 +109,58 @@ returns int4[] language sql stable as $$
      where pgque._slot_cursor(s) < r.boundary_tick
 $$;
 
+-- The switch of a resize (ADR 0030, 0038): the blocked keys of the old
+-- layout's slot i_sub (slot i_slot of i_from_n) move to their key's new
+-- slot, with their withheld events, so that a key's block, its withheld
+-- events and its retry have one owner.  A key whose head is done is
+-- released first (its copies go to the new slot, _retry_owner).  The events
+-- the old slot withheld (its windows from the key's bk_tick to the boundary
+-- B, ev_id above the head) are appended again for the new slot, in ev_id
+-- order (now: after B, in the new slot's stream), where they stay withheld
+-- behind the head; the marker follows as (new slot, key, same head,
+-- bk_tick B, not done): the head comes back on the new slot (its retry is
+-- moved there by the switch or was routed there by the retry mover) and
+-- its ack releases them with the key's new-layout events.  Called by
+-- _resize_complete, which holds the queue's DDL lock.  -> keys moved.
+create function pgque._pause_move(r pgque.partition_resize, i_sub int4, i_slot int4)
+returns int4 language plpgsql as $$
+declare
+    lo      bigint;
+    copies  int4;
+    moved   int4;
+begin
+    perform pgque._pause_release(i_sub, array(select b.bk_key from pgque.blocked_key b
+                                               where b.bk_sub = i_sub and b.bk_done_batch is not null),
+                                 r.from_n, i_slot, null);
+    select pg_catalog.min(b.bk_tick) into lo from pgque.blocked_key b where b.bk_sub = i_sub;
+    if lo is null then
+        return 0;
+    end if;
+    with w as materialized (
+        select distinct on (e.ev_id) e.*
+          from pgque._pause_passed_rows(i_sub, r.from_n, i_slot, lo, r.boundary_tick, null, null) e
+          join pgque.blocked_key k on k.bk_sub = i_sub and k.bk_key = e.ev_extra1 and e.ev_id > k.bk_head
+         order by e.ev_id, (e.ev_owner is null))
+    select count(pgque._insert_event(q.queue_name, w2.ev_id, w2.ev_time,
+                                     r.new_subs[pgque._slot_of(w2.ev_extra1, r.to_n) + 1], w2.ev_retry,
+                                     w2.ev_type, w2.ev_data, w2.ev_extra1, w2.ev_extra2,
+                                     w2.ev_extra3, w2.ev_extra4, false))
+      into copies
+      from (select * from w order by w.ev_id) w2, pgque.queue q
+     where q.queue_id = r.queue_id;
+    with gone as (delete from pgque.blocked_key b where b.bk_sub = i_sub returning b.*)
+    insert into pgque.blocked_key as x (bk_sub, bk_key, bk_head, bk_tick, bk_since, bk_done_batch, bk_draining)
+    select r.new_subs[pgque._slot_of(g.bk_key, r.to_n) + 1], g.bk_key, g.bk_head, r.boundary_tick,
+           g.bk_since, null, g.bk_draining
+      from gone g
+    on conflict (bk_sub, bk_key) do update
+       set bk_head = least(x.bk_head, excluded.bk_head),
+           bk_tick = least(x.bk_tick, excluded.bk_tick),
+           bk_since = least(x.bk_since, excluded.bk_since);
+    get diagnostics moved = row_count;
+    return moved;
+end $$;
+
 -- The switch to the new layout, once drained: retries and dead letters of
 -- the old slots go to their key's new slot, the old subscriptions go, n
 -- becomes the new n, and the old layout's leases are forgotten (the new
@@ -121,6 +173,8 @@ returns boolean language plpgsql set lock_timeout = '200ms' as $$
 declare
     r     pgque.partition_resize;
     olds  int4[];
+    k     int4;
+    moved int4 := 0;
 begin
     r := pgque._resize_of(i_queue_id, i_consumer);
     if r.to_n is null or not pgque._resize_drained(r) then
@@ -136,6 +190,13 @@ begin
         return false;
     end if;
     olds := array(select o from pg_catalog.unnest(r.old_subs) o where o is not null);
+    -- blocked keys and their withheld events (failure policy pause) go
+    -- with their key, as its retries do (ADR 0038)
+    for k in 0 .. r.from_n - 1 loop
+        if r.old_subs[k + 1] is not null then
+            moved := moved + pgque._pause_move(r, r.old_subs[k + 1], k);
+        end if;
+    end loop;
     update pgque.retry_queue rq
        set ev_owner = r.new_subs[pgque._slot_of(rq.ev_extra1, r.to_n) + 1]
      where rq.ev_owner = any (olds);
@@ -144,6 +205,18 @@ begin
                               where s.sub_id = r.new_subs[pgque._slot_of(d.ev_extra1, r.to_n) + 1])
      where d.dl_queue_id = i_queue_id
        and d.dl_consumer_id in (select s.sub_consumer from pgque.subscription s where s.sub_id = any (olds));
+    -- what the old subscriptions take with them must have moved: refuse
+    -- (stay draining, resize_stalled) rather than lose it (ADR 0038)
+    if exists (select from pgque.blocked_key b where b.bk_sub = any (olds))
+       or exists (select from pgque.retry_queue rq where rq.ev_owner = any (olds))
+       or exists (select from pgque.dead_letter d
+                   where d.dl_queue_id = i_queue_id
+                     and d.dl_consumer_id in (select s.sub_consumer from pgque.subscription s where s.sub_id = any (olds))) then
+        raise exception 'state of the old layout of consumer "%" was not moved to the new one', i_consumer
+            using errcode = 'internal_error',
+                  detail = pg_catalog.format('Old slots %s still own blocked keys, retries or dead letters.', olds),
+                  hint = 'The resize stays draining; report this with the server log.';
+    end if;
     -- (the consumer names go too, unless another queue uses them)
     with gone as (delete from pgque.subscription s where s.sub_id = any (olds) returning s.sub_consumer)
     delete from pgque.consumer c
@@ -156,11 +229,17 @@ begin
     -- last: shared memory is not rolled back (an abort after this costs the
     -- workers one PQ001 and a claim)
     perform pgque._slot_forget(i_queue_id, i_consumer);
-    raise log 'pgque_bgw: consumer "%" of queue % resized from n = % to n = % at tick %',
-              i_consumer, i_queue_id, r.from_n, r.to_n, r.boundary_tick;
+    raise log 'pgque_bgw: consumer "%" of queue % resized from n = % to n = % at tick % (% blocked keys moved)',
+              i_consumer, i_queue_id, r.from_n, r.to_n, r.boundary_tick, moved;
     return true;
-exception when lock_not_available or deadlock_detected then
-    return false;   -- an old owner's open transaction: the next call tries again
+exception
+    when lock_not_available or deadlock_detected then
+        return false;   -- an old owner's open transaction: the next call tries again
+    when internal_error then
+        -- nothing is dropped: the resize stays draining (resize_stalled)
+        raise warning 'pgque_bgw: the resize of consumer "%" (queue %) cannot switch: %', i_consumer, i_queue_id, sqlerrm
+            using hint = 'Nothing was dropped: it stays draining and is tried again (resize_stalled opens later).';
+        return false;
 end $$;
 
 -- Every drained resize completes (the watchdog's pass; claim_slot does it

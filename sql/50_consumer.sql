@@ -87,6 +87,7 @@ begin
     perform pgque._coop_forget(s.sub_id, null);
     delete from pgque.retry_queue where ev_owner = s.sub_id;
     delete from pgque.dead_letter where dl_queue_id = q.queue_id and dl_consumer_id = s.sub_consumer;
+    delete from pgque.blocked_key where bk_sub = s.sub_id;     -- unsubscribing drops them (ADR 0038)
     delete from pgque.subscription where sub_id = s.sub_id;
     delete from pgque.consumer c
      where c.co_id = s.sub_consumer

@@ -63,7 +63,8 @@ set search_path = pgque, pg_catalog, pg_temp as $$
       from (select v.kind from (values ('slot_unpolled'), ('slot_stale'), ('consumer_lagging'),
                                        ('coop_member_silent'), ('rotation_pinned'), ('long_transaction'),
                                        ('maint_failed'), ('ticker_stalled'), ('worker_down'),
-                                       ('resize_stalled'), ('key_blocked')) v(kind)
+                                       ('resize_stalled'), ('key_blocked'),
+                                       ('key_state_orphaned')) v(kind)
             union
             select o.kind from pgque.alert o where o.cleared_at is null) k
     union all

@@ -14,3 +14,10 @@ update pgque.idem set idem_role = 0::pg_catalog.oid::pg_catalog.regrole;
 alter table pgque.idem alter column idem_role set not null;
 alter table pgque.idem drop constraint idem_pkey;
 alter table pgque.idem add constraint idem_pkey primary key (queue_id, idem_role, idem_key);
+
+-- ADR 0038: a blocked key's subscription is no longer deleted under it
+-- (on delete restrict, was cascade): unsubscribing deletes the markers
+-- explicitly, a resize's switch moves them.
+alter table pgque.blocked_key drop constraint blocked_key_bk_sub_fkey;
+alter table pgque.blocked_key add constraint blocked_key_bk_sub_fkey
+    foreign key (bk_sub) references pgque.subscription (sub_id) on delete restrict;
