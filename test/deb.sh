@@ -2,6 +2,7 @@
 # The Debian package postgresql-NN-pgque-bgw (debian/, the PostgreSQL team's
 # pg_buildext convention).
 #   test/deb.sh build            make deb: dpkg-buildpackage into build/deb/
+#   test/deb.sh builddir         print a new private directory (TAP 036)
 #   test/deb.sh smoke WORK PORT  make test: build it from a copy of the tree,
 #                                lintian, apt-get install it on this server,
 #                                a smoke test on a throwaway cluster that
@@ -15,6 +16,23 @@ cd "$(dirname "$0")/.."
 SRC=$PWD
 VERSION=$(sed -n "s/^default_version *= *'\([^']*\)'.*/\1/p" pgque_bgw.control)
 PKG=postgresql-$PG-pgque-bgw
+
+# builddir: a new directory only the caller may write to, for the package
+# that smoke builds and installs as root.  Not under WORK: run.sh gives
+# WORK to the postgres user, who could swap the copied tree (its Makefile
+# and debian/rules run as root) or the .deb between the build and apt-get
+# install (its maintainer scripts run as root).
+builddir() {
+	local d
+	d=$(mktemp -d "${TMPDIR:-/tmp}/pgque_deb.XXXXXX") || return 1
+	if [ ! -O "$d" ] || [ "$(stat -c %a "$d")" != 700 ]; then
+		echo "package: $d is not private to $(id -un)" >&2; return 1
+	fi
+	echo "$d"
+}
+if [ "${1:-}" = builddir ]; then
+	builddir; exit
+fi
 
 ensure_packages dpkg-dev debhelper postgresql-server-dev-all lintian postgresql-$PG \
 	postgresql-server-dev-$PG make gcc perl || exit 1
@@ -42,8 +60,8 @@ build)
 	;;
 smoke)
 	WORK=$2 PORT=$3
-	D="$WORK/deb"
-	mkdir -p "$D"
+	D=$(builddir) || { echo "package ... FAILED (no private build directory)"; exit 1; }
+	echo "== package: in $D"
 	echo "== package: building $PKG $VERSION"
 	build "$D" || { echo "package ... FAILED (build)"; exit 1; }
 	deb=$(ls "$D"/${PKG}_${VERSION}_*.deb)
@@ -85,6 +103,7 @@ smoke)
 	if [ -n "$had_files" ]; then
 		make -s PG_CONFIG=/usr/lib/postgresql/$PG/bin/pg_config install >/dev/null || rc=1
 	fi
+	[ "$rc" -eq 0 ] && rm -rf "$D"
 	if [ "$rc" -eq 0 ]; then
 		echo "package ... ok ($(basename "$deb"): lintian without errors, installed with apt-get, create extension, send, tick, receive)"
 	else

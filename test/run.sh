@@ -139,14 +139,15 @@ echo "== TAP (at ${SECONDS} s)"
 # 028_full_disk fills a small file system: a tmpfs, which only root can
 # mount.  As root, one is mounted here for it (the test fails when this did
 # not work); not as root, the test skips itself (the manual procedure is in
-# docs/operations.md).
+# docs/operations.md).  The mount point is root's own (mktemp), not a path
+# in WORK: WORK is the postgres user's, who could make WORK/tmpfs a
+# symbolic link to any directory for root to mount over.
 TMPFS=
 if [ "$(id -u)" -eq 0 ] && [ -z "${PGQUE_SKIP_TAP:-}" ] && ls test/t/*${PGQUE_TAP_ONLY:-}*.pl | grep -q full_disk; then
-	TMPFS="$WORK/tmpfs"
-	mkdir -p "$TMPFS"
+	TMPFS=$(mktemp -d /tmp/pgque_tmpfs.XXXXXX)
 	if mount -t tmpfs -o size=8m,mode=0700 pgque_test_tmpfs "$TMPFS"; then
 		chown postgres: "$TMPFS"
-		trap 'umount "$TMPFS" 2>/dev/null' EXIT
+		trap 'umount "$TMPFS" 2>/dev/null; rmdir "$TMPFS" 2>/dev/null' EXIT
 	else
 		echo "mounting a tmpfs at $TMPFS failed"
 	fi
@@ -207,7 +208,7 @@ for name in $(echo "$tap_files" | sort); do
 done
 echo "== TAP done (at ${SECONDS} s, $lanes lanes)"
 
-[ -n "$TMPFS" ] && umount "$TMPFS" 2>/dev/null
+[ -n "$TMPFS" ] && { umount "$TMPFS" 2>/dev/null; rmdir "$TMPFS" 2>/dev/null; }
 
 # The Debian package (make deb): built from a copy of the tree, lintian,
 # installed with apt-get, a smoke test, removed (test/deb.sh).  After TAP:

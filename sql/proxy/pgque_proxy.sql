@@ -63,7 +63,13 @@ end $$;
 -- administrator chooses (security issue #25 item 4): so user, service
 -- (a service file may name any of them) and options (-c role=...) are
 -- refused too.  Keywords are libpq's, case-sensitive; a URI is refused
--- (its user:password@ part).
+-- (its user:password@ part).  And "user=" anywhere, in a value too:
+-- PL/Proxy appends the session user's name (user=...) to a shard's string
+-- only when the string holds no "user=" at all (a plain substring test,
+-- get_connstr in its src/execute.c), so application_name=app_user=1 would
+-- make every proxy user whose mapping names no user (a PUBLIC mapping
+-- without options, PL/Proxy's usual one) connect as the server's OS user,
+-- the shards' superuser under trust or peer.
 create function pgque._check_shard_conninfo(i_conninfo text)
 returns void language plpgsql immutable
 set search_path = pg_catalog, pg_temp as $$
@@ -99,6 +105,12 @@ begin
         raise exception 'set_shards: cannot read the connection string near "%"', pg_catalog.left(pg_catalog.btrim(rest), 40)
             using errcode = 'invalid_parameter_value',
                   hint = 'Write keyword=value pairs separated by spaces; quote a value with spaces in single quotes.';
+    end if;
+    if pg_catalog.strpos(i_conninfo, 'user=') operator(pg_catalog.>) 0 then
+        raise exception 'set_shards: a shard''s connection string must not contain "user="'
+            using errcode = 'invalid_parameter_value',
+                  detail = 'PL/Proxy adds the proxy user''s name to a connection string only when it holds no "user=", even inside a value; without it the shards would be reached as the server''s operating-system user.',
+                  hint = 'Choose values without "user=" (application_name, dbname, ...); the role goes in the user mapping (docs/scale-out.md).';
     end if;
 end $$;
 
@@ -149,6 +161,48 @@ create event trigger pgque_proxy_mappings on ddl_command_end
 create event trigger pgque_proxy_mappings_drop on sql_drop
     when tag in ('DROP USER MAPPING', 'DROP OWNED')
     execute function pgque._guard_shard_mappings();
+
+-- PL/Proxy reads a cluster that has no SQL/MED server from the functions
+-- plproxy.get_cluster_version/_config/_partitions(text) ("compat mode"),
+-- running them as the caller: whoever defines them chooses every shard's
+-- connection string, user=postgres included.  Until set_shards has made
+-- pgque_shards, and whenever it is gone, a role with CREATE on this
+-- database could create schema plproxy and those three functions, then
+-- call pgque._on_admin(0, 'drop_queue', ...) and reach any database of
+-- the proxy's host as any role trust or peer lets it be.  So schema
+-- plproxy is held here: made (empty, the installing superuser's) when it
+-- is missing, and refused when a role that is not a superuser owns it or
+-- a function in it, or may create in it.
+create function pgque._claim_plproxy_schema()
+returns void language plpgsql
+set search_path = pg_catalog, pg_temp as $$
+declare
+    v_nsp  oid;
+    v_who  text;
+begin
+    select n.oid into v_nsp from pg_catalog.pg_namespace n where n.nspname operator(pg_catalog.=) 'plproxy';
+    if v_nsp is null then
+        execute 'create schema plproxy';
+        execute 'comment on schema plproxy is ''held by pgque_proxy: PL/Proxy''''s compat-mode cluster functions would live here (docs/scale-out.md)''';
+        return;
+    end if;
+    select pg_catalog.min(r.rolname::pg_catalog.text) into v_who
+      from pg_catalog.pg_roles r
+     where not r.rolsuper
+       and (r.oid operator(pg_catalog.=) (select n.nspowner from pg_catalog.pg_namespace n
+                                           where n.oid operator(pg_catalog.=) v_nsp)
+            or r.oid operator(pg_catalog.=) any (select p.proowner from pg_catalog.pg_proc p
+                                                  where p.pronamespace operator(pg_catalog.=) v_nsp)
+            or pg_catalog.has_schema_privilege(r.oid, v_nsp, 'CREATE'));
+    if v_who is not null then
+        raise exception 'schema plproxy is not safe: role % owns it or a function in it, or may create in it', v_who
+            using errcode = 'object_not_in_prerequisite_state',
+                  detail = 'PL/Proxy takes the shards'' connection strings, their user included, from plproxy.get_cluster_partitions() while server pgque_shards does not exist; that role would choose as whom pgque_proxy reaches the shards.',
+                  hint = 'Drop schema plproxy (or give it and its functions to a superuser and revoke CREATE on it), then retry (docs/scale-out.md).';
+    end if;
+end $$;
+revoke all on function pgque._claim_plproxy_schema() from public;
+select pgque._claim_plproxy_schema();
 
 -- S: the shards of shards() (NULL when there is no shard set and
 -- i_required is false).

@@ -54,4 +54,17 @@ my $debchangelog = slurp_file("$root/debian/changelog");
 like($debchangelog, qr/\Apgque-bgw \(\Q$version\E(-\d+)?\) /, "debian/changelog's first entry is $version");
 like(slurp_file("$root/debian/control.in"), qr/^Package: postgresql-PGVERSION-pgque-bgw$/m,
      'debian/control.in names the package in the PGVERSION convention');
+# make test builds the package and installs it as root: in a directory
+# of its own, not in the work tree the postgres user owns, where it could
+# swap the copied sources or the .deb before apt-get installs it
+my $bd = `bash "$root/test/deb.sh" builddir`;
+chomp $bd;
+ok($bd ne '' && -d $bd, "deb.sh builddir makes a directory ($bd)");
+my @st = stat($bd);
+is($st[4], $<, 'it belongs to the user that runs the build');
+is(sprintf('%o', $st[2] & 07777), '700', 'no one else may enter or write it');
+my $work = $ENV{PGQUE_SRC} =~ s{/test/?$}{}r;
+unlike($bd, qr/^\Q$work\E/, 'and it is not under the shared work tree');
+rmdir $bd if $bd ne '';
+unlike(slurp_file("$root/test/deb.sh"), qr/^\s*D="\$WORK/m, 'smoke does not build in WORK');
 done_testing();

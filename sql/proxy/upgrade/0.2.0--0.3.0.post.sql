@@ -6,3 +6,9 @@ create event trigger pgque_proxy_mappings on ddl_command_end
 create event trigger pgque_proxy_mappings_drop on sql_drop
     when tag in ('DROP USER MAPPING', 'DROP OWNED')
     execute function pgque._guard_shard_mappings();
+
+-- PL/Proxy's compat-mode functions could choose the shard role while
+-- server pgque_shards does not exist: hold schema plproxy (security issue
+-- #25 item 4, _claim_plproxy_schema in sql/proxy/pgque_proxy.sql).
+revoke all on function pgque._claim_plproxy_schema() from public;
+select pgque._claim_plproxy_schema();
