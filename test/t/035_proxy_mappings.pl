@@ -142,6 +142,11 @@ is($node->safe_psql('proxy_old', q{select string_agg(evtname || ' ' || evtevent 
    $node->safe_psql('proxy', q{select string_agg(evtname || ' ' || evtevent || ' ' || array_to_string(evttags, '/'), ', ' order by evtname)
                                  from pg_event_trigger}),
    'and the event triggers too');
+is($node->safe_psql('proxy_old', q{select relacl::text from pg_class where oid = 'pgque.alerts'::regclass}),
+   $node->safe_psql('proxy', q{select relacl::text from pg_class where oid = 'pgque.alerts'::regclass}),
+   'and the alerts view\'s grants');
+like($node->safe_psql('proxy', q{select relacl::text from pg_class where oid = 'pgque.alerts'::regclass}),
+     qr/=r\//, 'which let every proxy user read it (the shards check their own grants)');
 
 $node->stop;
 done_testing();

@@ -6,3 +6,6 @@ create event trigger pgque_proxy_mappings on ddl_command_end
 create event trigger pgque_proxy_mappings_drop on sql_drop
     when tag in ('DROP USER MAPPING', 'DROP OWNED')
     execute function pgque._guard_shard_mappings();
+-- The alerts view is every proxy user's to read (the shards check their
+-- grants), as in a fresh install: 0.2.0 left it its owner's alone.
+grant select on pgque.alerts to public;
