@@ -40,9 +40,10 @@ pgque_bgw.launcher_naptime = '1s'
         create role app_admin login in role pgque_admin;
         create role app_producer login in role pgque_writer;
         create role app_consumer login in role pgque_reader;
-        grant create on schema public to app_consumer;
+        create schema app_consumer authorization app_consumer;
     });
-    # the consumer's own code on the shard, owned by it
+    # the consumer's own code on the shard, in its own schema (first on its
+    # default search_path "$user", public)
     $node->safe_psql('postgres', $worker_sql, extra_params => [ '-U', 'app_consumer' ]);
     push @shards, $node;
 }
@@ -119,6 +120,13 @@ for my $node (@shards)
 }
 is(err_of('app_producer', q{select * from pgque.subscribe('orders', 'sneaky')}),
    '42501 permission denied for function subscribe', 'the producer may not subscribe on the shards');
+# what the doc warns of: a consumer the admin subscribes is the admin's
+sql_as('app_admin', q{select * from pgque.subscribe('orders', 'admins')});
+my ($rc0, $out0, $err0) = $shards[0]->psql('postgres', q{select count(*) from pgque.receive('orders', 'admins', 10)},
+                                          extra_params => [ '-U', 'app_consumer' ]);
+like($err0, qr/permission denied/, 'a consumer subscribed through the proxy by app_admin is not app_consumer\'s');
+is(sql_as('app_admin', q{select string_agg(shard || '=' || result, ',' order by shard)
+                           from pgque.unsubscribe('orders', 'admins')}), '0=1,1=1,2=1', 'the admin unsubscribes it');
 is(sql_as('app_admin', q{select string_agg(distinct shard::text, ',') from pgque.status()
                                     where component = 'pgque'}),
    '0,1,2', 'status() names every shard');
@@ -213,7 +221,7 @@ is($rc, 0, 'a send to a shard that is back works');
 my $total = $BATCHES * 100 + 1;
 my $processed = sub {
     my $n = 0;
-    $n += $_->safe_psql('postgres', 'select count(*) from example_processed') for @shards;
+    $n += $_->safe_psql('postgres', 'select count(*) from app_consumer.example_processed') for @shards;
     return $n;
 };
 my $deadline = time + 300;
@@ -235,7 +243,7 @@ for my $s (0 .. 2)
     for my $row (split /\n/, $shards[$s]->safe_psql('postgres', q{
             select key || ' ' || payload || ' ' ||
                    coalesce((payload < lag(payload) over (partition by key order by seq))::text, 'false')
-              from example_processed where payload <> 'x'}))
+              from app_consumer.example_processed where payload <> 'x'}))
     {
         my ($key, $payload, $back) = split / /, $row;
         $dups++ if $seen{$payload}++;
@@ -258,7 +266,7 @@ for my $s (0 .. 2)
 {
     my $spread = $shards[$s]->safe_psql('postgres', q{
         select min(c) || ' ' || max(c) || ' ' || round(avg(c)) || ' ' || count(*)
-          from (select slot, count(*) c from example_processed group by slot) x});
+          from (select slot, count(*) c from app_consumer.example_processed group by slot) x});
     my ($min, $max, $avg, $slots) = split / /, $spread;
     diag("figure: shard $s events per slot: min $min max $max mean $avg");
     ok($slots == $N && $min > 0.6 * $avg && $max < 1.4 * $avg, "shard $s: slot usage balanced");
@@ -276,7 +284,7 @@ for my $node (@shards)
     my ($n, $b) = split /\|/, $node->safe_psql('postgres', q{
         select count(*), count(*) filter (where back) from (
             select payload < lag(payload) over (partition by key order by seq) back
-              from example_processed where worker like 'replay-shard%' and payload <> 'x') x});
+              from app_consumer.example_processed where worker like 'replay-shard%' and payload <> 'x') x});
     $replayed += $n;
     $replay_breaks += $b;
 }
