@@ -8,10 +8,12 @@
 #   examples/sharded_partition_worker.sh QUEUE CONSUMER N WORKER_NAME \
 #       'host=db1 dbname=app' 'host=db2 dbname=app' 'host=db3 dbname=app'
 #
-# The shard list is the proxy's: psql -Atc "select conninfo from pgque.shards()"
+# The shard list is the proxy's: psql -Atc "select conninfo from pgque.shards()",
+# each with user= the consuming role added (the role that subscribed the
+# consumer, docs/scale-out.md step 6).
 # IDLE_EXIT (an interval, default '1 year'): leave after that long idle.
 set -euo pipefail
-[ $# -ge 5 ] || { sed -n '2,12p' "$0"; exit 2; }
+[ $# -ge 5 ] || { sed -n '2,14p' "$0"; exit 2; }
 queue=$1 consumer=$2 n=$3 worker=$4
 shift 4
 here=$(cd "$(dirname "$0")" && pwd)

@@ -750,6 +750,11 @@ set search_path = pg_catalog, pg_temp as $$
 $$;
 
 create view pgque.alerts as select * from pgque._alerts_all();
+-- Every proxy user may read it, as it may call every function here: each
+-- shard checks its own grants (pgque_reader) as the user's mapped role.
+-- Without this grant a view is its owner's alone, and the monitoring role
+-- of docs/scale-out.md got "permission denied for view alerts".
+grant select on pgque.alerts to public;
 
 create function pgque.version()
 returns text language sql immutable

@@ -49,8 +49,9 @@ for my $ns (sort keys %$queries)
 		else { push @values, [ $name, $usage ] }
 		ok(length($col->{$name}{description} // ''), "queries.yaml: $ns.$name has a description");
 	}
-	ok($q->{query} =~ /\bpgque\.(metrics\(\)|alerts)/ && @values && grep({ $_ eq 'datname' } @labels),
-	   "queries.yaml: $ns reads pgque.metrics() or pgque.alerts, has values and a datname label");
+	ok($q->{query} =~ /\bpgque\.(metrics\(\)|alerts)/ && @values && grep({ $_ eq 'datname' } @labels)
+	     && grep({ $_ eq 'shard' } @labels),
+	   "queries.yaml: $ns reads pgque.metrics() or pgque.alerts, has values, a datname and a shard label");
 	for my $v (@values)
 	{
 		my ($name, $usage) = @$v;
@@ -61,6 +62,8 @@ for my $ns (sort keys %$queries)
 	}
 }
 my @expected = sort keys %expected;
+# what only a proxy database of pgque_proxy has (checked at the end)
+my %proxy_only = (pgque_shard_up => 1);
 note 'metrics of queries.yaml: ' . join(' ', @expected);
 
 # ---- docs/monitoring.md documents exactly these ------------------------------
@@ -70,7 +73,7 @@ my %documented;
 while ($mondoc =~ /^\| `(pgque_[a-z_]+)` \| (counter|gauge) \|([^|]*)\|/mg)
 {
 	my ($m, $type, $labels) = ($1, $2, $3);
-	$documented{$m} = { type => $type, labels => join(',', sort('datname', $labels =~ /`(\w+)`/g)) };
+	$documented{$m} = { type => $type, labels => join(',', sort('datname', 'shard', $labels =~ /`(\w+)`/g)) };
 }
 is_deeply([ sort keys %documented ], \@expected,
 	'docs/monitoring.md documents every metric of queries.yaml and no other');
@@ -175,15 +178,16 @@ my @started;
 # unix socket, on a free loopback port, pgque metrics only
 sub start_exporter
 {
-	my ($role) = @_;
+	my ($role, $db) = @_;
+	$db //= 'postgres';
 	my $port = PostgreSQL::Test::Cluster::get_free_port();
 	my $log = "$PostgreSQL::Test::Utils::tmp_check/exporter_$role.log";
 	my $pid = fork();
 	die "fork: $!" unless defined $pid;
 	if ($pid == 0)
 	{
-		$ENV{DATA_SOURCE_NAME} = sprintf('host=%s port=%d user=%s dbname=postgres sslmode=disable',
-			$node->host, $node->port, $role);
+		$ENV{DATA_SOURCE_NAME} = sprintf('host=%s port=%d user=%s dbname=%s sslmode=disable',
+			$node->host, $node->port, $role, $db);
 		open(STDOUT, '>', $log) or POSIX::_exit(1);
 		open(STDERR, '>&', \*STDOUT) or POSIX::_exit(1);
 		exec($exporter, "--extend.query-path=$mon/queries.yaml", "--web.listen-address=127.0.0.1:$port",
@@ -236,11 +240,23 @@ sub scrape
 	return (\%series, \%type);
 }
 
-# label key of a series without the exporter's own labels
+# label key of a series without the exporter's own labels and the empty
+# shard label of a database that is not a proxy
 sub key_of
 {
 	my ($l) = @_;
-	return join(',', map { "$_=$l->{$_}" } grep { $_ ne 'server' && $_ ne 'datname' } sort keys %$l);
+	return join(',', map { "$_=$l->{$_}" }
+		grep { $_ ne 'server' && $_ ne 'datname' && !($_ eq 'shard' && $l->{$_} eq '') } sort keys %$l);
+}
+
+# the label names of a series, the exporter's server label aside, shard
+# counted present when empty (a text exposition may leave it out)
+sub labels_of
+{
+	my ($l) = @_;
+	my %k = map { $_ => 1 } grep { $_ ne 'server' } keys %$l;
+	$k{shard} = 1;
+	return join(',', sort keys %k);
 }
 
 # metrics() as { "metric|labels" => value }
@@ -271,13 +287,13 @@ is($series->{pg_exporter_last_scrape_error}[0]{value}, '0',
 is(join(',', map { $_->{value} } @{ $series->{pg_exporter_user_queries_load_error} // [] }), '0',
    'pg_exporter_user_queries_load_error is 0: the exporter parsed queries.yaml');
 
-for my $m (@expected)
+for my $m (grep { !$proxy_only{$_} } @expected)
 {
 	my @s = @{ $series->{$m} // [] };
 	ok(@s, "$m is exposed");
 	is($type->{$m}, $expected{$m}{type}, "$m has TYPE $expected{$m}{type}");
-	my @bad = grep { join(',', sort grep { $_ ne 'server' } keys %{ $_->{labels} }) ne $expected{$m}{labels} } @s;
-	is(scalar(@bad), 0, "$m: every series has the labels $expected{$m}{labels} (and server)");
+	my @bad = grep { labels_of($_->{labels}) ne $expected{$m}{labels} || $_->{labels}{shard} } @s;
+	is(scalar(@bad), 0, "$m: every series has the labels $expected{$m}{labels} (and server), shard empty");
 	my @db = grep { ($_->{labels}{datname} // '') ne 'postgres' } @s;
 	is(scalar(@db), 0, "$m: datname is the database");
 }
@@ -376,7 +392,7 @@ for my $g (@{ $rules->{groups} // [] })
 		ok(!defined $r->{for} || $r->{for} =~ /^\d+[smh]$/, "rule $r->{alert}: for is a duration");
 		# every metric it reads is exposed (up is Prometheus's own)
 		my @metrics = grep { $_ ne 'up' } ($r->{expr} =~ /\b([a-z_][a-z0-9_]*)\s*(?:\{|==|>|$)/g);
-		my @missing = grep { !$series->{$_} } @metrics;
+		my @missing = grep { !$series->{$_} && !$proxy_only{$_} } @metrics;
 		is("@missing", '', "rule $r->{alert} reads exposed metrics (@metrics)");
 	}
 }
@@ -418,10 +434,24 @@ $walk = sub {
 };
 $walk->($dash);
 my %used = map { $_ => 1 } map { /\b(pgque_[a-z0-9_]+|pg_[a-z0-9_]+)\b/g } @exprs;
-my @unknown = grep { !$series->{$_} } sort keys %used;
+my @unknown = grep { !$series->{$_} && !$proxy_only{$_} } sort keys %used;
 is("@unknown", '', 'the dashboard uses only metrics the exporter exposes (' . scalar(keys %used) . ')');
 my @unused = grep { !$used{$_} } @expected;
 is("@unused", '', 'the dashboard shows every metric of queries.yaml');
+# import asks for the data source; servers and shards told apart
+ok((grep { ($_->{type} // '') eq 'datasource' && ($_->{pluginId} // '') eq 'prometheus' } @{ $dash->{__inputs} // [] }),
+   'the dashboard has a Prometheus data source in __inputs (Grafana\'s import asks for it)');
+ok((grep { $_->{name} eq 'instance' } @{ $dash->{templating}{list} // [] }), 'the dashboard has an instance variable');
+my @targets;
+my $tw;
+$tw = sub { my ($x) = @_; if (ref $x eq 'HASH') { push @targets, $x if defined $x->{expr} && !ref $x->{expr}; $tw->($_) for values %$x }
+            elsif (ref $x eq 'ARRAY') { $tw->($_) for @$x } };
+$tw->($dash->{panels});
+is(join(' ', map { $_->{expr} } grep { $_->{expr} !~ /instance=~"\$instance"/ } @targets), '',
+   'every panel query filters on $instance');
+is(join(' ', map { $_->{expr} } grep { length($_->{legendFormat} // '') && ($_->{legendFormat} !~ /\{\{instance\}\}/
+                                         || ($_->{expr} =~ /pgque_/ && $_->{legendFormat} !~ /\{\{shard\}\}/)) } @targets), '',
+   'every legend names the instance, and the shard for pgque series');
 
 # the scrape-error rule's condition: a role without pgque rights
 stop_exporter($pid);
@@ -436,6 +466,50 @@ like(slurp_file($log2), qr/permission denied for schema pgque/, 'the exporter lo
 diag(sprintf('figure: exporter scrape with %d pgque series took %.3f s (pg_exporter_last_scrape_duration_seconds)',
 	scalar(map { @{ $series->{$_} } } grep { /^pgque_/ } keys %$series),
 	$series->{pg_exporter_last_scrape_duration_seconds}[0]{value}));
+
+# ---- a proxy database (docs/scale-out.md, "Monitoring") ----------------------
+# pgque_proxy in database proxy in front of three shards: this database,
+# shard1 and one nobody listens for.  The same exporter and queries file
+# scrape it as the monitoring role of docs/scale-out.md (pgque_reader on
+# the shards through its user mapping): every series names its shard, and
+# pgque_shard_up says which are reached (0.2.0's file: HTTP 500, two
+# shards' rows were one series twice).
+my $gone = PostgreSQL::Test::Cluster::get_free_port();
+$node->safe_psql('postgres', q{create database shard1; create database proxy});
+$node->safe_psql('shard1', q{
+    create extension pgque_bgw;
+    select pgque.create_queue('orders');
+    select pgque.subscribe('orders', 'billing');
+});
+my $shard = sprintf('host=%s port=%d', $node->host, $node->port);
+$node->safe_psql('proxy', qq{
+    create extension pgque_proxy cascade;
+    select pgque.set_shards(array['$shard dbname=postgres', '$shard dbname=shard1',
+                                  'host=127.0.0.1 port=$gone dbname=gone connect_timeout=5']);
+    create user mapping for monitor server pgque_shards options (user 'monitor');
+    grant usage on foreign server pgque_shards to monitor;
+    grant usage on schema pgque to monitor;
+});
+my ($pid3, $url3) = start_exporter('monitor', 'proxy');
+my ($s3) = scrape($url3);   # dies unless HTTP 200
+stop_exporter($pid3);
+is($s3->{pg_exporter_last_scrape_error}[0]{value}, '0', 'proxy database: the scrape answers 200, no scrape error');
+my @pq = map { my $m = $_; map { [ $m, $_ ] } @{ $s3->{$m} } } grep { /^pgque_/ } sort keys %$s3;
+cmp_ok(scalar(@pq), '>', 20, 'proxy database: pgque series (' . scalar(@pq) . ')');
+is(join(' ', map { "$_->[0]\{" . key_of($_->[1]{labels}) . '}' }
+             grep { ($_->[1]{labels}{shard} // '') !~ /^[0-2]$/ || $_->[1]{labels}{datname} ne 'proxy' } @pq),
+   '', 'proxy database: every pgque series has a shard label (0, 1 or 2) and datname proxy');
+is(join(',', map { "$_->{labels}{shard}=$_->{value}" } sort { $a->{labels}{shard} <=> $b->{labels}{shard} }
+             @{ $s3->{pgque_shard_up} // [] }),
+   '0=1,1=1,2=0', 'proxy database: pgque_shard_up per shard, 0 for the one not reached');
+is(join(',', sort map { $_->{labels}{shard} } grep { $_->{labels}{queue} eq 'orders' }
+             @{ $s3->{pgque_events_produced_total} // [] }),
+   '0,1', 'proxy database: a queue of both reached shards is two series');
+is(join(',', map { "$_->{labels}{shard}:$_->{labels}{kind}" } grep { $_->{labels}{kind} eq 'shard_unavailable' }
+             @{ $s3->{pgque_alert_opened_timestamp_seconds} // [] }),
+   '2:shard_unavailable', 'proxy database: the shard not reached is an open alert');
+is(scalar(grep { $_->{labels}{shard} eq '0' } @{ $s3->{pgque_alert_opened_timestamp_seconds} // [] }),
+   scalar(keys %open), 'proxy database: shard 0\'s open alerts, one series each');
 
 $node->stop;
 done_testing();

@@ -6,6 +6,12 @@
 # the error naming it, the other shards go on, and after its restart the
 # held-back events are resent.  In the end: nothing lost, nothing twice,
 # every key on exactly one shard and in send order, slots balanced.
+# Everything runs as the roles of docs/scale-out.md, none a superuser: the
+# admin app_admin (pgque_admin on the shards) creates queues through the
+# proxy, the consumer app_consumer (pgque_reader) subscribes through the
+# proxy and serves its slots on the shards, the producer app_producer
+# (pgque_writer) sends through the proxy; each proxy user has a user
+# mapping to its own shard role, and there is no PUBLIC mapping.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -28,8 +34,17 @@ shared_preload_libraries = 'pgque_bgw'
 pgque_bgw.launcher_naptime = '1s'
 });
     $node->start;
-    $node->safe_psql('postgres', 'create extension pgque_bgw');
-    $node->safe_psql('postgres', $worker_sql);
+    # docs/scale-out.md, step 1: the shard roles
+    $node->safe_psql('postgres', q{
+        create extension pgque_bgw;
+        create role app_admin login in role pgque_admin;
+        create role app_producer login in role pgque_writer;
+        create role app_consumer login in role pgque_reader;
+        create schema app_consumer authorization app_consumer;
+    });
+    # the consumer's own code on the shard, in its own schema (first on its
+    # default search_path "$user", public)
+    $node->safe_psql('postgres', $worker_sql, extra_params => [ '-U', 'app_consumer' ]);
     push @shards, $node;
 }
 
@@ -38,40 +53,81 @@ $proxy->init;
 $proxy->start;
 my $conninfos = join(', ', map {
     "'host=" . $_->host . " port=" . $_->port . " dbname=postgres'" } @shards);
+# docs/scale-out.md, step 3, as written there: each proxy user reaches the
+# shards as its own shard role (trust here: no password in the mapping)
 $proxy->safe_psql('postgres', qq{
     create extension pgque_proxy cascade;
     select pgque.set_shards(array[$conninfos]);
-    create user mapping for public server pgque_shards;
+    create role app_admin login;
+    create role app_producer login;
+    create role app_consumer login;
+    create user mapping for app_admin server pgque_shards options (user 'app_admin');
+    create user mapping for app_producer server pgque_shards options (user 'app_producer');
+    create user mapping for app_consumer server pgque_shards options (user 'app_consumer');
+    grant usage on foreign server pgque_shards to app_admin, app_producer, app_consumer;
+    grant usage on schema pgque to app_admin, app_producer, app_consumer;
 });
+is($proxy->safe_psql('postgres', q{select count(*) from pg_user_mappings where srvname = 'pgque_shards'
+                                     and (usename = 'public' or usename in (select rolname from pg_roles where rolsuper))}),
+   '0', 'no PUBLIC or superuser mapping: every call below runs as a non-superuser role');
+
+# psql_as(role, sql[, db]) on the proxy: (rc, out, err); sql_as dies on an error
+sub psql_as
+{
+    my ($role, $sql) = @_;
+    return $proxy->psql('postgres', $sql, extra_params => [ '-U', $role ]);
+}
+sub sql_as
+{
+    my ($role, $sql) = @_;
+    return $proxy->safe_psql('postgres', $sql, extra_params => [ '-U', $role ]);
+}
 
 # bad input: clear errors with their SQLSTATE, the shards' own errors as
 # the shards raise them
+# err_of(role, sql): "SQLSTATE message" of the first error, or 'no error'
 sub err_of
 {
-    my ($sql) = @_;
-    my ($rc, $out, $err) = $proxy->psql('postgres', "\\set VERBOSITY verbose\n$sql");
+    my ($role, $sql) = @_;
+    my ($rc, $out, $err) = psql_as($role, "\\set VERBOSITY verbose\n$sql");
     return $rc == 0 ? 'no error' : ($err =~ /ERROR:  (\w{5}): ([^\n]*)/ ? "$1 $2" : $err);
 }
-like(err_of(q{select pgque.set_shards(null)}), qr/^22023 set_shards needs/, 'set_shards(NULL) refused');
-like(err_of(q{select pgque.set_shards(array['dbname=a', 'dbname=a', 'dbname=b'])}),
+like(err_of('postgres', q{select pgque.set_shards(null)}), qr/^22023 set_shards needs/, 'set_shards(NULL) refused');
+like(err_of('postgres', q{select pgque.set_shards(array['dbname=a', 'dbname=a', 'dbname=b'])}),
      qr/^22023 set_shards: two shards have the same/, 'duplicate shards refused');
-like(err_of(q{select pgque.set_shards(array['dbname=a', 'dbname=b'])}),
+like(err_of('postgres', q{select pgque.set_shards(array['dbname=a', 'dbname=b'])}),
      qr/^55000 the shard set has 3 shards; changing it to 2/, 'changing the shard count refused');
-is(err_of(q{select pgque.send('nope', 'x', 'y', 'k1')}), '42704 queue not found: nope',
+is(err_of('app_producer', q{select pgque.send('nope', 'x', 'y', 'k1')}), '42704 queue not found: nope',
    'a shard\'s error comes back as the shard raised it');
-like(err_of(q{select * from pgque.create_queue(repeat('q', 80))}), qr/^42622 queue name is too long/,
+like(err_of('app_admin', q{select * from pgque.create_queue(repeat('q', 80))}), qr/^42622 queue name is too long/,
      'create_queue: the shard\'s name check');
-is($proxy->safe_psql('postgres', q{select pgque.shard_of(null) is null}), 't', 'a NULL key has no shard');
+is(sql_as('app_producer', q{select pgque.shard_of(null) is null}), 't', 'a NULL key has no shard');
 
 # admin through the proxy: on every shard, one row each
-is($proxy->safe_psql('postgres', q{select string_agg(shard || '=' || result, ',' order by shard)
-                                      from pgque.create_queue('orders')}),
+is(sql_as('app_admin', q{select string_agg(shard || '=' || result, ',' order by shard)
+                            from pgque.create_queue('orders')}),
    '0=1,1=1,2=1', 'create_queue runs on every shard');
-is($proxy->safe_psql('postgres', q{select count(*) from pgque.subscribe_partitioned('orders', 'indexer', 4)}),
+# the consumer subscribes through the proxy as itself: its slots on the
+# shards are its own (a consumer belongs to the role that subscribed it)
+is(sql_as('app_consumer', q{select count(*) from pgque.subscribe_partitioned('orders', 'indexer', 4)}),
    3 * $N, 'subscribe_partitioned: 4 slots on each of 3 shards');
 # a second partitioned consumer, served at the end by the example script
-$proxy->safe_psql('postgres', q{select pgque.subscribe_partitioned('orders', 'replay', 4)});
-is($proxy->safe_psql('postgres', q{select string_agg(distinct shard::text, ',') from pgque.status()
+sql_as('app_consumer', q{select pgque.subscribe_partitioned('orders', 'replay', 4)});
+for my $node (@shards)
+{
+    is($node->safe_psql('postgres', q{select string_agg(distinct owner::text, ',') from pgque.partition_consumer}),
+       'app_consumer', 'the slots subscribed through the proxy are app_consumer\'s on ' . $node->name);
+}
+is(err_of('app_producer', q{select * from pgque.subscribe('orders', 'sneaky')}),
+   '42501 permission denied for function subscribe', 'the producer may not subscribe on the shards');
+# what the doc warns of: a consumer the admin subscribes is the admin's
+sql_as('app_admin', q{select * from pgque.subscribe('orders', 'admins')});
+my ($rc0, $out0, $err0) = $shards[0]->psql('postgres', q{select count(*) from pgque.receive('orders', 'admins', 10)},
+                                          extra_params => [ '-U', 'app_consumer' ]);
+like($err0, qr/permission denied/, 'a consumer subscribed through the proxy by app_admin is not app_consumer\'s');
+is(sql_as('app_admin', q{select string_agg(shard || '=' || result, ',' order by shard)
+                           from pgque.unsubscribe('orders', 'admins')}), '0=1,1=1,2=1', 'the admin unsubscribes it');
+is(sql_as('app_admin', q{select string_agg(distinct shard::text, ',') from pgque.status()
                                     where component = 'pgque'}),
    '0,1,2', 'status() names every shard');
 
@@ -91,7 +147,7 @@ sub start_worker
     # a psql of its own rather than a background_psql, whose query timer
     # (180 s) a worker outlives on a loaded machine
     return IPC::Run::start(
-        [ $shards[$s]->installed_command('psql'), '-X', '-q', '-d', $shards[$s]->connstr('postgres'),
+        [ $shards[$s]->installed_command('psql'), '-X', '-q', '-d', $shards[$s]->connstr('postgres'), '-U', 'app_consumer',
           '-c', "call partition_worker('orders', 'indexer', $N, 'shard$s-worker', '10 minutes')" ],
         '>', \$out, '2>', \$err);
 }
@@ -115,7 +171,7 @@ my ($refused, $clear) = (0, 0);
 my @pending;
 sub flush_batches
 {
-    $proxy->safe_psql('postgres', join(";\n", @pending)) if @pending;
+    sql_as('app_producer', join(";\n", @pending)) if @pending;
     @pending = ();
 }
 for my $t (1 .. $BATCHES)
@@ -145,7 +201,7 @@ for my $t (1 .. $BATCHES)
     if ($t > 100 && $t <= 200)
     {
         # one call per batch: each must fail on its own
-        my ($rc, $out, $err) = $proxy->psql('postgres', batch_sql($t));
+        my ($rc, $out, $err) = psql_as('app_producer', batch_sql($t));
         push @held, $t;
         $refused++ if $rc != 0;
         $clear++ if $err =~ /shards \{$down\} are unavailable: their parts of the batch were not sent \(the parts for shards \{(0,1|1,0)\} were committed\)/;
@@ -158,15 +214,14 @@ for my $t (1 .. $BATCHES)
 }
 is($refused, 100, 'every batch sent while the shard was down failed');
 is($clear, 100, 'each with the error naming the down shard and the committed ones');
-my ($rc, $out, $err) = $proxy->psql('postgres', q{select pgque.send('orders', 'order', 'x', 'key-0')});
+my ($rc, $out, $err) = psql_as('app_producer', q{select pgque.send('orders', 'order', 'x', 'key-0')});
 is($rc, 0, 'a send to a shard that is back works');
-$proxy->safe_psql('postgres', q{select 1});
 
 # the extra event above was key-0's: count it in
 my $total = $BATCHES * 100 + 1;
 my $processed = sub {
     my $n = 0;
-    $n += $_->safe_psql('postgres', 'select count(*) from example_processed') for @shards;
+    $n += $_->safe_psql('postgres', 'select count(*) from app_consumer.example_processed') for @shards;
     return $n;
 };
 my $deadline = time + 300;
@@ -188,7 +243,7 @@ for my $s (0 .. 2)
     for my $row (split /\n/, $shards[$s]->safe_psql('postgres', q{
             select key || ' ' || payload || ' ' ||
                    coalesce((payload < lag(payload) over (partition by key order by seq))::text, 'false')
-              from example_processed where payload <> 'x'}))
+              from app_consumer.example_processed where payload <> 'x'}))
     {
         my ($key, $payload, $back) = split / /, $row;
         $dups++ if $seen{$payload}++;
@@ -200,7 +255,7 @@ is($dups, 0, 'no event processed twice');
 is(scalar(keys %seen), $BATCHES * 100, 'no event lost');
 is($order_breaks, 0, 'per key, processed in send order');
 is(scalar(grep { keys %{ $key_shard{$_} } != 1 } keys %key_shard), 0, 'every key on exactly one shard');
-my $routing = $proxy->safe_psql('postgres', qq{
+my $routing = sql_as('app_producer', qq{
     select string_agg(k || ':' || pgque.shard_of(k), ',' order by k)
       from (select 'key-' || i k from generate_series(0, $KEYS - 1) i) x});
 is($routing, join(',', map { my $k = $_; "$k:" . (keys %{ $key_shard{$k} })[0] } sort keys %key_shard),
@@ -211,7 +266,7 @@ for my $s (0 .. 2)
 {
     my $spread = $shards[$s]->safe_psql('postgres', q{
         select min(c) || ' ' || max(c) || ' ' || round(avg(c)) || ' ' || count(*)
-          from (select slot, count(*) c from example_processed group by slot) x});
+          from (select slot, count(*) c from app_consumer.example_processed group by slot) x});
     my ($min, $max, $avg, $slots) = split / /, $spread;
     diag("figure: shard $s events per slot: min $min max $max mean $avg");
     ok($slots == $N && $min > 0.6 * $avg && $max < 1.4 * $avg, "shard $s: slot usage balanced");
@@ -219,7 +274,7 @@ for my $s (0 .. 2)
 
 # examples/sharded_partition_worker.sh serves the second consumer's S x N
 # slots from the start: every event again, per key in order
-my @conninfos = map { "host=" . $_->host . " port=" . $_->port . " dbname=postgres" } @shards;
+my @conninfos = map { "host=" . $_->host . " port=" . $_->port . " dbname=postgres user=app_consumer" } @shards;
 local $ENV{IDLE_EXIT} = '5 seconds';
 is(system("$ENV{PGQUE_SRC}/../examples/sharded_partition_worker.sh", 'orders', 'replay', $N, 'replay',
           @conninfos), 0, 'the sharded worker example runs to idle');
@@ -229,7 +284,7 @@ for my $node (@shards)
     my ($n, $b) = split /\|/, $node->safe_psql('postgres', q{
         select count(*), count(*) filter (where back) from (
             select payload < lag(payload) over (partition by key order by seq) back
-              from example_processed where worker like 'replay-shard%' and payload <> 'x') x});
+              from app_consumer.example_processed where worker like 'replay-shard%' and payload <> 'x') x});
     $replayed += $n;
     $replay_breaks += $b;
 }
@@ -238,17 +293,17 @@ is($replay_breaks, 0, 'per key in send order');
 
 # monitoring through the proxy names shards; a stopped shard shows
 $shards[1]->stop('immediate');
-is($proxy->safe_psql('postgres', q{
+is(sql_as('app_consumer', q{
        select string_agg((labels->>'shard') || '=' || value, ',' order by labels->>'shard') from pgque.metrics()
         where metric = 'pgque_shard_up'}),
    '0=1,1=0,2=1', 'pgque_shard_up per shard');
-is($proxy->safe_psql('postgres', q{select shard || ' ' || kind from pgque.alerts where kind = 'shard_unavailable'}),
+is(sql_as('app_consumer', q{select shard || ' ' || kind from pgque.alerts where kind = 'shard_unavailable'}),
    '1 shard_unavailable', 'alerts name the unavailable shard');
-($rc, $out, $err) = $proxy->psql('postgres', q{
+($rc, $out, $err) = psql_as('app_producer', q{
     select pgque.send('orders', 'order', 'y', k) from (select 'key-' || i k from generate_series(0, 50) i) x
      where pgque.shard_of(k) = 1 limit 1});
 like($err, qr/shard 1 is unavailable/, 'a keyed send to the down shard fails naming it');
-($rc, $out, $err) = $proxy->psql('postgres', q{
+($rc, $out, $err) = psql_as('app_producer', q{
     select count(pgque.send('orders', 'keyless')) from generate_series(1, 20)});
 is($out, '20', 'keyless sends go to the live shards');
 $shards[1]->start;

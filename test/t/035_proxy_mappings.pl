@@ -87,6 +87,15 @@ is(err_of('proxy', 'postgres', q{create user mapping for app_other server pgque_
    'no error', 'a superuser creates and alters mappings');
 is(err_of('proxy', 'postgres', q{drop user mapping for app_other server pgque_shards}),
    'no error', 'and drops them');
+# the alerts view is PUBLIC's to read (as every function here is to call):
+# a role gets nothing through it that its mapping's shard role may not read
+is(err_of('proxy', 'app_producer', q{select * from pgque.alerts}),
+   '42501 permission denied for view alerts', 'a producer mapped to a writer reads no alerts (the shard refuses)');
+like(err_of('proxy', 'app_other', q{select * from pgque.alerts}),
+     qr/^42704 user mapping not found for "app_other"/, 'a role without a mapping reads no alerts (PL/Proxy finds no mapping)');
+$node->safe_psql('postgres', q{create role app_login login});
+is(err_of('proxy', 'app_login', q{select * from pgque.alerts}),
+   '42501 permission denied for schema pgque', 'a LOGIN-only role reads no alerts');
 is(err_of('proxy', 'app_other', q{create temp table t (a int); drop table t}), 'no error',
    'other DDL of the proxy user is not touched');
 
@@ -142,6 +151,11 @@ is($node->safe_psql('proxy_old', q{select string_agg(evtname || ' ' || evtevent 
    $node->safe_psql('proxy', q{select string_agg(evtname || ' ' || evtevent || ' ' || array_to_string(evttags, '/'), ', ' order by evtname)
                                  from pg_event_trigger}),
    'and the event triggers too');
+is($node->safe_psql('proxy_old', q{select relacl::text from pg_class where oid = 'pgque.alerts'::regclass}),
+   $node->safe_psql('proxy', q{select relacl::text from pg_class where oid = 'pgque.alerts'::regclass}),
+   'and the alerts view\'s grants');
+like($node->safe_psql('proxy', q{select relacl::text from pg_class where oid = 'pgque.alerts'::regclass}),
+     qr/=r\//, 'which let every proxy user read it (the shards check their own grants)');
 
 $node->stop;
 done_testing();

@@ -12,3 +12,7 @@ create event trigger pgque_proxy_mappings_drop on sql_drop
 -- #25 item 4, _claim_plproxy_schema in sql/proxy/pgque_proxy.sql).
 revoke all on function pgque._claim_plproxy_schema() from public;
 select pgque._claim_plproxy_schema();
+
+-- The alerts view is every proxy user's to read (the shards check their
+-- grants), as in a fresh install: 0.2.0 left it its owner's alone.
+grant select on pgque.alerts to public;
