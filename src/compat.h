@@ -38,8 +38,10 @@
 /* PostgreSQL 16 folded the per-class ownership checks into object_ownercheck. */
 #if PG_VERSION_NUM >= 160000
 #define pgque_database_ownercheck(dboid, roleid) object_ownercheck(DatabaseRelationId, (dboid), (roleid))
+#define pgque_extension_ownercheck(extoid, roleid) object_ownercheck(ExtensionRelationId, (extoid), (roleid))
 #else
 #define pgque_database_ownercheck(dboid, roleid) pg_database_ownercheck((dboid), (roleid))
+#define pgque_extension_ownercheck(extoid, roleid) pg_extension_ownercheck((extoid), (roleid))
 #endif
 
 /*

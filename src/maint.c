@@ -59,7 +59,7 @@ list_queues(void *arg)
 	uint64		i;
 	MemoryContext old;
 
-	if (SPI_execute(pgque_schema_current
+	if (SPI_execute(PGQUE_SQL_HAS(PGQUE_SQL_0_2_0)
 					? "select queue_name, rotate, reserve from pgque._maint_queue_steps()"
 					: "select queue_name, true, true from pgque.queue order by queue_id",
 					true, 0) != SPI_OK_SELECT)
@@ -103,7 +103,7 @@ step_unit(void *arg)
 
 	pass->step_fn(pass);
 	/* 0.2.0's table: an older SQL not yet updated has none (ADR 0019) */
-	if (pgque_schema_current && pass->result >= 0)
+	if (PGQUE_SQL_HAS(PGQUE_SQL_0_2_0) && pass->result >= 0)
 		step_sql(pass, "select pgque._maint_ok($1, $2)", 0, NULL);
 }
 
@@ -137,7 +137,7 @@ run_step(MaintPass *pass, const char *step, const char *queue, pgque_unit_fn fn)
 	pass->result = 0;
 	if (pgque_run_unit(what, step_unit, pass))
 		return true;
-	if (pgque_schema_current)
+	if (PGQUE_SQL_HAS(PGQUE_SQL_0_2_0))
 		pgque_run_unit("recording a maintenance failure", record_failure, pass);
 	return false;
 }
@@ -178,7 +178,7 @@ run_simple(MaintPass *pass, const char *what, const char *sql)
 static int64
 rotate_step1(MaintPass *pass)
 {
-	pass->sql = pgque_schema_current
+	pass->sql = PGQUE_SQL_HAS(PGQUE_SQL_0_2_0)
 		? "select pgque._maint_rotate_step1($1)::pg_catalog.int8"
 		: "select pgque.maint_rotate_tables_step1($1)::pg_catalog.int8";
 	if (!run_step(pass, "rotation step 1", pass->queue, queue_unit))
@@ -231,7 +231,7 @@ maint_pass(void *state, MemoryContext cxt)
 		 * a switch changes the next table to truncate and the pages its
 		 * reserve needs; step 1 on a full disk may have emptied it
 		 */
-		if (pgque_schema_current && (mq->reserve || n > 0 || pass->reserve_freed))
+		if (PGQUE_SQL_HAS(PGQUE_SQL_0_2_0) && (mq->reserve || n > 0 || pass->reserve_freed))
 		{
 			pass->sql = "select pgque._space_reserve_keep($1)";
 			run_step(pass, "space reserve", pass->queue, queue_unit);
@@ -251,10 +251,10 @@ maint_pass(void *state, MemoryContext cxt)
 	 * fences; before the tick cleanup, which reads the cursors
 	 */
 	/* 0.2.0's steps: an older SQL not yet updated has neither (ADR 0019) */
-	if (pgque_schema_current)
+	if (PGQUE_SQL_HAS(PGQUE_SQL_0_2_0))
 		run_simple(pass, "cooperative groups", "select pgque._coop_maint()::pg_catalog.int8");
 	run_simple(pass, "tick history cleanup", "select pgque.maint_tick_cleanup()::pg_catalog.int8");
-	if (pgque_schema_current)
+	if (PGQUE_SQL_HAS(PGQUE_SQL_0_2_0))
 		run_simple(pass, "extra maintenance hooks", "select pgque._maint_extra()::pg_catalog.int8");
 
 	/* expired idempotency keys: bounded batches, each its own transaction */

@@ -217,6 +217,29 @@ extern char pgque_unit_errmsg[PGQUE_ERRMSG_LEN * 4];
 extern int	pgque_unit_sqlerrcode;
 extern bool pgque_extension_present(void);
 extern bool pgque_schema_current;
+/*
+ * The installed SQL's version as a number (0.2.0 -> 200), the library's
+ * until a worker has read it.  A server restarted with a newer library keeps a database's
+ * older SQL until ALTER EXTENSION pgque_bgw UPDATE (ADR 0019): the workers
+ * call only what that version has, each call that a version added behind
+ * PGQUE_SQL_HAS(PGQUE_SQL_x_y_z) of the version that added it.
+ */
+extern int	pgque_schema_version;
+#define PGQUE_SQL_0_2_0 200
+#define PGQUE_SQL_0_3_0 300
+#define PGQUE_SQL_HAS(v) (pgque_schema_version >= (v))
+/*
+ * The lock that quiesces the workers of a database while its extension is
+ * updated or dropped: the object lock of extension pgque_bgw with this
+ * sub-id, which no PostgreSQL command takes (they use sub-id 0, and DROP
+ * takes it before checking ownership, so any role could queue on that
+ * one).  The utility hook takes it in ACCESS EXCLUSIVE mode for the owner's
+ * ALTER EXTENSION ... UPDATE and DROP EXTENSION, every unit of work in
+ * ACCESS SHARE mode before anything else: a unit waits for the update and
+ * then runs on the new SQL, an update waits for the units under way, and
+ * neither holds anything the other waits for (ADR 0046).
+ */
+#define PGQUE_EXTENSION_DDL_SUBID 0x7071
 extern void pgque_worker_exit_if_gone(void);
 extern void pgque_worker_report(const char *fmt,...) pg_attribute_printf(1, 2);
 extern long pgque_wait(long timeout_ms);

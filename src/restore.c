@@ -58,7 +58,7 @@ pgque_state_held(MemoryContext cxt)
 	HeldCheck	check = {cxt, NULL};
 
 	/* an older SQL, not updated yet, has no check (ADR 0019) */
-	if (!pgque_schema_current)
+	if (!PGQUE_SQL_HAS(PGQUE_SQL_0_2_0))
 		return false;
 	if (!pgque_run_unit("checking that the queue state is whole", check_held, &check))
 		check.why = "the check failed (see the server log)";

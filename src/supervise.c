@@ -130,6 +130,9 @@ pgque_worker_alerts_pass(void)
 
 	if (p.n == 0 && !last_had)
 		return;
+	/* 0.2.0's function: an older SQL not yet updated has none (ADR 0019) */
+	if (!PGQUE_SQL_HAS(PGQUE_SQL_0_2_0))
+		return;
 	if (!pgque_run_unit("evaluating worker alerts", down_unit, &p))
 		return;
 	last_had = p.n > 0;

@@ -118,7 +118,7 @@ list_queues(void *arg)
 	/* from here on a change of pgque.queue makes the list stale again */
 	st->stale = false;
 	queue_relid = get_relname_relid("queue", get_namespace_oid("pgque", false));
-	if (pgque_schema_current)
+	if (PGQUE_SQL_HAS(PGQUE_SQL_0_2_0))
 		ret = SPI_execute("select queue_id, queue_name, max_lag_ms, idle_ms, last_tick"
 						  "  from pgque._ticker_queues()", true, 0);
 	else
@@ -269,7 +269,7 @@ visit_queues(TickerState *st, int *nvisits)
 	*nvisits = marked;
 
 	/* an older SQL not yet updated has no _tick_many (ADR 0019) */
-	if (marked > VISIT_ONE_BY_ONE && pgque_schema_current)
+	if (marked > VISIT_ONE_BY_ONE && PGQUE_SQL_HAS(PGQUE_SQL_0_2_0))
 	{
 		Datum	   *ids = palloc(sizeof(Datum) * TICK_CHUNK);
 		int			from = 0;
@@ -437,7 +437,7 @@ ticker_pass(void *state, MemoryContext cxt)
 	{
 		st->next_probe = TimestampTzPlusMilliseconds(now, pgque_ticker_probe_interval * 1000L);
 		/* an older SQL not yet updated has no _ticks_seq_moved: visit all */
-		if (!pgque_schema_current)
+		if (!PGQUE_SQL_HAS(PGQUE_SQL_0_2_0))
 		{
 			for (i = 0; i < st->nqueues; i++)
 				st->queues[i].visit = true;

@@ -23,11 +23,14 @@
 #include "access/htup_details.h"
 #include "catalog/objectaccess.h"
 #include "catalog/pg_database.h"
+#include "catalog/pg_extension.h"
 #include "catalog/pg_trigger.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
+#include "commands/extension.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/acl.h"
 #include "utils/syscache.h"
@@ -207,6 +210,35 @@ drops_our_extension(Node *parsetree)
 	return false;
 }
 
+/*
+ * ALTER EXTENSION pgque_bgw UPDATE and DROP EXTENSION pgque_bgw by a role
+ * that may run them: quiesce the database's workers until the end of the
+ * transaction (PGQUE_EXTENSION_DDL_SUBID in pgque_bgw.h).  Taken here,
+ * before the command takes any lock of its own, so that it waits only for
+ * the units under way and they never wait for it while holding something
+ * it needs (the maintenance worker's rotation against the update was a
+ * deadlock).  Only for the owner (or a superuser): the hook runs before
+ * PostgreSQL's permission checks, and another role queued on this lock
+ * would hold up every unit of the workers.
+ */
+static void
+quiesce_for_extension_ddl(Node *parsetree)
+{
+	Oid			extoid;
+	bool		ours = false;
+
+	if (IsA(parsetree, AlterExtensionStmt))
+		ours = strcmp(((AlterExtensionStmt *) parsetree)->extname, "pgque_bgw") == 0;
+	else
+		ours = drops_our_extension(parsetree);
+	if (!ours)
+		return;
+	extoid = get_extension_oid("pgque_bgw", true);
+	if (!OidIsValid(extoid) || !pgque_extension_ownercheck(extoid, GetUserId()))
+		return;
+	LockDatabaseObject(ExtensionRelationId, extoid, PGQUE_EXTENSION_DDL_SUBID, AccessExclusiveLock);
+}
+
 static void
 pgque_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnlyTree,
 					  ProcessUtilityContext context, ParamListInfo params,
@@ -220,6 +252,7 @@ pgque_process_utility(PlannedStmt *pstmt, const char *queryString, bool readOnly
 		pause_database(paused);
 	if (drops_our_extension(pstmt->utilityStmt))
 		pgque_forget_leases_at_commit();
+	quiesce_for_extension_ddl(pstmt->utilityStmt);
 
 	PG_TRY();
 	{

@@ -24,6 +24,8 @@
  */
 #include "postgres.h"
 
+#include <limits.h>
+
 #include "access/genam.h"
 #include "access/htup_details.h"
 #include "access/table.h"
@@ -39,6 +41,7 @@
 #include "postmaster/interrupt.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
@@ -305,11 +308,26 @@ pgque_worker_attach(PgqueWorkerKind kind)
  * of the database to see an older one warns (once until it changes), and
  * the first to see it updated says so.
  */
+/* "0.2.0" -> 200 (PGQUE_SQL_0_2_0); what does not parse counts as 0 */
+static int
+version_number(const char *version)
+{
+	int			major = 0,
+				minor = 0,
+				patch = 0;
+
+	if (sscanf(version, "%d.%d.%d", &major, &minor, &patch) < 2)
+		return 0;
+	return major * 10000 + minor * 100 + patch;
+}
+
 static void
 note_schema_version(const char *version)
 {
 	bool		current = (strcmp(version, PGQUE_VERSION) == 0);
 	bool		say = false;
+
+	pgque_schema_version = version_number(version);
 
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
 	if (current == pgque_worker_db->schema_warned)
@@ -343,6 +361,7 @@ note_schema_version(const char *version)
  * skips the steps it lacks), and say once what to run.
  */
 bool		pgque_schema_current = true;
+int			pgque_schema_version = INT_MAX;
 
 /*
  * Read extension pgque_bgw's row of pg_extension (one index probe), in the
@@ -351,7 +370,7 @@ bool		pgque_schema_current = true;
  * context; NULL when it is not installed).
  */
 static Oid
-extension_row(char **version)
+extension_row(char **version, Oid *extoid)
 {
 	Relation	rel;
 	ScanKeyData key;
@@ -361,6 +380,8 @@ extension_row(char **version)
 
 	if (version != NULL)
 		*version = NULL;
+	if (extoid != NULL)
+		*extoid = InvalidOid;
 	rel = table_open(ExtensionRelationId, AccessShareLock);
 	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
 				CStringGetDatum("pgque_bgw"));
@@ -369,6 +390,8 @@ extension_row(char **version)
 	if (HeapTupleIsValid(tup))
 	{
 		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+		if (extoid != NULL)
+			*extoid = ((Form_pg_extension) GETSTRUCT(tup))->oid;
 		if (version != NULL)
 		{
 			bool		isnull;
@@ -397,7 +420,7 @@ pgque_extension_present(void)
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	present = OidIsValid(extension_row(&version));
+	present = OidIsValid(extension_row(&version, NULL));
 	if (version != NULL)
 		copy = MemoryContextStrdup(TopMemoryContext, version);
 	CommitTransactionCommand();
@@ -502,7 +525,21 @@ pgque_wait(long timeout_ms)
 static Oid
 extension_owner(void)
 {
-	Oid			owner = extension_row(NULL);
+	Oid			extoid;
+	Oid			owner = extension_row(NULL, &extoid);
+
+	/*
+	 * Wait while the owner updates or drops the extension (the utility hook
+	 * holds this lock then), before this unit takes any other lock: the
+	 * update never waits for a lock of ours while we wait for it.  Then read
+	 * the row again: the update may have changed the version, a DROP
+	 * removed it.
+	 */
+	if (OidIsValid(owner))
+	{
+		LockDatabaseObject(ExtensionRelationId, extoid, PGQUE_EXTENSION_DDL_SUBID, AccessShareLock);
+		owner = extension_row(NULL, NULL);
+	}
 
 	if (!OidIsValid(owner))
 		ereport(ERROR,
