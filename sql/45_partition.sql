@@ -423,7 +423,7 @@ declare
     g  record;
 begin
     for g in
-        select qq as q, x.n, x.slots, x.subs, x.snaps, x.lo_tick, x.lo_snap, x.gone,
+        select qq as q, x.queue_id as qid, x.n, x.slots, x.subs, x.snaps, x.lo_tick, x.lo_snap, x.gone,
                lt.tick_id as hi_tick, lt.tick_snapshot as hi_snap
           from (select pc.queue_id, pc.n,
                        pg_catalog.array_agg(pc.slot order by pc.slot) filter (where t1.tick_id is not null) as slots,
@@ -445,7 +445,9 @@ begin
         if g.gone is not null then
             return query select u, null::bigint from pg_catalog.unnest(g.gone) u;
         end if;
-        if g.subs is null then
+        -- not a queue whose DDL lock is taken (ADR 0020, 0040): its pending
+        -- counts stay unknown rather than wait for drop_queue
+        if g.subs is null or not pgque._queue_try_share(g.qid) then
             continue;
         end if;
         if g.lo_tick >= g.hi_tick then

@@ -4,3 +4,8 @@
 -- step leaves the object exactly as a fresh 0.3.0 install makes it
 -- (test/t/017_upgrade.pl compares them).  The released scripts of 0.1.0,
 -- 0.2.0 and the 0.1.0 -> 0.2.0 step are frozen in sql/released/.
+
+-- The queue's DDL lock is the extension's own lock now, not an advisory
+-- lock on (this class constant, queue id) that any role could take
+-- (ADR 0040): the constant goes.
+drop function pgque._queue_lock_class();
