@@ -25,6 +25,7 @@ pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.watchdog_interval = '1s'
 pgque_bgw.ticker_stalled_after = '4s'
 pgque_bgw.lag_alert_after = '1h'
+pgque_bgw.ticker_probe_interval = '1h'
 autovacuum = off
 });
 $node->start;
@@ -35,9 +36,10 @@ $node->poll_query_until('postgres', q{
 
 $node->safe_psql('postgres', q{
     create role squatter login;
-    select pgque.create_queue(q) from unnest(array['live', 'paused', 'paused2', 'stuck']) q;
-    select pgque.subscribe('live', 'c');
-    select pgque.subscribe('stuck', 'c');
+    create role app_reader login in role pgque_reader;
+    select pgque.create_queue(q) from unnest(array['live', 'paused', 'paused2', 'stuck', 'busy']) q;
+    select pgque.subscribe(q, 'c') from unnest(array['live', 'stuck', 'busy']) q;
+    select pgque.set_queue_config('busy', 'ticker_idle_period', '1 hour');
     select pgque.register_subconsumer('live', 'g', 'm1');
     select pgque.set_queue_config(q, 'ticker_paused', 'true') from unnest(array['paused', 'paused2']) q;
     -- got(queue, consumer, payload): receive and ack one batch; was payload in it?
@@ -84,6 +86,30 @@ is($node->safe_psql('postgres', q{
 $node->safe_psql('postgres', q{select pgque.send('paused', 'x')});
 ok(alert_open('paused'), 'the watchdog still opens ticker_stalled for a paused queue with events');
 
+# --- row locks on a queue hold the ticker worker no longer ----------------------
+# a reader's subscribe left open holds a key-share lock on the queue row
+my $app = $node->background_psql('postgres', extra_params => [ '-U', 'app_reader' ]);
+$app->query_safe('begin');
+$app->query_safe(q{select pgque.subscribe('live', 'app')});
+$node->safe_psql('postgres', q{select pgque.send('live', 'e3')});
+ok($node->poll_query_until('postgres', q{select got('live', 'c', 'e3')}),
+   'a pgque_reader\'s open subscribe does not hold the ticker');
+$app->query_safe('rollback');
+# an admin's set_queue_config left open holds the row of queue busy
+my $admin = $node->background_psql('postgres');
+$admin->query_safe('begin');
+$admin->query_safe(q{select pgque.set_queue_config('busy', 'ticker_max_lag', '5 seconds')});
+$node->safe_psql('postgres', q{select pgque.send('busy', 'b1')});
+$node->safe_psql('postgres', q{select pgque.send('live', 'e4')});
+ok($node->poll_query_until('postgres', q{select got('live', 'c', 'e4')}),
+   'an open set_queue_config on one queue: the ticker still ticks the others');
+is($node->safe_psql('postgres', q{select got('busy', 'c', 'b1')}), 'f', 'but not that queue meanwhile');
+$admin->query_safe('commit');
+my $freed = time();
+ok($node->poll_query_until('postgres', q{select got('busy', 'c', 'b1')}),
+   'once the row is free the queue is ticked');
+cmp_ok(time() - $freed, '<', 30, 'at the ticker\'s poll (idle tick and probe are an hour away)');
+
 # --- a queue whose ticking is genuinely blocked ---------------------------------
 my $stuck_id = $node->safe_psql('postgres', q{select queue_id from pgque.queue where queue_name = 'stuck'});
 my $reader = $node->background_psql('postgres');
@@ -121,6 +147,8 @@ ok($node->poll_query_until('postgres', q{
    'and its ticker_stalled clears');
 
 $squatter->quit;
+$app->quit;
+$admin->quit;
 $reader->quit;
 eval { $dropper->quit; };
 $node->stop('fast');
