@@ -155,10 +155,14 @@ begin
     -- its partition buckets (ADR 0013): a multiple of n, at least 32, so
     -- that n and its divisors read only their own buckets.  A layout is the
     -- admins' choice, fixed for good: a reader's subscribe leaves the queue
-    -- unbucketed (slots then read the filtered child tables).
-    select * into q from pgque.queue where queue_id = q.queue_id for update;
-    if q.queue_partition_buckets is null and n between 2 and 64 and pgque._caller_is_admin() then
-        perform pgque._create_buckets(q, n * ((32 + n - 1) / n));
+    -- unbucketed (slots then read the filtered child tables), and takes no
+    -- lock on the queue row: a reader's subscribe left open in a
+    -- transaction must not hold the queue's ticks (ADR 0040).
+    if pgque._caller_is_admin() then
+        select * into q from pgque.queue where queue_id = q.queue_id for update;
+        if q.queue_partition_buckets is null and n between 2 and 64 then
+            perform pgque._create_buckets(q, n * ((32 + n - 1) / n));
+        end if;
     end if;
 end $$;
 
