@@ -28,10 +28,12 @@ create view pgque.alerts as
 create type pgque.alert_condition as (
     kind text, subject text, queue_name text, consumer text, slot int4, details jsonb);
 
--- The conditions true now, one row per (kind, subject).
+-- The conditions true now, one row per (kind, subject).  The sequences and
+-- event tables of the queues in i_skip are not read (the watchdog's pass
+-- could not take their DDL lock, ADR 0040).
 create function pgque._alert_conditions(i_slot_unpolled_after interval, i_slot_stale_after interval,
                                         i_lag_alert_after interval, i_ticker_stalled_after interval,
-                                        i_rotation_grace interval)
+                                        i_rotation_grace interval, i_skip int4[] default '{}')
 returns setof pgque.alert_condition language plpgsql as $$
 declare
     now_ts timestamptz := pg_catalog.clock_timestamp();
@@ -41,7 +43,7 @@ begin
     -- every slot's pending events, one window read per partitioned consumer
     -- (ADR 0031)
     select pg_catalog.array_agg(p.sub_id), pg_catalog.array_agg(p.pending) into p_subs, p_counts
-      from pgque._slot_pending_all() p;
+      from pgque._slot_pending_all(i_skip) p;
 
     -- partition slots: pending work nobody polls; leases left to expire
     return query
@@ -164,13 +166,12 @@ begin
        -- new events moved the sequence; or a late committer (ADR 0005),
        -- probed only once the idle tick is overdue too: a running ticker
        -- ticks it at its commit, and an idle queue is not probed on every
-       -- pass (ADR 0031).  Not read while its DDL lock is taken (ADR
-       -- 0040: _uninspected_conditions speaks for such a queue).
-       and case when pgque._queue_try_share(q.queue_id)
-                then pgque._event_seq_pos(q) > lt.tick_event_seq
+       -- pass (ADR 0031).  Not read for a skipped queue (ADR 0040:
+       -- _uninspected_conditions speaks for it).
+       and case when q.queue_id = any (i_skip) then false
+                else pgque._event_seq_pos(q) > lt.tick_event_seq
                      or (lt.tick_time < now_ts - q.queue_ticker_idle_period
-                         and pgque._has_unticked_events(q, lt))
-                else false end;
+                         and pgque._has_unticked_events(q, lt)) end;
 end $$;
 
 -- The queues a watchdog pass could not inspect, and since when (the
@@ -238,7 +239,7 @@ begin
     perform pgque._resize_complete_drained();
     conds := array(select x from pgque._alert_conditions(i_slot_unpolled_after, i_slot_stale_after,
                                                          i_lag_alert_after, i_ticker_stalled_after,
-                                                         i_rotation_grace) x)
+                                                         i_rotation_grace, skip) x)
              || array(select x from pgque._uninspected_conditions(skip, i_ticker_stalled_after) x);
 
     for c in select * from pg_catalog.unnest(conds) n

@@ -420,8 +420,9 @@ end $$;
 -- consumer whose slots are all at the latest tick.  An event counts for its
 -- slot when its own cursor's snapshot does not see it: the window read is
 -- the oldest cursor's.  -> (sub_id, pending); pending NULL when the slot's
--- cursor tick is gone.
-create function pgque._slot_pending_all(out sub_id int4, out pending bigint)
+-- cursor tick is gone.  The queues in i_skip (the watchdog's: their DDL
+-- lock is taken, ADR 0040) are not read: their slots are left out.
+create function pgque._slot_pending_all(i_skip int4[] default '{}', out sub_id int4, out pending bigint)
 returns setof record language plpgsql stable as $$
 declare
     g  record;
@@ -449,9 +450,7 @@ begin
         if g.gone is not null then
             return query select u, null::bigint from pg_catalog.unnest(g.gone) u;
         end if;
-        -- not a queue whose DDL lock is taken (ADR 0020, 0040): its pending
-        -- counts stay unknown rather than wait for drop_queue
-        if g.subs is null or not pgque._queue_try_share(g.qid) then
+        if g.subs is null or g.qid = any (i_skip) then
             continue;
         end if;
         if g.lo_tick >= g.hi_tick then

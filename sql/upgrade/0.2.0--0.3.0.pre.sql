@@ -9,3 +9,8 @@
 -- lock on (this class constant, queue id) that any role could take
 -- (ADR 0040): the constant goes.
 drop function pgque._queue_lock_class();
+
+-- The watchdog's reads leave out the queues whose DDL lock it could not
+-- take (ADR 0040): both take the list as a new last argument.
+drop function pgque._slot_pending_all();
+drop function pgque._alert_conditions(interval, interval, interval, interval, interval);
