@@ -81,17 +81,16 @@ $$;
 
 -- The queue's DDL lock, shared, for a caller that must not go on without
 -- it (the release of a blocked key, ADR 0038).  A resize or a drop holds it
--- exclusively for a moment; any role may take an advisory lock, so the wait
--- is bounded: 55P03 after 2 s, the caller's transaction rolls back and its
--- client retries.
+-- exclusively for a moment; the wait is bounded all the same: 55P03 after
+-- 2 s, the caller's transaction rolls back and its client retries.
 create function pgque._queue_share_wait(i_queue_id int4)
 returns void language plpgsql set lock_timeout = '2s' as $$
 begin
-    perform pg_catalog.pg_advisory_xact_lock_shared(pgque._queue_lock_class(), i_queue_id);
+    perform pgque._lock('pgque.queue'::pg_catalog.regclass, i_queue_id, false, true);
 exception when lock_not_available then
     raise exception 'the queue is locked for a change of its layout'
         using errcode = 'lock_not_available',
-              detail = 'A resize or a drop of the queue holds its lock (or a session holds the advisory lock it uses).',
+              detail = 'A resize or a drop of the queue holds its lock.',
               hint = 'Roll back and retry.';
 end $$;
 
