@@ -48,39 +48,49 @@ begin
     return q;
 end $$;
 
--- A queue's DDL lock (ADR 0020): a transaction-level advisory lock on the
--- queue id.  DDL that drops or replaces a queue's relations (drop_queue)
+-- The extension's own locks (ADR 0040, src/locks.c): transaction-level
+-- locks on (one of pgque's tables, a 48-bit key), in a key space no SQL
+-- function of PostgreSQL reaches.  Only the owner may execute this (the API
+-- and the workers run as the owner): a role that can merely connect can
+-- neither take them nor make us wait on them, as it could with the advisory
+-- locks of 0.2.0.  -> whether it is held (always true when i_wait).
+create function pgque._lock(i_class regclass, i_key int8, i_exclusive boolean, i_wait boolean)
+returns boolean language c volatile strict as 'MODULE_PATHNAME', 'pgque_lock';
+
+-- A queue's DDL lock (ADR 0020, 0040): the extension's lock on (pgque.queue,
+-- queue id).  DDL that drops or replaces a queue's relations (drop_queue)
 -- takes it exclusively before any other lock; the workers' units take it
 -- shared with a try before they read the queue's sequences or event tables,
 -- and skip the queue when it is taken.  Without it, a worker holding a
 -- sequence or table lock and waiting for the queue row deadlocked with
 -- drop_queue holding the row and waiting for that relation.
-create function pgque._queue_lock_class()
-returns int4 language sql immutable as $$ select 1885827445 $$;   -- 'pgqu'
-
 create function pgque._queue_ddl_lock(i_queue_id int4)
 returns void language sql as $$
-    select pg_catalog.pg_advisory_xact_lock(pgque._queue_lock_class(), i_queue_id);
+    select pgque._lock('pgque.queue'::pg_catalog.regclass, i_queue_id, true, true);
 $$;
 
 create function pgque._queue_try_share(i_queue_id int4)
 returns boolean language sql as $$
-    select pg_catalog.pg_try_advisory_xact_lock_shared(pgque._queue_lock_class(), i_queue_id);
+    select pgque._lock('pgque.queue'::pg_catalog.regclass, i_queue_id, false, false);
+$$;
+
+create function pgque._queue_try_exclusive(i_queue_id int4)
+returns boolean language sql as $$
+    select pgque._lock('pgque.queue'::pg_catalog.regclass, i_queue_id, true, false);
 $$;
 
 -- The queue's DDL lock, shared, for a caller that must not go on without
 -- it (the release of a blocked key, ADR 0038).  A resize or a drop holds it
--- exclusively for a moment; any role may take an advisory lock, so the wait
--- is bounded: 55P03 after 2 s, the caller's transaction rolls back and its
--- client retries.
+-- exclusively for a moment; the wait is bounded all the same: 55P03 after
+-- 2 s, the caller's transaction rolls back and its client retries.
 create function pgque._queue_share_wait(i_queue_id int4)
 returns void language plpgsql set lock_timeout = '2s' as $$
 begin
-    perform pg_catalog.pg_advisory_xact_lock_shared(pgque._queue_lock_class(), i_queue_id);
+    perform pgque._lock('pgque.queue'::pg_catalog.regclass, i_queue_id, false, true);
 exception when lock_not_available then
     raise exception 'the queue is locked for a change of its layout'
         using errcode = 'lock_not_available',
-              detail = 'A resize or a drop of the queue holds its lock (or a session holds the advisory lock it uses).',
+              detail = 'A resize or a drop of the queue holds its lock.',
               hint = 'Roll back and retry.';
 end $$;
 

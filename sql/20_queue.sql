@@ -10,17 +10,23 @@ declare
     i     int4;
 begin
     perform pgque._check_name('queue', i_queue_name, @PGQUE_QUEUE_NAME_MAX@);
-    -- serialise creators of the same name; the loser sees the row
-    perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('pgque.create_queue'), pg_catalog.hashtext(i_queue_name));
     if exists (select 1 from pgque.queue where queue_name = i_queue_name) then
         return 0;
     end if;
 
+    -- Creators of the same name meet on the unique queue name (ADR 0040):
+    -- the second waits for the first to end, then inserts nothing and
+    -- returns 0 (or creates it, if the first rolled back).  No lock any
+    -- role could take in advance.  (Such a race costs a queue id.)
     qid := pg_catalog.nextval('pgque.queue_queue_id_seq');
     pfx := 'event_' || qid;
     insert into pgque.queue (queue_id, queue_name, queue_data_pfx, queue_event_seq, queue_tick_seq)
     values (qid, i_queue_name, 'pgque.' || pfx,
-            'pgque.' || pfx || '_id_seq', 'pgque.' || pfx || '_tick_seq');
+            'pgque.' || pfx || '_id_seq', 'pgque.' || pfx || '_tick_seq')
+    on conflict (queue_name) do nothing;
+    if not found then
+        return 0;
+    end if;
     -- the state is whole from the first queue on (ADR 0022)
     insert into pgque.state_seal default values on conflict do nothing;
 

@@ -124,18 +124,24 @@ returns setof int4 language sql as $$
 $$;
 
 -- Tick those of the given queues that are due, in one transaction: the
--- ticker worker's visit of many queues at once (idle ticks falling due
--- together, its first pass after a start, COMMIT PREPARED).  -> the ids
--- ticked.  On an error the worker visits them one by one instead.
+-- ticker worker's visit of one queue or many at once (idle ticks falling
+-- due together, its first pass after a start, COMMIT PREPARED).  -> the
+-- ids ticked, and minus the id of each queue whose row another transaction
+-- holds locked: the worker does not wait for it (ADR 0040) and visits it
+-- again at its next poll.  On an error the worker visits them one by one.
 create function pgque._tick_many(i_queue_ids int4[])
 returns setof int4 language plpgsql as $$
 declare
-    q pgque.queue;
+    q  pgque.queue;
+    t  bigint;
 begin
     for q in select * from pgque.queue x
               where x.queue_id = any(i_queue_ids) and pgque._ticked_by_worker(x)
               order by x.queue_id loop
-        if pgque._tick_if_due(q) is not null then
+        t := pgque._tick_visit(q, false);
+        if t = 0 then
+            return next -q.queue_id;
+        elsif t is not null then
             return next q.queue_id;
         end if;
     end loop;
@@ -143,20 +149,38 @@ end $$;
 
 -- Tick a queue if it is due.  The check runs first without a lock, so a
 -- queue with nothing to do costs the ticker no write; then again under the
--- queue row lock, which serialises tickers of one queue.
-create function pgque._tick_if_due(q pgque.queue)
+-- queue row lock, which serialises tickers of one queue.  That lock is FOR
+-- NO KEY UPDATE: the key-share locks of foreign keys (a subscribe, a
+-- send_at or a dead letter in a transaction left open) do not hold it.
+-- Without i_wait a row locked by another transaction (an open
+-- set_queue_config, a rotation step) is not waited for.  -> the tick id;
+-- NULL when not due (or the queue is being dropped); 0 when the row was
+-- locked and i_wait false.
+create function pgque._tick_visit(q pgque.queue, i_wait boolean)
 returns bigint language plpgsql as $$
 begin
     -- a queue being dropped is skipped (its DDL lock, ADR 0020)
     if not pgque._queue_try_share(q.queue_id) or not pgque._tick_due(q) then
         return null;
     end if;
-    select * into q from pgque.queue where queue_id = q.queue_id for update;
+    if i_wait then
+        select * into q from pgque.queue where queue_id = q.queue_id for no key update;
+    else
+        select * into q from pgque.queue where queue_id = q.queue_id for no key update skip locked;
+        if not found then
+            return 0;
+        end if;
+    end if;
     if not pgque._ticked_by_worker(q) or not pgque._tick_due(q) then
         return null;
     end if;
     return pgque._tick(q);
 end $$;
+
+create function pgque._tick_if_due(q pgque.queue)
+returns bigint language sql as $$
+    select pgque._tick_visit(q, true)
+$$;
 
 -- The queue row of a queue this database's ticker may tick: paused and
 -- externally ticked queues are refused.

@@ -28,10 +28,12 @@ create view pgque.alerts as
 create type pgque.alert_condition as (
     kind text, subject text, queue_name text, consumer text, slot int4, details jsonb);
 
--- The conditions true now, one row per (kind, subject).
+-- The conditions true now, one row per (kind, subject).  The sequences and
+-- event tables of the queues in i_skip are not read (the watchdog's pass
+-- could not take their DDL lock, ADR 0040).
 create function pgque._alert_conditions(i_slot_unpolled_after interval, i_slot_stale_after interval,
                                         i_lag_alert_after interval, i_ticker_stalled_after interval,
-                                        i_rotation_grace interval)
+                                        i_rotation_grace interval, i_skip int4[] default '{}')
 returns setof pgque.alert_condition language plpgsql as $$
 declare
     now_ts timestamptz := pg_catalog.clock_timestamp();
@@ -41,7 +43,7 @@ begin
     -- every slot's pending events, one window read per partitioned consumer
     -- (ADR 0031)
     select pg_catalog.array_agg(p.sub_id), pg_catalog.array_agg(p.pending) into p_subs, p_counts
-      from pgque._slot_pending_all() p;
+      from pgque._slot_pending_all(i_skip) p;
 
     -- partition slots: pending work nobody polls; leases left to expire
     return query
@@ -166,10 +168,41 @@ begin
        -- new events moved the sequence; or a late committer (ADR 0005),
        -- probed only once the idle tick is overdue too: a running ticker
        -- ticks it at its commit, and an idle queue is not probed on every
-       -- pass (ADR 0031)
-       and (pgque._event_seq_pos(q) > lt.tick_event_seq
-            or (lt.tick_time < now_ts - q.queue_ticker_idle_period and pgque._has_unticked_events(q, lt)));
+       -- pass (ADR 0031).  Not read for a skipped queue (ADR 0040:
+       -- _uninspected_conditions speaks for it).
+       and case when q.queue_id = any (i_skip) then false
+                else pgque._event_seq_pos(q) > lt.tick_event_seq
+                     or (lt.tick_time < now_ts - q.queue_ticker_idle_period
+                         and pgque._has_unticked_events(q, lt)) end;
 end $$;
+
+-- The queues a watchdog pass could not inspect, and since when (the
+-- watchdog process remembers them from pass to pass: src/watchdog.c).
+create function pgque._watch_uninspected(i_queue_ids int4[], out queue_id int4, out since timestamptz)
+returns setof record language c volatile strict as 'MODULE_PATHNAME', 'pgque_watch_uninspected';
+
+-- ticker_stalled for the queues the pass could not inspect (their DDL lock
+-- is taken: a drop_queue at work or stuck behind another lock) for longer
+-- than the stall bound: the ticker cannot tick them either, and whether
+-- events wait cannot be read (ADR 0040).
+create function pgque._uninspected_conditions(i_queue_ids int4[], i_ticker_stalled_after interval)
+returns setof pgque.alert_condition language sql volatile as $$
+    select 'ticker_stalled'::text, q.queue_name, q.queue_name, null::text, null::int4,
+           pg_catalog.jsonb_build_object(
+               'last_tick', lt.tick_time,
+               'seconds_since_tick', round(extract(epoch from pg_catalog.clock_timestamp() - lt.tick_time)::numeric, 1),
+               'inspected', false,
+               'uninspected_since', u.since,
+               'reason', 'the queue''s DDL lock is taken (drop_queue)',
+               'ticker_paused', q.queue_ticker_paused)
+      from pgque._watch_uninspected(i_queue_ids) u
+      join pgque.queue q on q.queue_id = u.queue_id
+      join lateral (select * from pgque.tick t where t.tick_queue = q.queue_id
+                     order by t.tick_id desc limit 1) lt on true
+     where not q.queue_external_ticker
+       and u.since < pg_catalog.clock_timestamp() - i_ticker_stalled_after
+       and lt.tick_time < pg_catalog.clock_timestamp() - i_ticker_stalled_after
+$$;
 
 create function pgque._alert_where(a pgque.alert)
 returns text language sql immutable as $$
@@ -192,20 +225,24 @@ declare
     c           pgque.alert_condition;
     a           pgque.alert;
     where_text  text;
+    skip        int4[];
 begin
     opened := 0;
     cleared := 0;
-    -- the pass reads every queue's sequences and event tables: while a
-    -- queue is being dropped, skip the pass (ADR 0020); alerts stay as
-    -- they are
-    if exists (select 1 from pgque.queue q where not pgque._queue_try_share(q.queue_id)) then
-        return;
-    end if;
+    -- The pass reads the queues' sequences and event tables, each under
+    -- its DDL lock taken shared, held to the end of the pass (ADR 0020).
+    -- A queue whose lock is taken (drop_queue at work) is left out, not
+    -- waited for: the others are inspected, its alerts stay as they are,
+    -- and one left out for longer than the stall bound opens
+    -- ticker_stalled (ADR 0040).
+    skip := array(select q.queue_id from pgque.queue q
+                   where not pgque._queue_try_share(q.queue_id) order by q.queue_id);
     -- drained resizes switch to their new layout (ADR 0030)
     perform pgque._resize_complete_drained();
     conds := array(select x from pgque._alert_conditions(i_slot_unpolled_after, i_slot_stale_after,
                                                          i_lag_alert_after, i_ticker_stalled_after,
-                                                         i_rotation_grace) x);
+                                                         i_rotation_grace, skip) x)
+             || array(select x from pgque._uninspected_conditions(skip, i_ticker_stalled_after) x);
     -- a resize that drained after the switch was tried above is not
     -- orphaned state (key_state_orphaned switch_pending): try once more
     if exists (select 1 from pg_catalog.unnest(conds) n
@@ -213,7 +250,8 @@ begin
        and pgque._resize_complete_drained() > 0 then
         conds := array(select x from pgque._alert_conditions(i_slot_unpolled_after, i_slot_stale_after,
                                                              i_lag_alert_after, i_ticker_stalled_after,
-                                                             i_rotation_grace) x);
+                                                             i_rotation_grace, skip) x)
+                 || array(select x from pgque._uninspected_conditions(skip, i_ticker_stalled_after) x);
     end if;
 
     for c in select * from pg_catalog.unnest(conds) n
@@ -250,6 +288,9 @@ begin
     for a in update pgque.alert x set cleared_at = now()
               where x.cleared_at is null
                 and x.kind <> 'worker_down'     -- _worker_down_pass's (sql/43_worker_alerts.sql)
+                -- a queue left out of this pass keeps its alerts
+                and not exists (select 1 from pgque.queue sq
+                                 where sq.queue_id = any (skip) and sq.queue_name = x.queue_name)
                 and not exists (select 1 from pg_catalog.unnest(conds) n
                                  where n.kind = x.kind and n.subject = x.subject)
              returning x.* loop

@@ -155,10 +155,14 @@ begin
     -- its partition buckets (ADR 0013): a multiple of n, at least 32, so
     -- that n and its divisors read only their own buckets.  A layout is the
     -- admins' choice, fixed for good: a reader's subscribe leaves the queue
-    -- unbucketed (slots then read the filtered child tables).
-    select * into q from pgque.queue where queue_id = q.queue_id for update;
-    if q.queue_partition_buckets is null and n between 2 and 64 and pgque._caller_is_admin() then
-        perform pgque._create_buckets(q, n * ((32 + n - 1) / n));
+    -- unbucketed (slots then read the filtered child tables), and takes no
+    -- lock on the queue row: a reader's subscribe left open in a
+    -- transaction must not hold the queue's ticks (ADR 0040).
+    if pgque._caller_is_admin() then
+        select * into q from pgque.queue where queue_id = q.queue_id for update;
+        if q.queue_partition_buckets is null and n between 2 and 64 then
+            perform pgque._create_buckets(q, n * ((32 + n - 1) / n));
+        end if;
     end if;
 end $$;
 
@@ -416,14 +420,15 @@ end $$;
 -- consumer whose slots are all at the latest tick.  An event counts for its
 -- slot when its own cursor's snapshot does not see it: the window read is
 -- the oldest cursor's.  -> (sub_id, pending); pending NULL when the slot's
--- cursor tick is gone.
-create function pgque._slot_pending_all(out sub_id int4, out pending bigint)
+-- cursor tick is gone.  The queues in i_skip (the watchdog's: their DDL
+-- lock is taken, ADR 0040) are not read: their slots are left out.
+create function pgque._slot_pending_all(i_skip int4[] default '{}', out sub_id int4, out pending bigint)
 returns setof record language plpgsql stable as $$
 declare
     g  record;
 begin
     for g in
-        select qq as q, x.n, x.slots, x.subs, x.snaps, x.lo_tick, x.lo_snap, x.gone,
+        select qq as q, x.queue_id as qid, x.n, x.slots, x.subs, x.snaps, x.lo_tick, x.lo_snap, x.gone,
                lt.tick_id as hi_tick, lt.tick_snapshot as hi_snap
           from (select pc.queue_id, pc.n,
                        pg_catalog.array_agg(pc.slot order by pc.slot) filter (where t1.tick_id is not null) as slots,
@@ -445,7 +450,7 @@ begin
         if g.gone is not null then
             return query select u, null::bigint from pg_catalog.unnest(g.gone) u;
         end if;
-        if g.subs is null then
+        if g.subs is null or g.qid = any (i_skip) then
             continue;
         end if;
         if g.lo_tick >= g.hi_tick then

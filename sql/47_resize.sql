@@ -181,7 +181,7 @@ begin
         return false;
     end if;
     -- the retry mover holds it shared while it moves retries (ADR 0020)
-    if not pg_catalog.pg_try_advisory_xact_lock(pgque._queue_lock_class(), i_queue_id) then
+    if not pgque._queue_try_exclusive(i_queue_id) then
         return false;
     end if;
     select * into r from pgque.partition_resize x
@@ -251,6 +251,10 @@ declare
     n  int4 := 0;
 begin
     for r in select x.queue_id, x.co_name from pgque.partition_resize x order by x.queue_id, x.co_name loop
+        -- not while the queue's DDL lock is taken (ADR 0040)
+        if not pgque._queue_try_share(r.queue_id) then
+            continue;
+        end if;
         begin
             if pgque._resize_complete(r.queue_id, r.co_name) then
                 n := n + 1;

@@ -20,13 +20,15 @@ create function pgque._coop_members(out sub_id int4, out member text, out last_s
                                     out batch bigint, out polls bigint)
 returns setof record language c volatile as 'MODULE_PATHNAME', 'pgque_coop_members';
 
--- The transaction-level advisory lock of one member: a 64-bit hash of
--- the group and the member, so that it neither meets another member's nor,
--- in practice, an application's own advisory locks (which use small keys).
+-- The lock of one member (ADR 0040): the extension's lock on
+-- (pgque.coop_member, 48 bits of a hash of the group and the member), so
+-- that it never meets another member's in practice, and no role outside
+-- the extension can take it.
 create function pgque._coop_member_lock(i_sub int4, i_member text)
 returns void language sql volatile as $$
-    select pg_catalog.pg_advisory_xact_lock(
-        pg_catalog.hashtextextended('pgque coop member ' || i_sub::text || '/' || i_member, 0))
+    select pgque._lock('pgque.coop_member'::pg_catalog.regclass,
+                       pg_catalog.hashtextextended('pgque coop member ' || i_sub::text || '/' || i_member, 0)
+                         operator(pg_catalog.&) 281474976710655, true, true)
 $$;
 
 -- The most members one group may have: bounds the shared-memory table per

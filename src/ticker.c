@@ -18,6 +18,10 @@
  * directly.  The passes are rate-limited: one per pgque_bgw.tick_interval
  * on average, in bursts of a few (ticker_next_pass); a commit the limit
  * lets through is served at once, others wait for its next opening.
+ *
+ * A visit never waits for one queue (ADR 0040): a queue whose DDL lock is
+ * taken (drop_queue) is skipped, one whose row another transaction holds
+ * locked is left marked and visited again at the poll.
  */
 #include "postgres.h"
 
@@ -47,6 +51,7 @@ typedef struct TickQueue
 	int64		idle_ms;
 	TimestampTz idle_due;		/* its idle tick is due (0: visit at once) */
 	bool		visit;			/* visit in this pass */
+	bool		busy;			/* its row was locked in this pass: at the poll */
 } TickQueue;
 
 typedef struct TickerState
@@ -102,7 +107,7 @@ find_queue(TickerState *st, int32 id)
 
 /*
  * Read the queue list (unit).  A queue already known keeps its idle
- * deadline; a new one is visited in this pass.
+ * deadline and a visit it is owed; a new one is visited in this pass.
  */
 static void
 list_queues(void *arg)
@@ -165,7 +170,8 @@ list_queues(void *arg)
 		else
 			q->idle_due = Min(known->idle_due,
 							  TimestampTzPlusMilliseconds(DatumGetTimestampTz(last), q->idle_ms));
-		q->visit = (q->idle_due <= now);
+		/* a visit still owed (a failed one, a busy row) is kept */
+		q->visit = (q->idle_due <= now) || (known != NULL && known->visit);
 		st->poll_ms = Min(st->poll_ms, (long) q->max_lag_ms);
 	}
 	MemoryContextSwitchTo(old);
@@ -215,14 +221,39 @@ ids_unit(TickerState *st, const char *what, const char *sql, ArrayType *ids)
 	return pgque_run_unit(what, run_ids, st);
 }
 
+/*
+ * Visit one queue (unit): _tick_many of it, which does not wait for its
+ * row (st->ticked, or st->queue->busy); an older SQL not yet updated
+ * (ADR 0019) has pgque.ticker(queue) only.
+ */
 static void
 tick_queue(void *arg)
 {
 	TickerState *st = arg;
-	Oid			argtypes[1] = {TEXTOID};
+	Oid			argtypes[1];
 	Datum		args[1];
 	int			ret;
 
+	if (pgque_schema_current)
+	{
+		argtypes[0] = INT4OID;
+		args[0] = Int32GetDatum(st->queue->id);
+		ret = SPI_execute_with_args("select pgque._tick_many(pg_catalog.array_append('{}'::pg_catalog.int4[], $1))",
+									1, argtypes, args, NULL, false, 1);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "ticker failed: %s", SPI_result_code_string(ret));
+		if (SPI_processed == 1)
+		{
+			bool		null;
+			int32		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
+														 SPI_tuptable->tupdesc, 1, &null));
+
+			st->ticked = !null && id > 0;
+			st->queue->busy = !null && id < 0;
+		}
+		return;
+	}
+	argtypes[0] = TEXTOID;
 	args[0] = CStringGetTextDatum(st->queue->name);
 	ret = SPI_execute_with_args("select pgque.ticker($1)", 1, argtypes, args, NULL, false, 1);
 	if (ret != SPI_OK_SELECT)
@@ -291,16 +322,23 @@ visit_queues(TickerState *st, int *nvisits)
 				now = GetCurrentTimestamp();
 				foreach(lc, st->due)
 				{
-					TickQueue  *q = find_queue(st, lfirst_int(lc));
+					int32		id = lfirst_int(lc);
+					TickQueue  *q = find_queue(st, id < 0 ? -id : id);
 
-					if (q != NULL)
+					if (q == NULL)
+						continue;
+					if (id < 0)
 					{
-						visited(q, true, now);
-						nticks++;
+						/* its row is locked: stays marked, at the poll */
+						q->busy = true;
+						st->retry = true;
+						continue;
 					}
+					visited(q, true, now);
+					nticks++;
 				}
 				for (i = from; i < to; i++)
-					if (st->queues[i].visit)
+					if (st->queues[i].visit && !st->queues[i].busy)
 						visited(&st->queues[i], false, now);
 			}
 			/* a failed chunk stays marked: one by one below */
@@ -312,7 +350,7 @@ visit_queues(TickerState *st, int *nvisits)
 	{
 		TickQueue  *q = &st->queues[i];
 
-		if (!q->visit)
+		if (!q->visit || q->busy)
 			continue;
 		st->queue = q;
 		st->ticked = false;
@@ -320,6 +358,11 @@ visit_queues(TickerState *st, int *nvisits)
 		if (!pgque_run_unit(what, tick_queue, st))
 		{
 			st->retry = true;	/* q->visit stays: again at the poll */
+			continue;
+		}
+		if (q->busy)
+		{
+			st->retry = true;	/* its row is locked: again at the poll */
 			continue;
 		}
 		visited(q, st->ticked, GetCurrentTimestamp());
@@ -427,6 +470,7 @@ ticker_pass(void *state, MemoryContext cxt)
 
 	for (i = 0; i < st->nqueues; i++)
 	{
+		st->queues[i].busy = false;
 		if (st->probe_all || st->queues[i].idle_due <= now)
 			st->queues[i].visit = true;
 	}

@@ -10,15 +10,22 @@
  *		(supervise.c, sql/43_worker_alerts.sql); and it reclaims the
  *		shared-memory entries that protect nothing (reclaim.c).
  *
- * It only reads tables, so it keeps working when the ticker is stopped or
- * crashing.
+ * It only reads, so it keeps working when the ticker is stopped or crashing.
+ * It never waits for one queue: a queue whose DDL lock is taken is left out
+ * of the pass, and this process remembers since when, so that one left out
+ * for longer than ticker_stalled_after opens ticker_stalled (ADR 0040,
+ * pgque._watch_uninspected below).
  */
 #include "postgres.h"
 
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
 #include "miscadmin.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/tuplestore.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
@@ -140,6 +147,89 @@ static TimestampTz
 watchdog_next_pass(void *state)
 {
 	return TimestampTzPlusMilliseconds(*(TimestampTz *) state, pgque_watchdog_interval * 1000L);
+}
+
+/*
+ * The queues a pass could not inspect, and since when: kept in this
+ * process's memory from one pass to the next.  A restart forgets them,
+ * which delays such an alert by at most one ticker_stalled_after.
+ */
+static int32 *uninspected_ids = NULL;
+static TimestampTz *uninspected_since = NULL;
+static int	uninspected_n = 0;
+
+PG_FUNCTION_INFO_V1(pgque_watch_uninspected);
+
+/*
+ * pgque._watch_uninspected(i_queue_ids int4[]) -> (queue_id, since): the
+ * queues of this pass that could not be inspected, each with the start of
+ * the run of passes that could not (now for a new one).  Queues not given
+ * are forgotten.
+ */
+Datum
+pgque_watch_uninspected(PG_FUNCTION_ARGS)
+{
+	ArrayType  *arr = PG_GETARG_ARRAYTYPE_P(0);
+	Datum	   *elems;
+	bool	   *nulls;
+	int			n;
+	int			i;
+	int			j;
+	int			kept = 0;
+	int32	   *ids;
+	TimestampTz *since;
+	TimestampTz now = GetCurrentTimestamp();
+	Tuplestorestate *ts;
+	TupleDesc	desc;
+	MemoryContext old;
+
+	if (ARR_ELEMTYPE(arr) != INT4OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("queue ids must be an int4 array")));
+	deconstruct_array(arr, INT4OID, sizeof(int32), true, TYPALIGN_INT, &elems, &nulls, &n);
+	ids = MemoryContextAlloc(TopMemoryContext, sizeof(int32) * Max(n, 1));
+	since = MemoryContextAlloc(TopMemoryContext, sizeof(TimestampTz) * Max(n, 1));
+	for (i = 0; i < n; i++)
+	{
+		int32		id;
+
+		if (nulls[i])
+			continue;
+		id = DatumGetInt32(elems[i]);
+		for (j = 0; j < kept; j++)
+			if (ids[j] == id)
+				break;
+		if (j < kept)
+			continue;			/* given twice */
+		ids[kept] = id;
+		since[kept] = now;
+		for (j = 0; j < uninspected_n; j++)
+			if (uninspected_ids[j] == id)
+				since[kept] = uninspected_since[j];
+		kept++;
+	}
+	if (uninspected_ids != NULL)
+	{
+		pfree(uninspected_ids);
+		pfree(uninspected_since);
+	}
+	uninspected_ids = ids;
+	uninspected_since = since;
+	uninspected_n = kept;
+
+	old = pgque_materialize(fcinfo, &ts, &desc);
+	for (i = 0; i < kept; i++)
+	{
+		Datum		values[2];
+		bool		isnull[2] = {false, false};
+
+		values[0] = Int32GetDatum(ids[i]);
+		values[1] = TimestampTzGetDatum(since[i]);
+		tuplestore_putvalues(ts, desc, values, isnull);
+	}
+	MemoryContextSwitchTo(old);
+	return (Datum) 0;
 }
 
 const PgqueLoop pgque_watchdog_loop = {

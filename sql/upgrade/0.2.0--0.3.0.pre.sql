@@ -21,3 +21,13 @@ alter table pgque.idem add constraint idem_pkey primary key (queue_id, idem_role
 alter table pgque.blocked_key drop constraint blocked_key_bk_sub_fkey;
 alter table pgque.blocked_key add constraint blocked_key_bk_sub_fkey
     foreign key (bk_sub) references pgque.subscription (sub_id) on delete restrict;
+
+-- The queue's DDL lock is the extension's own lock now, not an advisory
+-- lock on (this class constant, queue id) that any role could take
+-- (ADR 0040): the constant goes.
+drop function pgque._queue_lock_class();
+
+-- The watchdog's reads leave out the queues whose DDL lock it could not
+-- take (ADR 0040): both take the list as a new last argument.
+drop function pgque._slot_pending_all();
+drop function pgque._alert_conditions(interval, interval, interval, interval, interval);
