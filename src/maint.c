@@ -137,7 +137,8 @@ run_step(MaintPass *pass, const char *step, const char *queue, pgque_unit_fn fn)
 	pass->result = 0;
 	if (pgque_run_unit(what, step_unit, pass))
 		return true;
-	if (PGQUE_SQL_HAS(PGQUE_SQL_0_2_0))
+	/* an abandoned unit did not fail: its SQL was updated or dropped */
+	if (PGQUE_SQL_HAS(PGQUE_SQL_0_2_0) && !pgque_unit_abandoned)
 		pgque_run_unit("recording a maintenance failure", record_failure, pass);
 	return false;
 }

@@ -213,6 +213,7 @@ extern void pgque_worker_start(PgqueWorkerKind kind);
 extern void pgque_worker_run(const PgqueLoop *const *loops, int nloops);
 extern void pgque_worker_attach(PgqueWorkerKind kind);
 extern bool pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg);
+extern bool pgque_unit_abandoned;
 extern char pgque_unit_errmsg[PGQUE_ERRMSG_LEN * 4];
 extern int	pgque_unit_sqlerrcode;
 extern bool pgque_extension_present(void);

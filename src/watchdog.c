@@ -132,7 +132,9 @@ watchdog_pass(void *state, MemoryContext cxt)
 		return;
 	pgque_run_unit("evaluating alerts", evaluate_alerts, &w);
 	pgque_worker_alerts_pass();
-	pgque_run_unit("reclaiming shared-memory entries", reclaim, &w);
+	/* the partition and cooperative tables came with 0.2.0 (ADR 0019) */
+	if (PGQUE_SQL_HAS(PGQUE_SQL_0_2_0))
+		pgque_run_unit("reclaiming shared-memory entries", reclaim, &w);
 	if (pgque_run_unit("observing queues", observe, &w))
 		pgque_worker_report("watchdog_interval=%ds queues=%lld subscriptions=%lld "
 							"oldest cursor %llds behind, oldest last tick %llds ago; "

@@ -518,6 +518,15 @@ pgque_wait(long timeout_ms)
 }
 
 /*
+ * A unit found, once it could run, that the SQL its pass chose it for is
+ * gone (DROP EXTENSION) or older (dropped and created again at an older
+ * version): it is abandoned quietly (pgque_unit_abandoned) and the worker
+ * looks again (exit if gone, the new version's gates otherwise).
+ */
+static bool unit_stale = false;
+bool		pgque_unit_abandoned = false;
+
+/*
  * The owner of extension pgque_bgw in this database.  Read in every unit (one
  * index probe): the extension may have been dropped and created again by
  * another role since the last one.
@@ -526,6 +535,7 @@ static Oid
 extension_owner(void)
 {
 	Oid			extoid;
+	char	   *version = NULL;
 	Oid			owner = extension_row(NULL, &extoid);
 
 	/*
@@ -538,14 +548,18 @@ extension_owner(void)
 	if (OidIsValid(owner))
 	{
 		LockDatabaseObject(ExtensionRelationId, extoid, PGQUE_EXTENSION_DDL_SUBID, AccessShareLock);
-		owner = extension_row(NULL, NULL);
+		owner = extension_row(&version, NULL);
 	}
-
-	if (!OidIsValid(owner))
+	if (!OidIsValid(owner) ||
+		(version != NULL && pgque_schema_version != INT_MAX &&
+		 version_number(version) < pgque_schema_version))
+	{
+		unit_stale = true;
 		ereport(ERROR,
-				(errcode(ERRCODE_UNDEFINED_OBJECT),
-				 errmsg("extension pgque_bgw is not installed in database \"%s\"",
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("extension pgque_bgw in database \"%s\" was dropped or replaced by an older version",
 						pgque_worker_db->dbname)));
+	}
 	return owner;
 }
 
@@ -566,6 +580,7 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 	MemoryContext oldcxt = CurrentMemoryContext;
 	volatile bool ok = true;
 
+	pgque_unit_abandoned = false;
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PG_TRY();
@@ -606,25 +621,39 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 		FlushErrorState();
 		AbortCurrentTransaction();
 
-		strlcpy(pgque_unit_errmsg, edata->message, sizeof(pgque_unit_errmsg));
-		pgque_unit_sqlerrcode = edata->sqlerrcode;
-		ereport(WARNING,
-				(errmsg("pgque_bgw %s: %s failed: %s",
-						pgque_kind_name(pgque_worker_kind), what, edata->message),
-				 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
+		if (unit_stale)
+		{
+			/* not a failure: the SQL it was for is gone or older */
+			ereport(DEBUG1,
+					(errmsg("pgque_bgw %s: %s abandoned: %s",
+							pgque_kind_name(pgque_worker_kind), what, edata->message)));
+			unit_stale = false;
+			pgque_unit_abandoned = true;
+		}
+		else
+		{
+			strlcpy(pgque_unit_errmsg, edata->message, sizeof(pgque_unit_errmsg));
+			pgque_unit_sqlerrcode = edata->sqlerrcode;
+			ereport(WARNING,
+					(errmsg("pgque_bgw %s: %s failed: %s",
+							pgque_kind_name(pgque_worker_kind), what, edata->message),
+					 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
 
-		msg = psprintf("%s: %s", what, edata->message);
-		LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
-		slot = &pgque_worker_db->workers[pgque_worker_kind];
-		copy_clipped(slot->last_error, msg);
-		slot->last_error_at = GetCurrentTimestamp();
-		LWLockRelease(pgque_shared->lock);
-
-		pfree(msg);
+			msg = psprintf("%s: %s", what, edata->message);
+			LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
+			slot = &pgque_worker_db->workers[pgque_worker_kind];
+			copy_clipped(slot->last_error, msg);
+			slot->last_error_at = GetCurrentTimestamp();
+			LWLockRelease(pgque_shared->lock);
+			pfree(msg);
+		}
 		FreeErrorData(edata);
 		ok = false;
 	}
 	PG_END_TRY();
+	/* abandoned: exit when the extension is gone, else read its version */
+	if (pgque_unit_abandoned)
+		pgque_worker_exit_if_gone();
 	pgstat_report_activity(STATE_IDLE, NULL);
 	MemoryContextSwitchTo(oldcxt);
 	if (pgque_worker_combined && in_pass)
