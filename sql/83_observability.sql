@@ -274,8 +274,11 @@ begin
                case when qs0.new_events = 0 then null
                     when qs0.last_tick_time >= now() - least(qs0.queue_ticker_max_lag, stalled_after)
                     then qs0.last_tick_time
-                    else greatest(qs0.last_tick_time,
-                                  pgque._unticked_since(qs0.qrow, qs0.last_tick_snap, qs0.last_tick_seq)) end
+                    -- the later of the two; NULL when no event waits
+                    else (select greatest(qs0.last_tick_time, u.since)
+                            from (select pgque._unticked_since(qs0.qrow, qs0.last_tick_snap, qs0.last_tick_seq)
+                                           as since) u
+                           where u.since is not null) end
                  as waiting_since
           from qs0
     ), cs as materialized (

@@ -110,16 +110,46 @@ create function pg_temp.age_last_tick(i_age interval) returns void language sql 
 $$;
 select check_name, status from pgque.queue_health() where queue_name = 'oh';
 
--- ticker_running: events not ticked, and the last tick older than the
--- queue's ticker_max_lag (3 s): warning; than ticker_stalled_after (60 s):
--- critical; paused: warning
+-- ticker_running: events wait for a tick since the first one past the last
+-- tick was sent (or the last tick, if later) for longer than the queue's
+-- ticker_max_lag (3 s): warning; than ticker_stalled_after (60 s):
+-- critical; paused: warning.  Not since the last tick: on a queue idle for
+-- an hour, an event committed a moment ago is ok (issue #28 item 5).
+create function pg_temp.age_new_events(i_age interval) returns void language plpgsql as $$
+declare
+    q pgque.queue;
+begin
+    select * into q from pgque.queue where queue_name = 'oh';
+    execute format('update pgque.%I set ev_time = now() - $1'
+                   ' where ev_id > (select max(tick_event_seq) from pgque.tick where tick_queue = $2)',
+                   'event_' || q.queue_id) using i_age, q.queue_id;
+end $$;
+select pg_temp.age_last_tick('1 hour');
 select count(pgque.send('oh', 't', 'late')) as unticked;
+select pg_temp.health('ticker_running') as ticker_idle_hour_event_now;
+select detail ~ '^1 event\(s\) not ticked yet, waiting @ (0|[1-4] secs?); last tick @ 1 hour( \d+ secs?)? ago$' as ticker_detail_fresh
+  from pgque.queue_health() where queue_name = 'oh' and check_name = 'ticker_running';
 select pg_temp.age_last_tick('10 seconds');
+select pg_temp.health('ticker_running') as ticker_10s_event_now;
+select pg_temp.age_new_events('10 seconds');
 select pg_temp.health('ticker_running') as ticker_10s;
 select pg_temp.age_last_tick('2 minutes');
+select pg_temp.health('ticker_running') as ticker_2min_event_10s;
+select pg_temp.age_new_events('2 minutes');
 select pg_temp.health('ticker_running') as ticker_2min;
-select detail ~ '^1 event\(s\) not ticked yet; last tick .+ ago$' as ticker_detail
+select detail ~ '^1 event\(s\) not ticked yet, waiting @ 2 mins( \d+ secs?)?; last tick .+ ago$' as ticker_detail
   from pgque.queue_health() where queue_name = 'oh' and check_name = 'ticker_running';
+-- a send rolled back moves the sequence, but no committed event waits
+select pgque.ticker('oh') is not null as ticked;
+begin;
+select count(pgque.send('oh', 't', 'rolled back')) as sent;
+rollback;
+select pg_temp.age_last_tick('2 minutes');
+select pg_temp.health('ticker_running') as ticker_rolled_back;
+select detail ~ '^1 event\(s\) not ticked yet, none committed; ' as ticker_detail_none
+  from pgque.queue_health() where queue_name = 'oh' and check_name = 'ticker_running';
+select count(pgque.send('oh', 't', 'late 2')) as unticked;
+select pg_temp.age_new_events('2 minutes');
 select pgque.set_queue_config('oh', 'ticker_paused', 'true');
 select pg_temp.health('ticker_running') as ticker_paused;
 select pgque.set_queue_config('oh', 'ticker_paused', 'false');
