@@ -32,6 +32,13 @@ select sum(pending_events) filter (where consumer_name like 'p#%') as slots_tota
        sum(pending_events) filter (where consumer_name = 'c') as plain,
        bool_and(pending_events < 23) filter (where consumer_name like 'p#%') as each_a_share
   from pgque.consumer_stats() where queue_name = 'm';
+-- the consumer_lagging alert (any age over a threshold of -1 hour) names
+-- the same count in its details
+select a.consumer, (a.details->>'pending_events')::bigint = c.pending_events as alert_agrees
+  from pgque._alert_conditions('1 hour', '1 hour', '-1 hour', '1 hour', '1 hour') a
+  join pgque.consumer_stats() c on c.queue_name = a.queue_name and c.consumer_name = a.consumer
+ where a.kind = 'consumer_lagging' and a.queue_name = 'm'
+ order by 1;
 -- a slot's open batch shows in get_consumer_info and consumer_stats
 select count(*) > 0 as received from pgque.receive_partitioned('m', 'p', 0, 2, 'w', 100);
 select i.current_batch = b.sb_batch as info_shows_batch, c.batch_active as stats_active
