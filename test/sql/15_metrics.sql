@@ -65,4 +65,49 @@ begin;
 select count(*) > 0 as has_metrics from pgque.metrics();
 select pg_current_xact_id_if_assigned() is null as wrote_nothing;
 commit;
+
+-- attacks: the helpers behind the figures are nobody's to call (they read
+-- event tables with the owner's rights); the figures are pgque_reader's; a
+-- function a caller puts in pg_temp under a helper's name is never called
+create role pgque_t_m_login login;
+create role pgque_t_m_creator login;
+do $$ begin execute format('grant create on database %I to pgque_t_m_creator', current_database()); end $$;
+create role pgque_t_m_reader login in role pgque_reader;
+create role pgque_t_m_writer login in role pgque_writer;
+grant usage on schema pgque_test to pgque_t_m_login, pgque_t_m_creator, pgque_t_m_reader, pgque_t_m_writer;
+create function pg_temp.denied(i_role text) returns table (call text, error text) language plpgsql as $$
+begin
+    execute format('set role %I', i_role);
+    return query select c, left(pgque_test.error_of(c), 5) from (values
+        ('select count(*) from pgque._consumer_state()'),
+        ('select count(*) from pgque._slot_pending_all()'),
+        ('select pgque._unticked_since(null::pgque.queue, null, 0)')) v(c);
+    reset role;
+end $$;
+select r as role, d.call, d.error
+  from unnest(array['pgque_t_m_login', 'pgque_t_m_creator', 'pgque_t_m_reader', 'pgque_t_m_writer']) r,
+       pg_temp.denied(r) d
+ order by 1, 2;
+set role pgque_t_m_login;
+select left(pgque_test.error_of('select count(*) from pgque.get_consumer_info()'), 5) as login_info,
+       left(pgque_test.error_of('select count(*) from pgque.metrics()'), 5) as login_metrics;
+reset role;
+set role pgque_t_m_reader;
+create function pg_temp._slot_pending_all(out sub_id int4, out pending bigint) returns setof record
+language plpgsql as $$ begin raise exception 'hijacked'; end $$;
+create function pg_temp._consumer_state() returns setof record
+language plpgsql as $$ begin raise exception 'hijacked'; end $$;
+select i.consumer_name, i.pending_events as info, c.pending_events as stats, m.value as metric
+  from pgque.get_consumer_info('m') i
+  join pgque.consumer_stats() c on c.queue_name = 'm' and c.consumer_name = i.consumer_name
+  join pgque.metrics() m on m.metric = 'pgque_consumer_pending_events'
+                         and m.labels = jsonb_build_object('queue', 'm', 'consumer', i.consumer_name)
+ order by 1;
+select count(*) > 0 as reader_health from pgque.queue_health() where queue_name = 'm';
+reset role;
+drop function pg_temp._slot_pending_all(), pg_temp._consumer_state();
+do $$ begin execute format('revoke create on database %I from pgque_t_m_creator', current_database()); end $$;
+revoke usage on schema pgque_test from pgque_t_m_login, pgque_t_m_creator, pgque_t_m_reader, pgque_t_m_writer;
+drop role pgque_t_m_login, pgque_t_m_creator, pgque_t_m_reader, pgque_t_m_writer;
+
 select pgque.drop_queue('m', true);
