@@ -82,7 +82,8 @@ begin
            pg_catalog.jsonb_build_object(
                'oldest_pending_tick', nt.tick_time,
                'lag_seconds', round(extract(epoch from now_ts - nt.tick_time)::numeric, 1),
-               'pending_events', lt.tick_event_seq - ct.tick_event_seq)
+               -- a slot's own share, as get_consumer_info and metrics (ADR 0051)
+               'pending_events', coalesce(p.pending, lt.tick_event_seq - ct.tick_event_seq))
       from pgque.subscription s
       join pgque.queue q on q.queue_id = s.sub_queue
       join pgque.consumer c on c.co_id = s.sub_consumer

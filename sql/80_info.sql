@@ -149,22 +149,73 @@ begin
     return query select * from pgque.get_queue_info() i where i.queue_name = i_queue_name;
 end $$;
 
+-- One row per subscription (slots included): the cursor, what it has still
+-- to read and since when; the one source of get_consumer_info(),
+-- consumer_stats(), queue_stats(), queue_health() and metrics().
+--   lag             now() minus the cursor tick's time, never negative: a
+--                   caller whose now() is older than a tick it sees (a
+--                   transaction begun before the tick) is caught up
+--   pending_events  event sequence positions past the cursor; for a
+--                   partition slot its own share, as the alerts count it
+--                   (_slot_pending_all: one window read per partitioned
+--                   consumer, ADR 0031, ADR 0051)
+--   oldest_pending_time  the first tick past the cursor that carries new
+--                   events: the oldest unconsumed event was ticked then
+--                   (the measure of the consumer_lagging alert); NULL for
+--                   a slot with no event of its own
+-- A slot's cursor and its current owner's open batch are in
+-- pgque.slot_batch (ADR 0023).
+create function pgque._consumer_state(
+    out queue_id int4, out queue_name text, out consumer_name text,
+    out sub_last_tick bigint, out sub_active timestamptz, out sub_batch bigint,
+    out sub_next_tick bigint, out sub_batch_pos bigint,
+    out cursor_time timestamptz, out cursor_seq bigint, out cursor_xmin xid8,
+    out lag interval, out pending_events bigint,
+    out oldest_pending_time timestamptz, out last_tick_id bigint)
+returns setof record language sql stable as $$
+    with slot_pending as materialized (select p.sub_id, p.pending from pgque._slot_pending_all() p)
+    select q.queue_id, q.queue_name, c.co_name,
+           t.tick_id, s.sub_active, coalesce(s.sub_batch, sb.sb_batch),
+           coalesce(s.sub_next_tick, sb.sb_next_tick), coalesce(s.sub_batch_pos, sb.sb_pos),
+           t.tick_time, t.tick_event_seq, pg_catalog.pg_snapshot_xmin(t.tick_snapshot),
+           greatest(pg_catalog.now() operator(pg_catalog.-) t.tick_time, interval '0'),
+           coalesce(sp.pending,
+                    greatest(pgque._event_seq_pos(q) operator(pg_catalog.-) t.tick_event_seq, 0)),
+           case when sp.pending operator(pg_catalog.=) 0 then null else
+           (select nt.tick_time from pgque.tick nt
+             where nt.tick_queue operator(pg_catalog.=) s.sub_queue
+               and nt.tick_id operator(pg_catalog.>) t.tick_id
+               and nt.tick_event_seq operator(pg_catalog.>) t.tick_event_seq
+             order by nt.tick_id limit 1) end,
+           (select max(lt.tick_id) from pgque.tick lt where lt.tick_queue operator(pg_catalog.=) s.sub_queue)
+      from pgque.subscription s
+      join pgque.queue q on q.queue_id operator(pg_catalog.=) s.sub_queue
+      join pgque.consumer c on c.co_id operator(pg_catalog.=) s.sub_consumer
+      left join lateral (select b.sb_batch, b.sb_next_tick, b.sb_pos from pgque.slot_batch b
+                          where b.sb_sub operator(pg_catalog.=) s.sub_id
+                          order by b.sb_epoch desc limit 1) sb on true
+      left join slot_pending sp on sp.sub_id operator(pg_catalog.=) s.sub_id
+      join pgque.tick t on t.tick_queue operator(pg_catalog.=) s.sub_queue
+                       and t.tick_id operator(pg_catalog.=) pgque._slot_cursor(s)
+$$;
+
+-- get_consumer_info(): PgQ's figures of every subscription (slots as
+-- "<consumer>#<k>/<n>", from _consumer_state: a slot's own cursor, open
+-- batch and share) and of every cooperative member.  Stable: one snapshot
+-- for every row, also when metrics() reads it.
 create function pgque.get_consumer_info(
     out queue_name text, out consumer_name text, out lag interval, out last_seen interval,
     out last_tick bigint, out current_batch bigint, out next_tick bigint, out pending_events bigint)
-returns setof record language sql security definer
+returns setof record language sql stable security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
-    select q.queue_name, c.co_name, now() - t.tick_time, now() - s.sub_active,
-           s.sub_last_tick, s.sub_batch, s.sub_next_tick,
-           greatest(pgque._event_seq_pos(q) - t.tick_event_seq, 0)
-      from pgque.subscription s
-      join pgque.queue q on q.queue_id = s.sub_queue
-      join pgque.consumer c on c.co_id = s.sub_consumer
-      join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick
+    select cs.queue_name, cs.consumer_name, cs.lag, now() - cs.sub_active,
+           cs.sub_last_tick, cs.sub_batch, cs.sub_next_tick, cs.pending_events
+      from pgque._consumer_state() cs
     union all
     -- the members of cooperative groups, as PgQue names them: lag and
     -- pending of the window each holds (the group's when it holds none)
-    select q.queue_name, c.co_name || '.' || m.member, now() - t.tick_time, now() - m.last_seen,
+    select q.queue_name, c.co_name || '.' || m.member, greatest(now() - t.tick_time, interval '0'),
+           now() - m.last_seen,
            coalesce(m.prev_tick, s.sub_last_tick), m.batch, m.next_tick,
            case when m.batch is null then 0
                 else greatest(coalesce(nt.tick_event_seq, pgque._event_seq_pos(q)) - t.tick_event_seq, 0) end

@@ -1,10 +1,15 @@
 -- metrics(): one row per metric, labels as jsonb, for scraping (Prometheus
 -- via postgres_exporter, or any poller).  Everything comes from sequence
 -- positions, catalog rows and the shared-memory lease and worker tables:
--- reading it writes nothing.
+-- reading it writes nothing.  Stable, and every function it reads is too:
+-- one snapshot for all its rows.  Ages are measured from now() and never
+-- negative: a tick newer than the caller's now() (a transaction begun
+-- before it) is age 0 (ADR 0051).
 create function pgque.metrics(out metric text, out labels jsonb, out value float8)
 returns setof record language sql stable security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
+    -- read once: a slot's share reads its window (_slot_pending_all)
+    with ci as materialized (select * from pgque.get_consumer_info())
     -- per queue
     select 'pgque_events_produced_total', jsonb_build_object('queue', q.queue_name),
            pgque._event_seq_pos(q)::float8
@@ -15,7 +20,8 @@ set search_path = pgque, pg_catalog, pg_temp as $$
       from pgque.queue q
     union all
     select 'pgque_seconds_since_last_tick', jsonb_build_object('queue', q.queue_name),
-           extract(epoch from now() - (select max(t.tick_time) from pgque.tick t where t.tick_queue = q.queue_id))::float8
+           extract(epoch from greatest(now() - (select max(t.tick_time) from pgque.tick t where t.tick_queue = q.queue_id),
+                                       interval '0'))::float8
       from pgque.queue q
     union all
     select 'pgque_current_table', jsonb_build_object('queue', q.queue_name), q.queue_cur_table::float8
@@ -25,14 +31,15 @@ set search_path = pgque, pg_catalog, pg_temp as $$
            extract(epoch from now() - q.queue_switch_time)::float8
       from pgque.queue q
     union all
-    -- per consumer (slots included, as subscriptions "<consumer>#<k>/<n>")
+    -- per consumer (slots included, as subscriptions "<consumer>#<k>/<n>",
+    -- each counting its own share)
     select 'pgque_consumer_pending_events', jsonb_build_object('queue', i.queue_name, 'consumer', i.consumer_name),
            i.pending_events::float8
-      from pgque.get_consumer_info() i
+      from ci i
     union all
     select 'pgque_consumer_lag_seconds', jsonb_build_object('queue', i.queue_name, 'consumer', i.consumer_name),
            extract(epoch from i.lag)::float8
-      from pgque.get_consumer_info() i
+      from ci i
     union all
     select 'pgque_batches_total', '{}'::jsonb,
            coalesce(pg_catalog.pg_sequence_last_value('pgque.batch_id_seq'::regclass), 0)::float8

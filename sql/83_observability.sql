@@ -4,46 +4,13 @@
 --
 -- Every figure comes from what the engine keeps anyway: sequence positions,
 -- tick rows (tick_event_seq), subscriptions, the retry and dead-letter
--- tables (through their time indexes).  No function here reads an event
--- table, and none writes: they are declared stable, so a write would be an
--- error, and they run in a read-only transaction (test/sql/22_observability.sql).
-
--- One row per subscription (slots included): the cursor, what it has still
--- to read and since when.  The figures of get_consumer_info() (lag,
--- pending_events) with the same formulas, plus the first tick past the
--- cursor that carries new events: the oldest unconsumed event was ticked
--- then (the measure of the consumer_lagging alert).
-create function pgque._consumer_state(
-    out queue_id int4, out queue_name text, out consumer_name text,
-    out sub_last_tick bigint, out sub_active timestamptz, out sub_batch bigint,
-    out sub_next_tick bigint, out sub_batch_pos bigint,
-    out cursor_time timestamptz, out cursor_seq bigint, out cursor_xmin xid8,
-    out lag interval, out pending_events bigint,
-    out oldest_pending_time timestamptz, out last_tick_id bigint)
-returns setof record language sql stable as $$
-    select q.queue_id, q.queue_name, c.co_name,
-           t.tick_id, s.sub_active, coalesce(s.sub_batch, sb.sb_batch),
-           coalesce(s.sub_next_tick, sb.sb_next_tick), coalesce(s.sub_batch_pos, sb.sb_pos),
-           t.tick_time, t.tick_event_seq, pg_catalog.pg_snapshot_xmin(t.tick_snapshot),
-           pg_catalog.now() operator(pg_catalog.-) t.tick_time,
-           greatest(pgque._event_seq_pos(q) operator(pg_catalog.-) t.tick_event_seq, 0),
-           (select nt.tick_time from pgque.tick nt
-             where nt.tick_queue operator(pg_catalog.=) s.sub_queue
-               and nt.tick_id operator(pg_catalog.>) t.tick_id
-               and nt.tick_event_seq operator(pg_catalog.>) t.tick_event_seq
-             order by nt.tick_id limit 1),
-           (select max(lt.tick_id) from pgque.tick lt where lt.tick_queue operator(pg_catalog.=) s.sub_queue)
-      from pgque.subscription s
-      join pgque.queue q on q.queue_id operator(pg_catalog.=) s.sub_queue
-      join pgque.consumer c on c.co_id operator(pg_catalog.=) s.sub_consumer
-      -- a partition slot: its cursor and the current owner's open batch
-      -- are in pgque.slot_batch (ADR 0023)
-      left join lateral (select b.sb_batch, b.sb_next_tick, b.sb_pos from pgque.slot_batch b
-                          where b.sb_sub operator(pg_catalog.=) s.sub_id
-                          order by b.sb_epoch desc limit 1) sb on true
-      join pgque.tick t on t.tick_queue operator(pg_catalog.=) s.sub_queue
-                       and t.tick_id operator(pg_catalog.=) pgque._slot_cursor(s)
-$$;
+-- tables (through their time indexes).  Event tables are read only where
+-- sequence positions cannot tell: a partition slot's own share
+-- (_slot_pending_all, one window read per partitioned consumer, as the
+-- alerts count it) and, for queue_health's ticker_running, the first event
+-- past a tick that looks stalled (ADR 0051).  None writes: they are
+-- declared stable, so a write would be an error, and they run in a
+-- read-only transaction (test/sql/22_observability.sql).
 
 -- A threshold GUC of the watchdog (integer seconds), or its default when
 -- the library is not loaded.
@@ -110,9 +77,10 @@ set search_path = pgque, pg_catalog, pg_temp as $$
       join pgque.get_queue_info() i on i.queue_name = q.queue_name
       left join lateral (select t.tick_id, t.tick_time from pgque.tick t where t.tick_queue = q.queue_id
                           order by t.tick_id desc limit 1) lt on true
-      left join lateral (select count(*) as n, max(c.pending_events) as depth,
-                                min(c.oldest_pending_time) as oldest
-                           from pgque._consumer_state() c where c.queue_id = q.queue_id) cs on true
+      -- read once, not per queue: a slot's share reads its window
+      left join (select c.queue_id, count(*) as n, max(c.pending_events) as depth,
+                        min(c.oldest_pending_time) as oldest
+                   from pgque._consumer_state() c group by c.queue_id) cs on cs.queue_id = q.queue_id
      order by q.queue_name
 $$;
 
@@ -253,6 +221,23 @@ begin
          order by g.i;
 end $$;
 
+-- When the first event appended after a tick was sent: the ev_time (its
+-- transaction's start) of the first event, in ev_id order, past the tick's
+-- event sequence position that this snapshot sees committed; NULL when none
+-- is (sends rolled back or still open).  Retries and replays keep their
+-- ev_id and are not "after" the tick.  One read of the window through the
+-- ev_txid index (_window_rows, as the ticker's probe), for queue_health's
+-- ticker_running, which asks only when the tick looks stalled (ADR 0051).
+create function pgque._unticked_since(q pgque.queue, i_snap pg_catalog.pg_snapshot, i_seq bigint)
+returns timestamptz language sql as $$
+    select e.ev_time from pgque._window_rows(
+            pgque._event_source(q, i_snap, pg_catalog.pg_current_snapshot(), null, null),
+            pg_catalog.pg_snapshot_xmax(i_snap),
+            pg_catalog.pg_snapshot_xmax(pg_catalog.pg_current_snapshot()),
+            array(select pg_catalog.pg_snapshot_xip(i_snap)),
+            pg_catalog.pg_current_snapshot(), null, i_seq, null, 1, null, null) e
+$$;
+
 -- queue_health(): operational checks, one row per check, status ok,
 -- warning or critical (docs/operations.md lists the rules):
 --   ticker_running            new events waiting for a tick
@@ -272,21 +257,45 @@ declare
     lag_after     interval := pgque._guc_interval('pgque_bgw.lag_alert_after', '5 minutes');
 begin
     return query
-    with qs as (
-        select q.*, lt.tick_time as last_tick_time,
+    with qs0 as (
+        select q as qrow, q.*, lt.tick_time as last_tick_time, lt.tick_snapshot as last_tick_snap,
+               lt.tick_event_seq as last_tick_seq,
                greatest(pgque._event_seq_pos(q) - lt.tick_event_seq, 0) as new_events
           from pgque.queue q
-          left join lateral (select t.tick_time, t.tick_event_seq from pgque.tick t
+          left join lateral (select t.tick_time, t.tick_snapshot, t.tick_event_seq from pgque.tick t
                               where t.tick_queue = q.queue_id order by t.tick_id desc limit 1) lt on true
+    ), qs as (
+        -- since when events wait for a tick: not since the last tick (an
+        -- idle queue ticks once per idle period) but since the first event
+        -- past it was sent, or the last tick if that is later; read only
+        -- when the last tick is old enough to matter.  NULL: none waits
+        -- that this snapshot sees committed.
+        select qs0.*,
+               case when qs0.new_events = 0 then null
+                    when qs0.last_tick_time >= now() - least(qs0.queue_ticker_max_lag, stalled_after)
+                    then qs0.last_tick_time
+                    -- the later of the two; NULL when no event waits
+                    else (select greatest(qs0.last_tick_time, u.since)
+                            from (select pgque._unticked_since(qs0.qrow, qs0.last_tick_snap, qs0.last_tick_seq)
+                                           as since) u
+                           where u.since is not null) end
+                 as waiting_since
+          from qs0
+    ), cs as materialized (
+        -- read once for every queue and check: a slot's share reads its window
+        select * from pgque._consumer_state()
     ), checks as (
         -- the ticker
         select qs.queue_name, 1 as ord, 'ticker_running'::text as check_name,
-               case when qs.new_events = 0 then 'ok'
+               case when qs.new_events = 0 or qs.waiting_since is null then 'ok'
                     when qs.queue_ticker_paused then 'warning'
-                    when qs.last_tick_time < now() - stalled_after then 'critical'
-                    when qs.last_tick_time < now() - qs.queue_ticker_max_lag then 'warning'
+                    when qs.waiting_since < now() - stalled_after then 'critical'
+                    when qs.waiting_since < now() - qs.queue_ticker_max_lag then 'warning'
                     else 'ok' end as status,
-               format('%s event(s) not ticked yet; last tick %s ago%s%s', qs.new_events,
+               format('%s event(s) not ticked yet%s; last tick %s ago%s%s', qs.new_events,
+                      case when qs.new_events = 0 then ''
+                           when qs.waiting_since is null then ', none committed'
+                           else ', waiting ' || date_trunc('second', greatest(now() - qs.waiting_since, interval '0')) end,
                       date_trunc('second', now() - qs.last_tick_time),
                       case when qs.queue_ticker_paused then '; ticker paused' else '' end,
                       case when qs.queue_external_ticker then '; external ticker' else '' end) as detail
@@ -306,7 +315,7 @@ begin
                                        pin.consumer_name, date_trunc('second', pin.lag))
                            else '' end)
           from qs
-          left join lateral (select c.consumer_name, c.lag from pgque._consumer_state() c
+          left join lateral (select c.consumer_name, c.lag from cs c
                               where c.queue_id = qs.queue_id and qs.queue_switch_step2 is not null
                                 and now() - qs.queue_switch_time > 2 * qs.queue_rotation_period
                                 and c.cursor_xmin <= qs.queue_switch_step2
@@ -351,7 +360,7 @@ begin
                       coalesce('; the oldest unconsumed ticked ' || date_trunc('second', now() - c.oldest_pending_time)
                                || ' ago', ''),
                       date_trunc('second', c.lag))
-          from pgque._consumer_state() c
+          from cs c
           join qs on qs.queue_id = c.queue_id
     )
     select k.queue_name, k.check_name, k.status, k.detail

@@ -183,6 +183,16 @@ while (time < $deadline)
 like($log, qr/LOG:  pgque_bgw: database "up" now has extension pgque_bgw version \Q$new\E/,
      'the workers notice the update');
 
+# --- the figures of the updated database: the slot's open batch (kept in
+# pgque.slot_batch, ADR 0023) shows in get_consumer_info (issue #28 item 5)
+is($node->safe_psql('up', q{
+    select i.current_batch = b.sb_batch and i.next_tick = b.sb_next_tick
+      from pgque.get_consumer_info('parts', 'pc#0/2') i
+      join pgque.consumer c on c.co_name = 'pc#0/2'
+      join pgque.subscription s on s.sub_consumer = c.co_id
+      join pgque.slot_batch b on b.sb_sub = s.sub_id and b.sb_batch is not null}),
+   't', "get_consumer_info shows slot 0's open batch after the update");
+
 # --- continue: nothing lost
 is($node->safe_psql('up', "select pgque.ack($slow_batch)"), '1', 'the open batch is acked after the update');
 is($node->safe_psql('up', q{select deduped from pgque.send_idem('jobs', 'job', 'idem-1', 'key-1')}), 't',
