@@ -1,49 +1,91 @@
--- pgque:replay-on-upgrade (idempotent: ALTER EXTENSION UPDATE runs this part again, ADR 0019)
--- Ownership: everything belongs to the role that ran CREATE EXTENSION.  For a
--- trusted install by a non-superuser the script runs with superuser rights
--- and would otherwise leave the objects owned by the bootstrap superuser; the
--- SECURITY DEFINER API should run with the installing role's rights, not more.
---
--- The owner is read from pg_extension, not spliced in by the extowner
--- substitution: that is a quoted identifier pasted into the script text,
--- and a role name holding the closing dollar quote of a literal around it
--- would end the literal and run the rest of its name as code with the
--- installing superuser's rights (PostgreSQL 15.4+ refuses such names,
--- CVE-2023-39417, so there the install failed instead).  Every name below
--- goes through format('%I').
+-- pgque:first-on-upgrade (ALTER EXTENSION UPDATE takes the objects back before its own steps, ADR 0042)
+-- pgque:replay-on-upgrade (and again at its end, for what the update made)
+-- Ownership: every object in schema pgque, and the schema, belong to
+-- pgque_owner (sql/01_roles.sql), whoever installed: a role nobody is a
+-- member of, so nobody can replace a function that other roles call, add a
+-- trigger to a table the workers write, or run code with the rights of
+-- whoever calls the extension (ADR 0042).  Until 0.2.0 a trusted install
+-- handed everything to the installing role; an update takes it back here
+-- before its hand-written steps (the guard of sql/01_foreign_guard.sql has
+-- refused anything that role added) and again at its end.  The queues'
+-- event tables and sequences (made by create_queue, not members) are in
+-- schema pgque too and are taken as well.  Schema pgque keeps no right but
+-- USAGE for the pgque roles and the installing role (sql/90_grants.sql):
+-- a CREATE granted on it by its former owner would let that grantee put
+-- functions where the SECURITY DEFINER API looks first.
+-- Every name below goes through format('%I') or a reg* output; nothing is
+-- spliced in by the extowner substitution (CVE-2023-39417); every operator
+-- and function is qualified.
 do $owner$
 declare
-    r record;
-    v_owner name;
+    r    record;
+    v_nsp pg_catalog.oid := (select n.oid from pg_catalog.pg_namespace n
+                              where n.nspname operator(pg_catalog.=) 'pgque'::pg_catalog.name);
 begin
-    select pg_catalog.pg_get_userbyid(e.extowner) into strict v_owner
-      from pg_catalog.pg_extension e where e.extname = 'pgque_bgw';
-    if current_user = v_owner then
-        return;
+    if (select n.nspowner from pg_catalog.pg_namespace n where n.oid operator(pg_catalog.=) v_nsp)
+       operator(pg_catalog.<>) 'pgque_owner'::pg_catalog.regrole then
+        alter schema pgque owner to pgque_owner;
     end if;
-    execute pg_catalog.format('alter schema pgque owner to %I', v_owner);
-    for r in select p.oid::regprocedure::text as obj, case p.prokind when 'p' then 'procedure' else 'function' end as kind
-               from pg_catalog.pg_proc p where p.pronamespace = 'pgque'::regnamespace loop
-        execute pg_catalog.format('alter %s %s owner to %I', r.kind, r.obj, v_owner);
-    end loop;
-    for r in select c.oid::regclass::text as obj, c.relkind
+    for r in select pg_catalog.format('alter %s %s owner to pgque_owner',
+                                      case when p.prokind operator(pg_catalog.=) 'p'::pg_catalog."char" then 'procedure'
+                                           when p.prokind operator(pg_catalog.=) 'a'::pg_catalog."char" then 'aggregate'
+                                           else 'function' end,
+                                      p.oid::pg_catalog.regprocedure) as cmd
+               from pg_catalog.pg_proc p
+              where p.pronamespace operator(pg_catalog.=) v_nsp
+                and p.proowner operator(pg_catalog.<>) 'pgque_owner'::pg_catalog.regrole
+             union all
+             select pg_catalog.format('alter table %s owner to pgque_owner', c.oid::pg_catalog.regclass)
                from pg_catalog.pg_class c
-              where c.relnamespace = 'pgque'::regnamespace and c.relkind in ('r', 'v', 'p')
-                and not exists (select 1 from pg_catalog.pg_depend d
-                                 where d.classid = 'pg_class'::regclass and d.objid = c.oid and d.deptype = 'a'
-                                   and d.refclassid = 'pg_class'::regclass) loop
-        execute pg_catalog.format('alter table %s owner to %I', r.obj, v_owner);
+              where c.relnamespace operator(pg_catalog.=) v_nsp
+                and c.relkind operator(pg_catalog.=) any ('{r,v,p,m,f}'::pg_catalog."char"[])
+                and c.relowner operator(pg_catalog.<>) 'pgque_owner'::pg_catalog.regrole
+             union all
+             select pg_catalog.format('alter sequence %s owner to pgque_owner', c.oid::pg_catalog.regclass)
+               from pg_catalog.pg_class c
+              where c.relnamespace operator(pg_catalog.=) v_nsp
+                and c.relkind operator(pg_catalog.=) 'S'::pg_catalog."char"
+                and c.relowner operator(pg_catalog.<>) 'pgque_owner'::pg_catalog.regrole
+                and not exists (select from pg_catalog.pg_depend d
+                                 where d.classid operator(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+                                   and d.objid operator(pg_catalog.=) c.oid
+                                   and d.deptype operator(pg_catalog.=) any ('{a,i}'::pg_catalog."char"[]))
+             union all
+             select pg_catalog.format('alter type %s owner to pgque_owner', t.oid::pg_catalog.regtype)
+               from pg_catalog.pg_type t
+              where t.typnamespace operator(pg_catalog.=) v_nsp
+                and t.typtype operator(pg_catalog.=) any ('{c,d,e,r,m}'::pg_catalog."char"[])
+                and t.typowner operator(pg_catalog.<>) 'pgque_owner'::pg_catalog.regrole
+                and not exists (select from pg_catalog.pg_class c
+                                 where c.oid operator(pg_catalog.=) t.typrelid
+                                   and c.relkind operator(pg_catalog.<>) 'c'::pg_catalog."char") loop
+        execute r.cmd;
     end loop;
-    for r in select c.oid::regclass::text as obj from pg_catalog.pg_class c
-              where c.relnamespace = 'pgque'::regnamespace and c.relkind = 'S'
-                and not exists (select 1 from pg_catalog.pg_depend d
-                                 where d.classid = 'pg_class'::regclass and d.objid = c.oid and d.deptype in ('a', 'i')) loop
-        execute pg_catalog.format('alter sequence %s owner to %I', r.obj, v_owner);
+    -- the schema: CREATE for nobody but its owner, USAGE for the pgque roles
+    -- and the installing role only
+    for r in select pg_catalog.format('revoke %s on schema pgque from %s',
+                                      case when a.grantee operator(pg_catalog.=) any (array[
+                                               'pgque_reader'::pg_catalog.regrole, 'pgque_writer'::pg_catalog.regrole,
+                                               'pgque_admin'::pg_catalog.regrole,
+                                               (select e.extowner::pg_catalog.regrole from pg_catalog.pg_extension e
+                                                 where e.extname operator(pg_catalog.=) 'pgque_bgw'::pg_catalog.name)]::pg_catalog.oid[])
+                                           then 'create' else 'all' end,
+                                      case when a.grantee operator(pg_catalog.=) 0::pg_catalog.oid then 'public'
+                                           else pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) end) as cmd
+               from pg_catalog.pg_namespace n, pg_catalog.aclexplode(n.nspacl) a
+              where n.oid operator(pg_catalog.=) v_nsp
+                and a.grantee operator(pg_catalog.<>) 'pgque_owner'::pg_catalog.regrole
+              group by a.grantee loop
+        execute r.cmd;
     end loop;
-    for r in select t.oid::regtype::text as obj from pg_catalog.pg_type t
-              where t.typnamespace = 'pgque'::regnamespace and t.typtype = 'c'
-                and not exists (select 1 from pg_catalog.pg_class c where c.oid = t.typrelid and c.relkind <> 'c') loop
-        execute pg_catalog.format('alter type %s owner to %I', r.obj, v_owner);
-    end loop;
+    -- USAGE for the installing role (the pgque roles' is sql/90_grants.sql's;
+    -- a grant made while the installing role owned the schema went with the
+    -- ownership)
+    if not (select a.rolsuper from pg_catalog.pg_extension e
+              join pg_catalog.pg_roles a on a.oid operator(pg_catalog.=) e.extowner
+             where e.extname operator(pg_catalog.=) 'pgque_bgw'::pg_catalog.name) then
+        execute (select pg_catalog.format('grant usage on schema pgque to %I', pg_catalog.pg_get_userbyid(e.extowner))
+                   from pg_catalog.pg_extension e where e.extname operator(pg_catalog.=) 'pgque_bgw'::pg_catalog.name);
+    end if;
 end
 $owner$;

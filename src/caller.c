@@ -11,11 +11,26 @@
  * target role and never inside a SECURITY DEFINER function.  So an
  * application's SECURITY DEFINER wrapper around pgque.receive() is
  * authorised as the session's current role, not as the wrapper's owner.
+ *
+ * Also the other side: pgque_run_as_role(), the role every unit of the
+ * workers, the producer's append and the CDC append run as (ADR 0042): the
+ * owner of schema pgque, which the install script gives to pgque_owner
+ * with every object in it.  One lookup for the three, so they cannot
+ * disagree; the owner of schema pgque rather than pg_extension.extowner,
+ * which is the installing role and owns nothing (it was the owner of every
+ * object until 0.2.0, which left the schema to it too, so a database still
+ * on 0.2.0's SQL runs as that role, as it did).
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_namespace.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "utils/syscache.h"
+
+#include "pgque_bgw.h"
 
 PG_FUNCTION_INFO_V1(pgque_caller);
 
@@ -23,4 +38,23 @@ Datum
 pgque_caller(PG_FUNCTION_ARGS)
 {
 	PG_RETURN_OID(GetOuterUserId());
+}
+
+/*
+ * The role the extension's own work runs as: the owner of schema pgque
+ * (see the file header).  The caller is in a transaction; raises when the
+ * schema is missing.
+ */
+Oid
+pgque_run_as_role(void)
+{
+	Oid			nsp = get_namespace_oid("pgque", false);
+	HeapTuple	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "pgque_bgw: cache lookup failed for namespace %u", nsp);
+	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+	ReleaseSysCache(tup);
+	return owner;
 }

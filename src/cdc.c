@@ -409,24 +409,6 @@ trigger_entry(Relation rel, Trigger *tg, bool truncate)
 }
 
 /*
- * The extension owner: the owner of schema pgque (sql/99_owner.sql gives
- * it to the role that installed the extension).
- */
-static Oid
-extension_owner(void)
-{
-	Oid			nsp = get_namespace_oid("pgque", false);
-	HeapTuple	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "pgque_bgw: cache lookup failed for namespace %u", nsp);
-	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
-
-/*
  * A trigger produces on behalf of its table's owner, who must be allowed to
  * produce: a member of pgque_writer (or of the extension owner).
  */
@@ -638,7 +620,7 @@ cdc_fire(FunctionCallInfo fcinfo, CdcFormat fmt, const char *fname)
 						op_name, e->table_name, fname),
 				 errhint("Add a primary key, or name the key columns with the trigger argument pkey=col,...")));
 
-	ext_owner = extension_owner();
+	ext_owner = pgque_run_as_role();
 	check_table_owner(rel, ext_owner, text_to_cstring(e->queue));
 
 	/* an UPDATE: a key change is refused; one that changed only left-out columns is no event */
