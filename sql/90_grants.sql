@@ -135,7 +135,7 @@ grant select on pgque.queue, pgque.consumer, pgque.subscription, pgque.tick,
 -- on the extension's members, granted to it by name, and uninstall().  Not
 -- a membership of pgque_admin, which would reach every database of the
 -- cluster with the extension.  A superuser needs none of it.  Its USAGE on
--- schema pgque is granted by sql/99_owner.sql, once pgque_owner owns it.
+-- schema pgque is granted by sql/89_owner.sql, which gave it to pgque_owner.
 do $installer$
 declare
     r       record;

@@ -88,7 +88,7 @@ register_callbacks(void)
 
 /*
  * The role a producer appends as: pgque_owner, the owner of every object of
- * the extension (sql/99_owner.sql) and as whom the SECURITY DEFINER API and
+ * the extension (sql/89_owner.sql) and as whom the SECURITY DEFINER API and
  * the workers run (ADR 0014, 0042; pgque_run_as_role()).  Looked up once
  * (with whether the extension is installed) and cached.  The caller must
  * have accepted invalidation messages.

@@ -13,6 +13,11 @@
 -- USAGE for the pgque roles and the installing role (sql/90_grants.sql):
 -- a CREATE granted on it by its former owner would let that grantee put
 -- functions where the SECURITY DEFINER API looks first.
+-- It runs before sql/90_grants.sql: PostgreSQL before 17 does not follow
+-- an ALTER ... OWNER in an extension's initial privileges (pg_init_privs,
+-- what pg_dump compares the ACLs with), so the grants are made, and
+-- recorded, by the final owner; a fresh install then dumps as an updated
+-- one does (test/t/017_upgrade.pl).
 -- Every name below goes through format('%I') or a reg* output; nothing is
 -- spliced in by the extowner substitution (CVE-2023-39417); every operator
 -- and function is qualified.
