@@ -4,3 +4,11 @@
 -- step leaves the object exactly as a fresh 0.3.0 install makes it
 -- (test/t/017_upgrade.pl compares them).  The released scripts of 0.1.0,
 -- 0.2.0 and the 0.1.0 -> 0.2.0 step are frozen in sql/released/.
+--
+-- Before this file the update has run the guard, the roles and the
+-- ownership hand-over (the parts marked first-on-upgrade, ADR 0042): schema
+-- pgque holds nothing another role made and pgque_owner owns everything.
+-- Function bodies are still the old ones here, and an old owner may have
+-- replaced them: no step here may call a pgque function or change rows
+-- (which fires the extension's triggers); data fixes go to the post step,
+-- after every function is ours again.
