@@ -25,7 +25,7 @@ begin
            and d.deptype operator(pg_catalog.=) 'e'::pg_catalog."char"),
     rel as (
         select c.oid from pg_catalog.pg_class c where c.relnamespace operator(pg_catalog.=) v_nsp),
-    -- a function an attachment (default, constraint, index) may call: a
+    -- a function an attachment (default, constraint, index, partition key) may call: a
     -- built-in one, or one of the extension's C functions (which no
     -- non-superuser can redefine in C)
     safe_fn as (
@@ -50,6 +50,11 @@ begin
           from pg_catalog.pg_constraint k
          where k.connamespace operator(pg_catalog.=) v_nsp
             or k.conrelid operator(pg_catalog.=) any (select oid from rel)
+        union all
+        -- a relation's own expressions (a partition key)
+        select 'pg_catalog.pg_class'::pg_catalog.regclass, r.oid,
+               pg_catalog.format('relation %s', r.oid::pg_catalog.regclass)
+          from rel r
         union all
         select 'pg_catalog.pg_class'::pg_catalog.regclass, i.indexrelid,
                pg_catalog.format('index %s', i.indexrelid::pg_catalog.regclass)

@@ -172,9 +172,27 @@ select is_empty($$select p.oid::regprocedure::text from pg_proc p
 select is_empty($$select m.roleid::regrole::text || ' ' || m.member::regrole::text from pg_auth_members m
                    where 'pgque_owner'::regrole in (m.roleid, m.member)$$,
                 'nobody is a member of pgque_owner, and it is a member of nothing');
+-- the extension's owner (a trusted install) cannot replace code other roles
+-- call (issue #25 item 8: a replaced logutriga() ran as the superuser whose
+-- INSERT fired it, a replaced status() as the superuser or the exporter
+-- that called it), nor attach code to the extension's tables
+select is(pg_temp.error_as('pgque_t_owner', $$create or replace function pgque.status(out component text, out status text, out detail text)
+                                              returns setof record language sql as 'select null::text, null::text, null::text'$$),
+          '42501: permission denied for schema pgque', 'the extension''s owner cannot replace status()');
+select is(pg_temp.error_as('pgque_t_owner', $$create or replace function pgque.logutriga() returns trigger
+                                              language plpgsql as 'begin return null; end'$$),
+          '42501: permission denied for schema pgque', 'the extension''s owner cannot replace logutriga()');
+select is(pg_temp.error_as('pgque_t_owner', $$alter function pgque.metrics() owner to pgque_t_owner$$),
+          '42501: must be owner of function metrics', 'the extension''s owner cannot take metrics()');
+select is(pg_temp.error_as('pgque_t_owner', $$create trigger t before update on pgque.subscription
+                                              for each row execute function pg_catalog.suppress_redundant_updates_trigger()$$),
+          '42501: permission denied for table subscription', 'the extension''s owner cannot attach a trigger to pgque.subscription');
 
 -------------------------------------------------------------------------------
--- 3. tables, views, sequences: each role's privileges (a = insert, r =
+-- 3. tables, views, sequences: each role's privileges (the extension's
+-- owner holds the three roles' rights on the extension's members, none on
+-- the queues' event tables, which are not members: it reads events through
+-- the API) (a = insert, r =
 -- select, w = update, d = delete, D = truncate, x = references, t = trigger;
 -- sequences: r = select, w = update, U = usage; - = none).  Two queues make
 -- the per-queue relations exist, one of them with partition buckets.
@@ -199,12 +217,12 @@ insert into expected_rel values
     ('delayed_event', 'public:- writer:- reader:- admin:r app2:- owner:r'),
     ('delayed_events', 'public:- writer:- reader:- admin:r app2:- owner:r'),
     ('event_Q', 'public:- writer:- reader:- admin:r app2:- owner:-'),
-    ('event_Q_0', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('event_Q_0_bK', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('event_Q_1', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('event_Q_1_bK', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('event_Q_2', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('event_Q_2_bK', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
+    ('event_Q_0', 'public:- writer:- reader:- admin:r app2:- owner:-'),
+    ('event_Q_0_bK', 'public:- writer:- reader:- admin:r app2:- owner:-'),
+    ('event_Q_1', 'public:- writer:- reader:- admin:r app2:- owner:-'),
+    ('event_Q_1_bK', 'public:- writer:- reader:- admin:r app2:- owner:-'),
+    ('event_Q_2', 'public:- writer:- reader:- admin:r app2:- owner:-'),
+    ('event_Q_2_bK', 'public:- writer:- reader:- admin:r app2:- owner:-'),
     ('event_Q_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:-'),
     ('event_Q_tick_seq', 'public:- writer:- reader:- admin:- app2:- owner:-'),
     ('event_template', 'public:- writer:- reader:- admin:r app2:- owner:r'),

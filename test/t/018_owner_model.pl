@@ -6,8 +6,9 @@
 #     trusted, and the operator never runs;
 #  2. a 0.2.0 install by a non-superuser owner (the state every trusted
 #     0.2.0 install is in) gets a BEFORE UPDATE trigger on
-#     pgque.subscription, an operator in schema pgque and an index calling
-#     its own function; ALTER EXTENSION UPDATE, by it or by a superuser, is
+#     pgque.subscription, an operator in schema pgque, an index calling its
+#     own function and a table of its own in the schema with a default and
+#     a partition key calling one; ALTER EXTENSION UPDATE, by it or by a superuser, is
 #     refused while they exist and none of them runs; once they are gone the
 #     update takes every object back for pgque_owner;
 #  3. the owner of a trusted install can no longer replace pgque.logutriga()
@@ -108,14 +109,21 @@ my %plant = (
         create function public.eq(oid, regnamespace) returns boolean language sql as
           $f$ select public.note('operator =') and $1 operator(pg_catalog.=) $2::oid $f$;
         create operator pgque.= (leftarg = oid, rightarg = regnamespace, function = public.eq);},
-    'which calls function public.ix' => q{
+    'index sub_ix, which calls function public.ix(bigint)' => q{
         create function public.ix(bigint) returns bigint language plpgsql immutable as
           $f$ begin perform public.note('index expression'); return $1; end $f$;
         create index sub_ix on pgque.subscription (public.ix(sub_last_tick));},
+    # a table of its own in the schema, as the queues' are: its default and
+    # partition key would run on an insert
+    'relation pk, which calls function public.iy(bigint)' => q{
+        create function public.iy(bigint) returns bigint language plpgsql immutable as
+          $f$ begin perform public.note('partition key or default'); return $1; end $f$;
+        create table pgque.pk (a bigint default public.iy(1)) partition by range (public.iy(a));},
+    'default of pk.a, which calls function public.iy(bigint)' => '',
 );
 for my $what (sort keys %plant)
 {
-    $node->safe_psql('up', $plant{$what}, extra_params => [ '-U', 'dbo' ]);
+    $node->safe_psql('up', $plant{$what}, extra_params => [ '-U', 'dbo' ]) if $plant{$what};
 }
 # the recorder works: building the index ran the planted expression as the
 # table's owner, dbo, without superuser rights
@@ -131,7 +139,7 @@ for my $who ('dbo', 'a superuser')
     like($err, qr/\Q$_\E/, "... naming $_") for sort keys %plant;
     like($err, qr/HINT:  Drop these objects/, '... and a hint');
 }
-is(ran('up'), '0', 'none of the planted trigger, operator or index expression ran');
+is(ran('up'), '0', 'none of the planted trigger, operator, index, default or partition key expressions ran');
 is(super('dbo'), 'f', 'dbo is not a superuser');
 is($node->safe_psql('up', q{select extversion from pg_extension where extname = 'pgque_bgw'}), '0.2.0',
    'the extension is still 0.2.0');
@@ -140,6 +148,7 @@ $node->safe_psql('up', q{
     drop trigger t on pgque.subscription;
     drop operator pgque.=(oid, regnamespace);
     drop index pgque.sub_ix;
+    drop table pgque.pk;
     grant create on schema pgque to creator;
 }, extra_params => [ '-U', 'dbo' ]);
 ($ret, $out, $err) = $node->psql('up', 'alter extension pgque_bgw update', extra_params => [ '-U', 'dbo' ]);
