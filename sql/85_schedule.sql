@@ -37,8 +37,12 @@ end $$;
 -- start(): with the workers off, schedule ticker_loop() and maint() every
 -- minute with pg_cron (installed in this database).  With the workers on
 -- there is nothing to schedule.  Without pg_cron: a clear error.
+-- SECURITY INVOKER (ADR 0042): pg_cron runs a job as the role that
+-- scheduled it, which must be able to log in; pgque_owner cannot.  So the
+-- jobs belong to the caller (an admin with LOGIN and the use of pg_cron),
+-- and run ticker_loop() and maint() with its rights, as it could itself.
 create function pgque.start()
-returns void language plpgsql security definer
+returns void language plpgsql
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     db text := pg_catalog.current_database();
@@ -62,9 +66,11 @@ begin
       using 'pgque_maint_' || db, '* * * * *', 'select pgque.maint()', db;
 end $$;
 
--- stop(): remove the jobs start() made; harmless without pg_cron.
+-- stop(): remove the jobs start() made; harmless without pg_cron.  As its
+-- caller, like start(): it removes the caller's jobs (pg_cron lets a role
+-- unschedule its own).
 create function pgque.stop()
-returns void language plpgsql security definer
+returns void language plpgsql
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     j record;

@@ -117,6 +117,13 @@ grant select on pgque.delayed_events, pgque.config to pgque_admin;
 grant select on pgque.alerts to pgque_reader, pgque_admin;
 grant select on pgque.alert, pgque.maint_failure to pgque_admin;
 grant execute on procedure pgque.ticker_loop(interval, interval) to pgque_admin;
+-- The internal helpers that entry points running as their caller call
+-- (ADR 0042): ticker_loop() (a procedure that commits cannot be SECURITY
+-- DEFINER), start() and stop() (pg_cron jobs belong to their caller).  Each
+-- reads nothing of the extension's: an interval check, whether the library
+-- is preloaded, the caller's own pg_cron jobs.  Pinned.
+grant execute on function pgque._check_interval(text, interval, boolean), pgque._preloaded(),
+                          pgque._cron_jobs() to pgque_admin;
 
 -- change-data-capture triggers: CREATE TRIGGER needs EXECUTE on them (a
 -- firing does not); the table's owner must also be a pgque_writer when

@@ -163,8 +163,19 @@ select cmp_ok((select count(*) from pg_proc where pronamespace = 'pgque'::regnam
 select is_empty($$select p.oid::regprocedure::text || ' by ' || w.label
                     from pg_proc p, who w
                    where p.pronamespace = 'pgque'::regnamespace and p.proname ~ '^_'
-                     and has_function_privilege(w.r, p.oid, 'execute')$$,
+                     and has_function_privilege(w.r, p.oid, 'execute')
+                     and p.oid not in ('pgque._check_interval(text,interval,boolean)'::regprocedure,
+                                       'pgque._preloaded()'::regprocedure, 'pgque._cron_jobs()'::regprocedure)$$,
                 'no internal function is executable by any of the roles, the extension''s owner included');
+-- but the three that entry points running as their caller call (ticker_loop,
+-- start, stop: the pg_cron jobs run as the role that called start())
+select is((select string_agg(w.label, ' ' order by w.ord) from who w
+            where has_function_privilege(w.r, p.oid, 'execute')),
+          'admin owner', p.oid::regprocedure::text || ' is executable by: admin owner')
+  from pg_proc p
+ where p.oid in ('pgque._check_interval(text,interval,boolean)'::regprocedure,
+                 'pgque._preloaded()'::regprocedure, 'pgque._cron_jobs()'::regprocedure)
+ order by 1;
 select is_empty($$select p.oid::regprocedure::text from pg_proc p
                    where p.pronamespace = 'pgque'::regnamespace
                      and p.proowner <> 'pgque_owner'::regrole$$,
