@@ -23,11 +23,16 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_extension.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "utils/fmgroids.h"
 #include "utils/syscache.h"
 
 #include "pgque_bgw.h"
@@ -56,5 +61,31 @@ pgque_run_as_role(void)
 		elog(ERROR, "pgque_bgw: cache lookup failed for namespace %u", nsp);
 	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
 	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
+ * The role that installed the extension (pg_extension.extowner), which owns
+ * no object of it since ADR 0042 but holds the three roles' rights by name
+ * (sql/90_grants.sql); InvalidOid when the extension is not installed.
+ */
+Oid
+pgque_extension_owner(void)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			owner = InvalidOid;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("pgque_bgw"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
 	return owner;
 }

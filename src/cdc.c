@@ -410,16 +410,22 @@ trigger_entry(Relation rel, Trigger *tg, bool truncate)
 
 /*
  * A trigger produces on behalf of its table's owner, who must be allowed to
- * produce: a member of pgque_writer (or of the extension owner).
+ * produce: a member of pgque_writer, of pgque_owner (nobody is) or of the
+ * role that installed the extension (which holds pgque_writer's rights by
+ * name, ADR 0042; looked up last, only for a table owner that is neither).
  */
 static void
 check_table_owner(Relation rel, Oid ext_owner, const char *queue)
 {
 	Oid			owner = rel->rd_rel->relowner;
 	Oid			writer = get_role_oid("pgque_writer", true);
+	Oid			installer;
 
 	if (has_privs_of_role(owner, ext_owner) ||
 		(OidIsValid(writer) && has_privs_of_role(owner, writer)))
+		return;
+	installer = pgque_extension_owner();
+	if (OidIsValid(installer) && has_privs_of_role(owner, installer))
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),

@@ -201,6 +201,13 @@ $node->safe_psql('fresh', q{
     select count(*) from pgque.status();
 });
 is(ran('fresh'), '0', "a superuser's insert through logutriga and its status() ran nothing of the owner's");
+# the installing role still produces from its own table (it holds
+# pgque_writer's rights by name; CDC checks the table's owner)
+($ret, $out, $err) = $node->psql('fresh', q{
+    create table public.dbo_rows(id int primary key);
+    create trigger q after insert on public.dbo_rows for each row execute function pgque.logutriga('cdc');
+    insert into public.dbo_rows values (1);}, extra_params => [ '-U', 'dbo' ]);
+is($ret, 0, "the installing role's own table produces through logutriga") or diag($err);
 is(super('dbo'), 'f', 'dbo is still not a superuser');
 
 # --- 4. pgque_proxy: the schema guard
