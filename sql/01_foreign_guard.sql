@@ -124,7 +124,9 @@ begin
                           and t.typnamespace operator(pg_catalog.=) v_nsp)
            and not exists (select from member m where m.objid operator(pg_catalog.=) k.oid
                               and m.classid operator(pg_catalog.=) 'pg_catalog.pg_cast'::pg_catalog.regclass)
-        -- what fires on the extension's relations (and the queues')
+        -- what fires on the extension's relations (and the queues'): the
+        -- extension's own triggers are listed here by table, name and
+        -- function; a part that adds one adds it to this list
         union all
         select 6, pg_catalog.format('trigger %I on %s', g.tgname, g.tgrelid::pg_catalog.regclass)
           from pg_catalog.pg_trigger g
