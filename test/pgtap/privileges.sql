@@ -181,8 +181,9 @@ select is_empty($$select p.oid::regprocedure::text from pg_proc p
                      and p.proowner <> 'pgque_owner'::regrole$$,
                 'pgque_owner owns every function (ADR 0042)');
 select is_empty($$select m.roleid::regrole::text || ' ' || m.member::regrole::text from pg_auth_members m
-                   where 'pgque_owner'::regrole in (m.roleid, m.member)$$,
-                'nobody is a member of pgque_owner, and it is a member of nothing');
+                   where m.roleid = 'pgque_owner'::regrole
+                      or (m.member = 'pgque_owner'::regrole and m.roleid <> 'pg_read_all_stats'::regrole)$$,
+                'nobody is a member of pgque_owner, and it is a member of pg_read_all_stats only');
 -- the extension's owner (a trusted install) cannot replace code other roles
 -- call (issue #25 item 8: a replaced logutriga() ran as the superuser whose
 -- INSERT fired it, a replaced status() as the superuser or the exporter
