@@ -83,6 +83,37 @@ begin
               group by a.grantee loop
         execute r.cmd;
     end loop;
+    -- the tables, sequences and internal functions: no right for a role
+    -- outside the pgque roles and the installing role.  Until 0.2.0 the
+    -- installing role owned them and could grant rights on them to a role
+    -- of its choosing, which the ownership change above keeps (with
+    -- pgque_owner as the grantor); such a role could write what the
+    -- SECURITY DEFINER code trusts.  A fresh install has none to revoke.
+    for r in select pg_catalog.format('revoke all on %s %s from %s',
+                                      case when x.kind operator(pg_catalog.=) 'S'::pg_catalog."char" then 'sequence'
+                                           when x.kind operator(pg_catalog.=) 'f'::pg_catalog."char" then 'routine'
+                                           else 'table' end,
+                                      x.obj,
+                                      case when a.grantee operator(pg_catalog.=) 0::pg_catalog.oid then 'public'
+                                           else pg_catalog.quote_ident(pg_catalog.pg_get_userbyid(a.grantee)) end) as cmd
+               from (select c.relkind as kind, c.oid::pg_catalog.regclass::pg_catalog.text as obj, c.relacl as acl
+                       from pg_catalog.pg_class c
+                      where c.relnamespace operator(pg_catalog.=) v_nsp
+                        and c.relkind operator(pg_catalog.=) any ('{r,p,S}'::pg_catalog."char"[])
+                     union all
+                     select 'f'::pg_catalog."char", p.oid::pg_catalog.regprocedure::pg_catalog.text, p.proacl
+                       from pg_catalog.pg_proc p
+                      where p.pronamespace operator(pg_catalog.=) v_nsp
+                        and pg_catalog.starts_with(p.proname::pg_catalog.text, '_')) x,
+                    pg_catalog.aclexplode(x.acl) a
+              where not (a.grantee operator(pg_catalog.=) any (array[
+                             'pgque_owner'::pg_catalog.regrole, 'pgque_reader'::pg_catalog.regrole,
+                             'pgque_writer'::pg_catalog.regrole, 'pgque_admin'::pg_catalog.regrole,
+                             (select e.extowner::pg_catalog.regrole from pg_catalog.pg_extension e
+                               where e.extname operator(pg_catalog.=) 'pgque_bgw'::pg_catalog.name)]::pg_catalog.oid[]))
+              group by x.kind, x.obj, a.grantee loop
+        execute r.cmd;
+    end loop;
     -- USAGE for the installing role (the pgque roles' is sql/90_grants.sql's;
     -- a grant made while the installing role owned the schema went with the
     -- ownership)

@@ -150,6 +150,9 @@ $node->safe_psql('up', q{
     drop index pgque.sub_ix;
     drop table pgque.pk;
     grant create on schema pgque to creator;
+    grant update on pgque.subscription to creator;
+    grant select on pgque.idem to creator;
+    grant execute on function pgque._caller() to creator;
 }, extra_params => [ '-U', 'dbo' ]);
 ($ret, $out, $err) = $node->psql('up', 'alter extension pgque_bgw update', extra_params => [ '-U', 'dbo' ]);
 is($ret, 0, 'without them the owner updates') or diag($err);
@@ -166,6 +169,10 @@ is($node->safe_psql('up', q{select pg_get_userbyid(nspowner) from pg_namespace w
 is($node->safe_psql('up', q{select has_schema_privilege('creator', 'pgque', 'create')
                                    or has_schema_privilege('dbo', 'pgque', 'create')}),
    'f', 'CREATE on schema pgque granted by its former owner is gone');
+is($node->safe_psql('up', q{select has_table_privilege('creator', 'pgque.subscription', 'update')
+                                   or has_table_privilege('creator', 'pgque.idem', 'select')
+                                   or has_function_privilege('creator', 'pgque._caller()', 'execute')}),
+   'f', 'and so are the rights on tables and internal functions it granted to a role of its choosing');
 is($node->safe_psql('up', q{select count(*) from pgque.receive('q', 'c', 10)}, extra_params => [ '-U', 'dbo' ]),
    '1', 'the event sent before the update is received after it, by the former owner through its grants');
 ($ret, $out, $err) = $node->psql('up', q{
