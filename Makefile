@@ -31,14 +31,18 @@ OBJS       = src/pgque_bgw.o src/guc.o src/state.o src/wake.o src/worker.o \
 DATA_built = pgque_bgw--$(EXTVERSION).sql pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql \
              pgque_proxy--$(EXTVERSION).sql pgque_proxy--$(PREV_VERSION)--$(EXTVERSION).sql
 EXTRA_CLEAN = pgque_proxy.control sql_comments.sql
-DATA       = $(wildcard sql/released/pgque_bgw--*.sql sql/released/pgque_proxy--*.sql)
+# the released scripts, and the secondary control files that make the old
+# versions untrusted (ADR 0042: only the current version may be installed or
+# updated to by a non-superuser)
+DATA       = $(wildcard sql/released/pgque_bgw--*.sql sql/released/pgque_proxy--*.sql) \
+             $(wildcard sql/control/pgque_bgw--*.control)
 SQL_PARTS  = $(sort $(wildcard sql/[0-9][0-9]_*.sql))
 UPGRADE_PRE  = sql/upgrade/$(PREV_VERSION)--$(EXTVERSION).pre.sql
 UPGRADE_POST = $(wildcard sql/upgrade/$(PREV_VERSION)--$(EXTVERSION).post.sql)
 PG_CPPFLAGS = -DPGQUE_VERSION='"$(EXTVERSION)"'
 # The limits C and SQL share are written once, in src/rules.h: each
 # "#define PGQUE_<NAME> <number>" there replaces @PGQUE_<NAME>@ in the parts.
-SQL_SUBST := -e 's/@PGQUE_VERSION@/$(EXTVERSION)/g' \
+SQL_SUBST := -e 's/@PGQUE_VERSION@/$(EXTVERSION)/g' -e 's/@PGQUE_EXTENSION@/pgque_bgw/g' \
              $(shell sed -n 's/^\#define \(PGQUE_[A-Z_]*\) \([0-9][0-9]*\).*/-e s\/@\1@\/\2\/g/p' src/rules.h)
 
 # make installcheck: the tests of make test against a server you run
@@ -91,8 +95,12 @@ pgque_bgw--$(EXTVERSION).sql: $(SQL_PARTS) sql_comments.sql pgque_bgw.control sr
 	cat $(SQL_PARTS) sql_comments.sql | sed $(SQL_SUBST) > $@
 	@! grep -n '@PGQUE_[A-Z_]*@' $@ || { echo "$@: a placeholder without a define in src/rules.h" >&2; rm -f $@; exit 1; }
 
-pgque_proxy--$(EXTVERSION).sql: sql/proxy/pgque_proxy.sql pgque_bgw.control
-	sed 's/@PGQUE_VERSION@/$(EXTVERSION)/g' $< > $@
+# pgque_proxy installs into schema pgque too: the schema guard of pgque_bgw
+# (ADR 0042) right after its \echo line, with its own name
+pgque_proxy--$(EXTVERSION).sql: sql/proxy/pgque_proxy.sql sql/00_schema_guard.sql pgque_bgw.control
+	sed -e 's/@PGQUE_EXTENSION@/pgque_proxy/g' sql/00_schema_guard.sql > $@.guard
+	sed -e 's/@PGQUE_VERSION@/$(EXTVERSION)/g' -e '/^\\echo /r $@.guard' $< > $@
+	rm -f $@.guard
 
 # pgque_proxy's upgrade: the same generator, its own hand-written steps
 pgque_proxy--$(PREV_VERSION)--$(EXTVERSION).sql: sql/gen_upgrade.pl sql/proxy/pgque_proxy.sql sql/proxy/upgrade/$(PREV_VERSION)--$(EXTVERSION).pre.sql $(wildcard sql/proxy/upgrade/$(PREV_VERSION)--$(EXTVERSION).post.sql) pgque_bgw.control

@@ -5,9 +5,11 @@
 -- and wait: this script runs with superuser rights and search_path = pgque,
 -- pg_temp, so an unqualified call would run that role's code as superuser;
 -- and the SECURITY DEFINER API, which puts pgque first in its path, would
--- run it as the extension owner for ever after.  So the schema must be
--- empty and belong to the installing role.  Everything below is qualified:
--- it runs before the check has passed.
+-- run it as pgque_owner for ever after.  So the schema must be empty and
+-- belong to the installing role or to pgque_owner (DROP EXTENSION leaves it
+-- so, ADR 0042).  Everything below is qualified: it runs before the check
+-- has passed.  pgque_proxy runs the same guard (the Makefile puts its name
+-- for @PGQUE_EXTENSION@).
 do $guard$
 declare
     v_nsp    pg_catalog.oid;
@@ -16,15 +18,16 @@ declare
     v_what   pg_catalog.text;
 begin
     select e.extnamespace, e.extowner into strict v_nsp, v_ext
-      from pg_catalog.pg_extension e where e.extname operator(pg_catalog.=) 'pgque_bgw'::pg_catalog.name;
+      from pg_catalog.pg_extension e where e.extname operator(pg_catalog.=) '@PGQUE_EXTENSION@'::pg_catalog.name;
     select n.nspowner into strict v_owner
       from pg_catalog.pg_namespace n where n.oid operator(pg_catalog.=) v_nsp;
-    if v_owner operator(pg_catalog.<>) v_ext then
+    if v_owner operator(pg_catalog.<>) v_ext
+       and v_owner operator(pg_catalog.<>) coalesce(pg_catalog.to_regrole('pgque_owner')::pg_catalog.oid, 0::pg_catalog.oid) then
         raise exception 'schema pgque exists and belongs to role %, not to the installing role %',
               pg_catalog.pg_get_userbyid(v_owner), pg_catalog.pg_get_userbyid(v_ext)
             using errcode = 'object_not_in_prerequisite_state',
                   detail = 'The owner of schema pgque may create objects in it that the extension would call with its owner''s rights.',
-                  hint = 'Drop schema pgque (it is left behind by DROP EXTENSION), or have its owner install the extension.';
+                  hint = 'Drop schema pgque, or have its owner install the extension.';
     end if;
     select pg_catalog.concat_ws(', ',
                (select 'relation ' operator(pg_catalog.||) pg_catalog.min(c.relname::pg_catalog.text)
@@ -53,7 +56,7 @@ begin
                   from pg_catalog.pg_statistic_ext o where o.stxnamespace operator(pg_catalog.=) v_nsp),
                (select 'extension ' operator(pg_catalog.||) pg_catalog.min(o.extname::pg_catalog.text)
                   from pg_catalog.pg_extension o where o.extnamespace operator(pg_catalog.=) v_nsp
-                   and o.extname operator(pg_catalog.<>) 'pgque_bgw'::pg_catalog.name))
+                   and o.extname operator(pg_catalog.<>) '@PGQUE_EXTENSION@'::pg_catalog.name))
       into v_what;
     if v_what operator(pg_catalog.<>) '' then
         raise exception 'schema pgque is not empty: %', v_what

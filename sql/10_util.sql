@@ -133,7 +133,10 @@ end $$;
 -- overflowing later (or being accepted for good).
 create function pgque._check_interval(i_what text, i_value interval, i_allow_zero boolean default false)
 returns void language plpgsql
--- pinned: ticker_loop(), which cannot pin its own path, calls it
+-- pinned, and SECURITY DEFINER: ticker_loop(), which cannot pin its own path
+-- and runs as its caller (a pgque_admin, the job user of start()), calls it;
+-- it calls _check_not_null, which nobody but pgque_owner may (ADR 0042)
+security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform pgque._check_not_null(i_what, i_value);

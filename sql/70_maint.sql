@@ -207,10 +207,11 @@ begin
 end $$;
 
 -- The queues' extra maintenance hooks (PgQ's queue_extra_maint: function
--- names, each called as fn(queue_name) -> int4).  Only the extension owner
--- can write pgque.queue, so only it sets hooks; a hook is run only if it
--- exists with that signature and belongs to the extension owner (else a
--- WARNING), and runs with the owner's rights.  -> the hooks' sum.
+-- names, each called as fn(queue_name) -> int4).  Only pgque_owner can
+-- write pgque.queue, so only it sets hooks; a hook is run only if it exists
+-- with that signature and belongs to pgque_owner, the owner of schema pgque
+-- (else a WARNING): only a superuser can make such a function (ADR 0042),
+-- and it runs with pgque_owner's rights.  -> the hooks' sum.
 create function pgque._maint_extra()
 returns int4 language plpgsql
 -- pinned: the maintenance worker calls it directly
@@ -218,7 +219,7 @@ set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     r      record;
     fn     regprocedure;
-    owner  oid := (select e.extowner from pg_catalog.pg_extension e where e.extname = 'pgque_bgw');
+    owner  oid := (select n.nspowner from pg_catalog.pg_namespace n where n.nspname = 'pgque');
     n      int4 := 0;
     got    int4;
 begin
@@ -231,8 +232,8 @@ begin
             continue;
         end if;
         if (select p.proowner from pg_catalog.pg_proc p where p.oid = fn) <> owner then
-            raise warning 'extra maintenance hook % of queue % is skipped: it is not owned by the extension owner', fn, r.queue_name
-                using hint = 'Only functions of the role that installed pgque_bgw run as hooks.';
+            raise warning 'extra maintenance hook % of queue % is skipped: it is not owned by pgque_owner', fn, r.queue_name
+                using hint = 'Only functions owned by pgque_owner, the owner of schema pgque, run as hooks: a superuser may ALTER FUNCTION ... OWNER TO pgque_owner (docs/security.md).';
             continue;
         end if;
         execute pg_catalog.format('select (%s(%L::pg_catalog.text))::pg_catalog.int4', fn::oid::regproc, r.queue_name) into got;

@@ -6,6 +6,8 @@ set search_path = pgque, pg_catalog, pg_temp as $$
     select '@PGQUE_VERSION@'::text
 $$;
 
+-- Is the library in shared_preload_libraries?  Executable by pgque_admin:
+-- start() runs as its caller.
 create function pgque._preloaded()
 returns boolean language c strict
 as 'MODULE_PATHNAME', 'pgque_preloaded_sql';
@@ -34,11 +36,19 @@ create function pgque._warn_if_unserved()
 returns void language c strict
 as 'MODULE_PATHNAME', 'pgque_warn_if_unserved';
 
--- The pg_cron jobs that start() made for this database, if pg_cron is here.
+-- The pg_cron jobs that start() made for this database, if pg_cron is here,
+-- as far as the current role sees them: pg_cron shows a role its own jobs
+-- only, and start() schedules them as its caller (ADR 0042).  Nothing, not
+-- an error, for a role without the use of schema cron (pgque_owner inside
+-- status(), unless a superuser granted it).  Executable by pgque_admin:
+-- stop() runs as its caller.
 create function pgque._cron_jobs(out jobid bigint, out jobname text, out schedule text)
-returns setof record language plpgsql as $$
+returns setof record language plpgsql
+set search_path = pgque, pg_catalog, pg_temp as $$
 begin
-    if not exists (select 1 from pg_catalog.pg_extension where extname = 'pg_cron') then
+    if not exists (select 1 from pg_catalog.pg_extension where extname = 'pg_cron')
+       or not pg_catalog.has_schema_privilege('cron', 'usage')
+       or not pg_catalog.has_table_privilege('cron.job', 'select') then
         return;
     end if;
     return query execute
@@ -90,7 +100,8 @@ begin
     elsif jobs is not null then
         status := 'pg_cron'; detail := jobs;
     else
-        status := 'manual'; detail := 'call pgque.ticker() and pgque.maint() periodically, or pgque.start() with pg_cron';
+        status := 'manual'; detail := 'call pgque.ticker() and pgque.maint() periodically, or pgque.start() with pg_cron'
+                                      ' (its jobs belong to the role that called it: that role sees them in cron.job)';
     end if;
     return next;
     component := 'alerts';

@@ -37,8 +37,12 @@ end $$;
 -- start(): with the workers off, schedule ticker_loop() and maint() every
 -- minute with pg_cron (installed in this database).  With the workers on
 -- there is nothing to schedule.  Without pg_cron: a clear error.
+-- SECURITY INVOKER (ADR 0042): pg_cron runs a job as the role that
+-- scheduled it, which must be able to log in; pgque_owner cannot.  So the
+-- jobs belong to the caller (an admin with LOGIN and the use of pg_cron),
+-- and run ticker_loop() and maint() with its rights, as it could itself.
 create function pgque.start()
-returns void language plpgsql security definer
+returns void language plpgsql
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     db text := pg_catalog.current_database();
@@ -62,9 +66,11 @@ begin
       using 'pgque_maint_' || db, '* * * * *', 'select pgque.maint()', db;
 end $$;
 
--- stop(): remove the jobs start() made; harmless without pg_cron.
+-- stop(): remove the jobs start() made; harmless without pg_cron.  As its
+-- caller, like start(): it removes the caller's jobs (pg_cron lets a role
+-- unschedule its own).
 create function pgque.stop()
-returns void language plpgsql security definer
+returns void language plpgsql
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     j record;
@@ -95,14 +101,22 @@ end $$;
 -- uninstall(): stop() the pg_cron jobs, then DROP EXTENSION pgque_bgw
 -- CASCADE and the schema: PgQue's "drop schema pgque cascade".  Queues,
 -- events and anything built on pgque's objects go.  The roles stay,
--- as in PgQue.  The extension owner's only: granted to nobody.
+-- as in PgQue.  SECURITY INVOKER (ADR 0042): DROP EXTENSION is the
+-- extension owner's (the installing role, to which sql/90_grants.sql grants
+-- this) or a superuser's; the schema belongs to pgque_owner, so only a
+-- superuser drops it here, and otherwise it stays behind, empty, as DROP
+-- EXTENSION leaves it (a later install uses it).
 create function pgque.uninstall()
-returns void language plpgsql security definer
+returns void language plpgsql
 set search_path = pgque, pg_catalog, pg_temp as $$
 begin
     perform pgque.stop();
     drop extension pgque_bgw cascade;
     -- the schema outlives its extension (CREATE EXTENSION made it for the
     -- control file's "schema = pgque"); PgQue drops it with what is in it
-    drop schema if exists pgque cascade;
+    if exists (select from pg_catalog.pg_namespace n
+                where n.nspname operator(pg_catalog.=) 'pgque'::pg_catalog.name
+                  and pg_catalog.pg_has_role(n.nspowner, 'usage')) then
+        drop schema pgque cascade;
+    end if;
 end $$;

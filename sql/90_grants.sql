@@ -117,6 +117,13 @@ grant select on pgque.delayed_events, pgque.config to pgque_admin;
 grant select on pgque.alerts to pgque_reader, pgque_admin;
 grant select on pgque.alert, pgque.maint_failure to pgque_admin;
 grant execute on procedure pgque.ticker_loop(interval, interval) to pgque_admin;
+-- The internal helpers that entry points running as their caller call
+-- (ADR 0042): ticker_loop() (a procedure that commits cannot be SECURITY
+-- DEFINER), start() and stop() (pg_cron jobs belong to their caller).  Each
+-- reads nothing of the extension's: an interval check, whether the library
+-- is preloaded, the caller's own pg_cron jobs.  Pinned.
+grant execute on function pgque._check_interval(text, interval, boolean), pgque._preloaded(),
+                          pgque._cron_jobs() to pgque_admin;
 
 -- change-data-capture triggers: CREATE TRIGGER needs EXECUTE on them (a
 -- firing does not); the table's owner must also be a pgque_writer when
@@ -129,3 +136,53 @@ grant select on pgque.queue, pgque.consumer, pgque.subscription, pgque.tick,
                  pgque.coop_member, pgque.coop_window, pgque.coop_fence, pgque.state_seal, pgque.slot_batch,
                  pgque.blocked_key
   to pgque_admin;
+
+-- The installing role (pg_extension.extowner; ADR 0042) owns no object of
+-- the extension: it gets, in this database only, what the three roles hold
+-- on the extension's members, granted to it by name, and uninstall().  Not
+-- a membership of pgque_admin, which would reach every database of the
+-- cluster with the extension.  A superuser needs none of it.  Its USAGE on
+-- schema pgque is granted by sql/89_owner.sql, which gave it to pgque_owner.
+do $installer$
+declare
+    r       record;
+    v_ext   pg_catalog.oid;
+    v_inst  pg_catalog.oid;
+begin
+    select e.oid, e.extowner into strict v_ext, v_inst
+      from pg_catalog.pg_extension e where e.extname operator(pg_catalog.=) 'pgque_bgw'::pg_catalog.name;
+    if (select a.rolsuper from pg_catalog.pg_roles a where a.oid operator(pg_catalog.=) v_inst) then
+        return;
+    end if;
+    for r in select pg_catalog.format('grant %s on %s %s to %I', x.privs,
+                                      case when c.relkind operator(pg_catalog.=) 'S'::pg_catalog."char" then 'sequence' else 'table' end,
+                                      c.oid::pg_catalog.regclass, pg_catalog.pg_get_userbyid(v_inst)) as cmd
+               from pg_catalog.pg_class c
+               join pg_catalog.pg_depend d on d.objid operator(pg_catalog.=) c.oid
+                and d.classid operator(pg_catalog.=) 'pg_catalog.pg_class'::pg_catalog.regclass
+               cross join lateral (
+                   select pg_catalog.string_agg(distinct a.privilege_type, ', ') as privs
+                     from pg_catalog.aclexplode(c.relacl) a
+                    where a.grantee operator(pg_catalog.=) any (array['pgque_reader'::pg_catalog.regrole,
+                              'pgque_writer'::pg_catalog.regrole, 'pgque_admin'::pg_catalog.regrole]::pg_catalog.oid[])) x
+              where d.deptype operator(pg_catalog.=) 'e'::pg_catalog."char"
+                and d.refclassid operator(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                and d.refobjid operator(pg_catalog.=) v_ext
+                and x.privs is not null
+             union all
+             select pg_catalog.format('grant execute on routine %s to %I', p.oid::pg_catalog.regprocedure,
+                                      pg_catalog.pg_get_userbyid(v_inst))
+               from pg_catalog.pg_proc p
+               join pg_catalog.pg_depend d on d.objid operator(pg_catalog.=) p.oid
+                and d.classid operator(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+              where d.deptype operator(pg_catalog.=) 'e'::pg_catalog."char"
+                and d.refclassid operator(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+                and d.refobjid operator(pg_catalog.=) v_ext
+                and (p.oid operator(pg_catalog.=) pg_catalog.to_regprocedure('pgque.uninstall()')
+                     or exists (select from pg_catalog.aclexplode(p.proacl) a
+                                 where a.grantee operator(pg_catalog.=) any (array['pgque_reader'::pg_catalog.regrole,
+                                           'pgque_writer'::pg_catalog.regrole, 'pgque_admin'::pg_catalog.regrole]::pg_catalog.oid[]))) loop
+        execute r.cmd;
+    end loop;
+end
+$installer$;

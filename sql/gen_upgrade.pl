@@ -5,6 +5,10 @@
 #   perl sql/gen_upgrade.pl --from 0.1.0 --to 0.2.0 --pre PRE.sql [--post POST.sql] [--extension NAME] sql/NN_*.sql
 #
 # The script is, in order:
+#   0. the parts marked "-- pgque:first-on-upgrade" whole, in the parts'
+#      order: the guard against what another role placed, the roles and
+#      the owner's taking back of every object (ADR 0042); nothing else may
+#      run before them;
 #   1. PRE, hand-written: what "create or replace" cannot do, before any
 #      function needs it: new tables, columns, types, indexes, triggers,
 #      pg_extension_config_dump of new tables, data fixes, and DROP of a
@@ -86,18 +90,23 @@ my $pre_sql = slurp($pre);
 my $post_sql = defined $post ? slurp($post) : '';
 
 my $body = '';
+my $first = '';
 my @replayed;
 my $n = 0;
 for my $part (@ARGV)
 {
 	my $text = slurp($part);
-	if ($text =~ /^-- pgque:replay-on-upgrade\b/m)
+	my $is_first = $text =~ /^-- pgque:first-on-upgrade\b/m;
+	my $is_replay = $text =~ /^-- pgque:replay-on-upgrade\b/m;
+	$text =~ s/^\\[^\n]*\n//mg if $is_first || $is_replay;
+	$first .= "\n-- ==== $part (first, whole)\n$text" if $is_first;
+	if ($is_replay)
 	{
-		$text =~ s/^\\[^\n]*\n//mg;
 		$body .= "\n-- ==== $part (replayed whole)\n$text";
 		push @replayed, $part;
 		next;
 	}
+	next if $is_first;
 	my $sect = '';
 	for my $st (statements($text))
 	{
@@ -118,6 +127,7 @@ my $out = <<"EOT";
 -- and $pre; edit those, not this file (ADR 0019).
 \\echo Use "ALTER EXTENSION $ext UPDATE TO '$to'" to load this file. \\quit
 
+$first
 -- ==== $pre (hand-written steps before the functions)
 $pre_sql
 $body

@@ -17,15 +17,29 @@
  * may SET ROLE pgque_reader, and would get a second quota that way.
  * pgque_caller_privileged() says whether the caller may use their reserve
  * (ADR 0041).
+ *
+ * Also the other side: pgque_run_as_role(), the role every unit of the
+ * workers, the producer's append and the CDC append run as (ADR 0042): the
+ * owner of schema pgque, which the install script gives to pgque_owner
+ * with every object in it.  One lookup for the three, so they cannot
+ * disagree; the owner of schema pgque rather than pg_extension.extowner,
+ * which is the installing role and owns nothing (it was the owner of every
+ * object until 0.2.0, which left the schema to it too, so a database still
+ * on 0.2.0's SQL runs as that role, as it did).
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
+#include "catalog/pg_extension.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_namespace.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
@@ -39,6 +53,51 @@ pgque_caller(PG_FUNCTION_ARGS)
 	PG_RETURN_OID(GetOuterUserId());
 }
 
+/*
+ * The role the extension's own work runs as: the owner of schema pgque
+ * (see the file header).  The caller is in a transaction; raises when the
+ * schema is missing.
+ */
+Oid
+pgque_run_as_role(void)
+{
+	Oid			nsp = get_namespace_oid("pgque", false);
+	HeapTuple	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
+	Oid			owner;
+
+	if (!HeapTupleIsValid(tup))
+		elog(ERROR, "pgque_bgw: cache lookup failed for namespace %u", nsp);
+	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
+	ReleaseSysCache(tup);
+	return owner;
+}
+
+/*
+ * The role that installed the extension (pg_extension.extowner), which owns
+ * no object of it since ADR 0042 but holds the three roles' rights by name
+ * (sql/90_grants.sql); InvalidOid when the extension is not installed.
+ */
+Oid
+pgque_extension_owner(void)
+{
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
+	HeapTuple	tup;
+	Oid			owner = InvalidOid;
+
+	rel = table_open(ExtensionRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
+				CStringGetDatum("pgque_bgw"));
+	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
+	tup = systable_getnext(scan);
+	if (HeapTupleIsValid(tup))
+		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return owner;
+}
+
 /* The role a new shared-memory entry is charged to: the login role. */
 Oid
 pgque_quota_role(void)
@@ -48,7 +107,8 @@ pgque_quota_role(void)
 
 /*
  * Is the caller (or the session's login role) a superuser, or the caller
- * (a member of) the extension owner, the owner of schema pgque?  They may use the reserve of the shared-memory tables and
+ * (a member of) the role that installed the extension or the owner of
+ * schema pgque?  They may use the reserve of the shared-memory tables and
  * are not held to the per-role caps.  Reads the catalogs: call it outside
  * any LWLock.
  */
@@ -71,5 +131,8 @@ pgque_caller_privileged(void)
 		owner = has_privs_of_role(caller, ((Form_pg_namespace) GETSTRUCT(tup))->nspowner);
 		ReleaseSysCache(tup);
 	}
+	/* the installing role (ADR 0042: it owns nothing, but runs the extension) */
+	if (!owner && OidIsValid(pgque_extension_owner()))
+		owner = has_privs_of_role(caller, pgque_extension_owner());
 	return owner;
 }

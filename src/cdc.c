@@ -576,35 +576,23 @@ pgque_cdc_check_attach(Oid tgoid)
 }
 
 /*
- * The extension owner: the owner of schema pgque (sql/99_owner.sql gives
- * it to the role that installed the extension).
- */
-static Oid
-extension_owner(void)
-{
-	Oid			nsp = get_namespace_oid("pgque", false);
-	HeapTuple	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
-	Oid			owner;
-
-	if (!HeapTupleIsValid(tup))
-		elog(ERROR, "pgque_bgw: cache lookup failed for namespace %u", nsp);
-	owner = ((Form_pg_namespace) GETSTRUCT(tup))->nspowner;
-	ReleaseSysCache(tup);
-	return owner;
-}
-
-/*
  * A trigger produces on behalf of its table's owner, who must be allowed to
- * produce: a member of pgque_writer (or of the extension owner).
+ * produce: a member of pgque_writer, of pgque_owner (nobody is) or of the
+ * role that installed the extension (which holds pgque_writer's rights by
+ * name, ADR 0042; looked up last, only for a table owner that is neither).
  */
 static void
 check_table_owner(Relation rel, Oid ext_owner, const char *queue)
 {
 	Oid			owner = rel->rd_rel->relowner;
 	Oid			writer = get_role_oid("pgque_writer", true);
+	Oid			installer;
 
 	if (has_privs_of_role(owner, ext_owner) ||
 		(OidIsValid(writer) && has_privs_of_role(owner, writer)))
+		return;
+	installer = pgque_extension_owner();
+	if (OidIsValid(installer) && has_privs_of_role(owner, installer))
 		return;
 	ereport(ERROR,
 			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
@@ -811,7 +799,7 @@ cdc_fire_pinned(FunctionCallInfo fcinfo, CdcFormat fmt, const char *fname, CdcTr
 						op_name, e->table_name, fname),
 				 errhint("Add a primary key, or name the key columns with the trigger argument pkey=col,...")));
 
-	ext_owner = extension_owner();
+	ext_owner = pgque_run_as_role();
 	check_table_owner(rel, ext_owner, text_to_cstring(e->queue));
 
 	/* an UPDATE: a key change is refused; one that changed only left-out columns is no event */

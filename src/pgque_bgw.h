@@ -279,4 +279,8 @@ struct varlena;
 extern int64 pgque_insert_fields(struct varlena *queue_name, const Datum *fields,
 								 const bool *nulls);
 
+/* caller.c: the role the workers, the producer and CDC run as (ADR 0042) */
+extern Oid	pgque_run_as_role(void);
+extern Oid	pgque_extension_owner(void);
+
 #endif							/* PGQUE_BGW_H */

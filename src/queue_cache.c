@@ -37,6 +37,7 @@
 #include "utils/syscache.h"
 
 #include "kept_plan.h"
+#include "pgque_bgw.h"
 #include "producer.h"
 #include "rules.h"
 
@@ -87,10 +88,11 @@ register_callbacks(void)
 }
 
 /*
- * The role a producer appends as: the owner of extension pgque_bgw, who
- * owns every object of it (sql/99_owner.sql) and as whom the SECURITY
- * DEFINER API and the workers run (ADR 0014).  Read from pg_extension once
- * and cached.  The caller must have accepted invalidation messages.
+ * The role a producer appends as: pgque_owner, the owner of every object of
+ * the extension (sql/89_owner.sql) and as whom the SECURITY DEFINER API and
+ * the workers run (ADR 0014, 0042; pgque_run_as_role()).  Looked up once
+ * (with whether the extension is installed) and cached.  The caller must
+ * have accepted invalidation messages.
  */
 Oid
 pgque_producer_owner(void)
@@ -118,6 +120,8 @@ pgque_producer_owner(void)
 		ereport(ERROR,
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("extension pgque_bgw is not installed in this database")));
+	/* not the extension's owner: the owner of its objects (ADR 0042) */
+	owner = pgque_run_as_role();
 	/* the table whose relcache invalidation flushes this */
 	queue_table_oid = get_relname_relid("queue", get_namespace_oid("pgque", false));
 	producer_owner = owner;

@@ -12,11 +12,12 @@
  *
  * Run-as rule (ADR 0014, docs/security.md): a unit never runs with the
  * bootstrap superuser's rights the worker connected with.  It runs as the
- * owner of extension pgque_bgw, as a security-restricted operation, with
+ * owner of the extension's objects (pgque_owner, ADR 0042; until 0.2.0 the
+ * installing role), as a security-restricted operation, with
  * search_path pinned to pg_catalog, pg_temp; PostgreSQL's own maintenance
  * commands (VACUUM, REFRESH MATERIALIZED VIEW) and pg_cron do the same.
- * Whoever owns the extension can already do everything a unit does; a unit
- * gives nobody more.
+ * pgque_owner can already do everything a unit does and nothing else; a
+ * unit gives nobody more.
  *
  * The unit skeleton is worker_spi's: statement timestamp, transaction, SPI,
  * snapshot, activity report; on error the transaction is aborted and the
@@ -527,9 +528,9 @@ static bool unit_stale = false;
 bool		pgque_unit_abandoned = false;
 
 /*
- * The owner of extension pgque_bgw in this database.  Read in every unit (one
- * index probe): the extension may have been dropped and created again by
- * another role since the last one.
+ * The role a unit runs as: the owner of the extension's objects,
+ * pgque_owner (ADR 0042, pgque_run_as_role()).  Read in every unit: the
+ * extension may have been dropped and created again since the last one.
  */
 static Oid
 extension_owner(void)
@@ -560,7 +561,7 @@ extension_owner(void)
 				 errmsg("extension pgque_bgw in database \"%s\" was dropped or replaced by an older version",
 						pgque_worker_db->dbname)));
 	}
-	return owner;
+	return pgque_run_as_role();
 }
 
 /* the error of the last unit that failed (maint.c records it) */

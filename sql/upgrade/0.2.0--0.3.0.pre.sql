@@ -4,16 +4,23 @@
 -- step leaves the object exactly as a fresh 0.3.0 install makes it
 -- (test/t/017_upgrade.pl compares them).  The released scripts of 0.1.0,
 -- 0.2.0 and the 0.1.0 -> 0.2.0 step are frozen in sql/released/.
+--
+-- Before this file the update has run the guard, the roles and the
+-- ownership hand-over (the parts marked first-on-upgrade, ADR 0042): schema
+-- pgque holds nothing another role made and pgque_owner owns everything.
+-- Function bodies are still the old ones here, and an old owner may have
+-- replaced them: no step here may call a pgque function or change rows
+-- (which fires the extension's triggers); data fixes go to the post step,
+-- after every function is ours again.
 
 -- Idempotency keys belong to the sending role (security issue #25 item 10,
 -- sql/35_idem.sql).  The claims of 0.2.0 had no owner: they keep role 0,
 -- which every role still matches until the claim expires (at most 30 days),
 -- so an update never lets a duplicate through.
+-- The column here, its value, NOT NULL and the new key in the post step
+-- (a data fix, after every function is ours again).
 alter table pgque.idem add column idem_role regrole;
-update pgque.idem set idem_role = 0::pg_catalog.oid::pg_catalog.regrole;
-alter table pgque.idem alter column idem_role set not null;
 alter table pgque.idem drop constraint idem_pkey;
-alter table pgque.idem add constraint idem_pkey primary key (queue_id, idem_role, idem_key);
 
 -- ADR 0038: a blocked key's subscription is no longer deleted under it
 -- (on delete restrict, was cascade): unsubscribing deletes the markers

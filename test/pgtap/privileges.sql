@@ -5,6 +5,9 @@
 -- pgque_reader (application 1), pgque_admin, the reader of another
 -- application (app2, a second role granted pgque_reader) and the owner of
 -- the extension (a non-superuser that installed it: a trusted install).
+-- Since ADR 0042 that owner owns no object (pgque_owner does): it holds, by
+-- name, what the three roles hold on the extension's members, and
+-- uninstall().
 --
 -- 1. Functions: who may execute each public function (every function of
 --    schema pgque not starting with "_"), from the catalog, against the
@@ -60,7 +63,7 @@ insert into expected_fn values
     ('pgque.jsontriga()', 'admin owner'),
     ('pgque.logutriga()', 'admin owner'),
     ('pgque.insert_event(text,text,text,text,text,text,text)', 'writer admin owner'),
-    ('pgque.insert_event_bulk(text,text,text[])', 'owner'),
+    ('pgque.insert_event_bulk(text,text,text[])', ''),
     ('pgque.maint()', 'admin owner'),
     ('pgque.maint_alerts(interval)', 'admin owner'),
     ('pgque.maint_deliver_delayed()', 'admin owner'),
@@ -135,8 +138,8 @@ insert into expected_fn values
 
 create temp view actual_fn as
     select p.oid::regprocedure::text as fn,
-           (select string_agg(w.label, ' ' order by w.ord) from who w
-             where has_function_privilege(w.r, p.oid, 'execute')) as roles
+           coalesce((select string_agg(w.label, ' ' order by w.ord) from who w
+                      where has_function_privilege(w.r, p.oid, 'execute')), '') as roles
       from pg_proc p
      where p.pronamespace = 'pgque'::regnamespace and p.proname !~ '^_';
 
@@ -154,21 +157,54 @@ select is_empty($$select p.oid::regprocedure::text from pg_proc p, aclexplode(p.
                 'no function of pgque is granted to PUBLIC');
 
 -------------------------------------------------------------------------------
--- 2. internal functions: the owner only
+-- 2. internal functions: pgque_owner only (the extension's owner neither)
 select cmp_ok((select count(*) from pg_proc where pronamespace = 'pgque'::regnamespace and proname ~ '^_'),
               '>=', 40::bigint, 'the internal functions are there to check');
 select is_empty($$select p.oid::regprocedure::text || ' by ' || w.label
                     from pg_proc p, who w
                    where p.pronamespace = 'pgque'::regnamespace and p.proname ~ '^_'
-                     and w.label <> 'owner' and has_function_privilege(w.r, p.oid, 'execute')$$,
-                'no internal function is executable by any role but the owner');
+                     and has_function_privilege(w.r, p.oid, 'execute')
+                     and p.oid not in ('pgque._check_interval(text,interval,boolean)'::regprocedure,
+                                       'pgque._preloaded()'::regprocedure, 'pgque._cron_jobs()'::regprocedure)$$,
+                'no internal function is executable by any of the roles, the extension''s owner included');
+-- but the three that entry points running as their caller call (ticker_loop,
+-- start, stop: the pg_cron jobs run as the role that called start())
+select is((select string_agg(w.label, ' ' order by w.ord) from who w
+            where has_function_privilege(w.r, p.oid, 'execute')),
+          'admin owner', p.oid::regprocedure::text || ' is executable by: admin owner')
+  from pg_proc p
+ where p.oid in ('pgque._check_interval(text,interval,boolean)'::regprocedure,
+                 'pgque._preloaded()'::regprocedure, 'pgque._cron_jobs()'::regprocedure)
+ order by 1;
 select is_empty($$select p.oid::regprocedure::text from pg_proc p
-                   where p.pronamespace = 'pgque'::regnamespace and p.proname ~ '^_'
-                     and not has_function_privilege('pgque_t_owner', p.oid, 'execute')$$,
-                'the owner can execute every internal function');
+                   where p.pronamespace = 'pgque'::regnamespace
+                     and p.proowner <> 'pgque_owner'::regrole$$,
+                'pgque_owner owns every function (ADR 0042)');
+select is_empty($$select m.roleid::regrole::text || ' ' || m.member::regrole::text from pg_auth_members m
+                   where m.roleid = 'pgque_owner'::regrole
+                      or (m.member = 'pgque_owner'::regrole and m.roleid <> 'pg_read_all_stats'::regrole)$$,
+                'nobody is a member of pgque_owner, and it is a member of pg_read_all_stats only');
+-- the extension's owner (a trusted install) cannot replace code other roles
+-- call (issue #25 item 8: a replaced logutriga() ran as the superuser whose
+-- INSERT fired it, a replaced status() as the superuser or the exporter
+-- that called it), nor attach code to the extension's tables
+select is(pg_temp.error_as('pgque_t_owner', $$create or replace function pgque.status(out component text, out status text, out detail text)
+                                              returns setof record language sql as 'select null::text, null::text, null::text'$$),
+          '42501: permission denied for schema pgque', 'the extension''s owner cannot replace status()');
+select is(pg_temp.error_as('pgque_t_owner', $$create or replace function pgque.logutriga() returns trigger
+                                              language plpgsql as 'begin return null; end'$$),
+          '42501: permission denied for schema pgque', 'the extension''s owner cannot replace logutriga()');
+select is(pg_temp.error_as('pgque_t_owner', $$alter function pgque.metrics() owner to pgque_t_owner$$),
+          '42501: must be owner of function metrics', 'the extension''s owner cannot take metrics()');
+select is(pg_temp.error_as('pgque_t_owner', $$create trigger t before update on pgque.subscription
+                                              for each row execute function pg_catalog.suppress_redundant_updates_trigger()$$),
+          '42501: permission denied for table subscription', 'the extension''s owner cannot attach a trigger to pgque.subscription');
 
 -------------------------------------------------------------------------------
--- 3. tables, views, sequences: each role's privileges (a = insert, r =
+-- 3. tables, views, sequences: each role's privileges (the extension's
+-- owner holds the three roles' rights on the extension's members, none on
+-- the queues' event tables, which are not members: it reads events through
+-- the API) (a = insert, r =
 -- select, w = update, d = delete, D = truncate, x = references, t = trigger;
 -- sequences: r = select, w = update, U = usage; - = none).  Two queues make
 -- the per-queue relations exist, one of them with partition buckets.
@@ -178,48 +214,48 @@ select ok(pg_temp.run_as('pgque_t_owner', $$select pgque.create_queue('mx') = 1 
 
 create temp table expected_rel (rel text primary key, privs text not null);
 insert into expected_rel values
-    ('alert', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('alert_alert_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
-    ('alerts', 'public:- writer:- reader:r admin:r app2:r owner:arwdDxt'),
-    ('batch_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
-    ('config', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('consumer', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('consumer_co_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
-    ('coop_fence', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('coop_member', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('coop_window', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('dead_letter', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('dead_letter_dl_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
-    ('delayed_event', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('delayed_events', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('event_Q', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('event_Q_0', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('event_Q_0_bK', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('event_Q_1', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('event_Q_1_bK', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('event_Q_2', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('event_Q_2_bK', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('event_Q_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
-    ('event_Q_tick_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
-    ('event_template', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('idem', 'public:- writer:- reader:- admin:- app2:- owner:arwdDxt'),
-    ('maint_failure', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('partition_consumer', 'public:- writer:- reader:- admin:- app2:- owner:arwdDxt'),
-    ('partition_resize', 'public:- writer:- reader:- admin:- app2:- owner:arwdDxt'),
-    ('partition_resize_status', 'public:- writer:- reader:r admin:r app2:r owner:arwdDxt'),
-    ('partition_slot_status', 'public:- writer:- reader:r admin:r app2:r owner:arwdDxt'),
-    ('blocked_key', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('blocked_keys', 'public:- writer:- reader:r admin:r app2:r owner:arwdDxt'),
-    ('queue', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('queue_queue_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
-    ('retry_queue', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('slot_batch', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('slot_epoch_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
-    ('space_reserve_template', 'public:- writer:- reader:- admin:- app2:- owner:arwdDxt'),
-    ('state_seal', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('subscription', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt'),
-    ('subscription_sub_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:rwU'),
-    ('tick', 'public:- writer:- reader:- admin:r app2:- owner:arwdDxt');
+    ('alert', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('alert_alert_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:-'),
+    ('alerts', 'public:- writer:- reader:r admin:r app2:r owner:r'),
+    ('batch_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:-'),
+    ('config', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('consumer', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('consumer_co_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:-'),
+    ('coop_fence', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('coop_member', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('coop_window', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('dead_letter', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('dead_letter_dl_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:-'),
+    ('delayed_event', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('delayed_events', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('event_Q', 'public:- writer:- reader:- admin:r app2:- owner:-'),
+    ('event_Q_0', 'public:- writer:- reader:- admin:r app2:- owner:-'),
+    ('event_Q_0_bK', 'public:- writer:- reader:- admin:r app2:- owner:-'),
+    ('event_Q_1', 'public:- writer:- reader:- admin:r app2:- owner:-'),
+    ('event_Q_1_bK', 'public:- writer:- reader:- admin:r app2:- owner:-'),
+    ('event_Q_2', 'public:- writer:- reader:- admin:r app2:- owner:-'),
+    ('event_Q_2_bK', 'public:- writer:- reader:- admin:r app2:- owner:-'),
+    ('event_Q_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:-'),
+    ('event_Q_tick_seq', 'public:- writer:- reader:- admin:- app2:- owner:-'),
+    ('event_template', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('idem', 'public:- writer:- reader:- admin:- app2:- owner:-'),
+    ('maint_failure', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('partition_consumer', 'public:- writer:- reader:- admin:- app2:- owner:-'),
+    ('partition_resize', 'public:- writer:- reader:- admin:- app2:- owner:-'),
+    ('partition_resize_status', 'public:- writer:- reader:r admin:r app2:r owner:r'),
+    ('partition_slot_status', 'public:- writer:- reader:r admin:r app2:r owner:r'),
+    ('blocked_key', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('blocked_keys', 'public:- writer:- reader:r admin:r app2:r owner:r'),
+    ('queue', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('queue_queue_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:-'),
+    ('retry_queue', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('slot_batch', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('slot_epoch_seq', 'public:- writer:- reader:- admin:- app2:- owner:-'),
+    ('space_reserve_template', 'public:- writer:- reader:- admin:- app2:- owner:-'),
+    ('state_seal', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('subscription', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('subscription_sub_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:-'),
+    ('tick', 'public:- writer:- reader:- admin:r app2:- owner:r');
 
 create temp view actual_rel as
     select c.oid::regclass::text as relname,
@@ -259,7 +295,7 @@ select is((select string_agg(w.label, ' ' order by w.ord) from who w
           'writer reader admin app2 owner', 'schema pgque: usage for writer reader admin app2 owner');
 select is((select string_agg(w.label, ' ' order by w.ord) from who w
             where has_schema_privilege(w.r, 'pgque', 'create')),
-          'owner', 'schema pgque: create for the owner only');
+          null, 'schema pgque: create for none of them, the extension''s owner included (pgque_owner owns it)');
 
 select * from finish();
 \ir cleanup.psql

@@ -72,7 +72,8 @@ select p.oid::regprocedure as unpinned
   from pg_proc p
  where p.pronamespace = 'pgque'::regnamespace and p.prosecdef
    and not coalesce('search_path=pgque, pg_catalog, pg_temp' = any(p.proconfig), false);
--- internal helpers (_name) are granted to no role
+-- internal helpers (_name) are granted to no role, but the three that entry
+-- points running as their caller call (ticker_loop, start, stop: ADR 0042)
 select p.oid::regprocedure as granted_internal
   from pg_proc p, unnest(array['pgque_reader', 'pgque_writer', 'pgque_admin']) r
  where p.pronamespace = 'pgque'::regnamespace and p.proname like '\_%'

@@ -15,7 +15,10 @@ select p.oid::regprocedure as unpinned, l.lanname, p.prokind
  order by 1::text;
 
 -- internal helpers are executable by their owner only: nobody can call one
--- from a session whose search_path the owner does not control by accident
+-- from a session whose search_path the owner does not control by accident;
+-- the exceptions, granted to pgque_admin, are the three that entry points
+-- running as their caller call: _check_interval (ticker_loop), _preloaded
+-- and _cron_jobs (start, stop; ADR 0042), each pinned
 select p.oid::regprocedure as internal_granted_to_others
   from pg_proc p
  where p.pronamespace = 'pgque'::regnamespace and p.proname like '\_%'

@@ -115,8 +115,10 @@ select payload from pgque.receive('pf', 'c');
 select pgque.ack(current_batch) from pgque.get_consumer_info('pf', 'c');
 select pgque.set_tick_period_ms(100);
 
--- extra maintenance hooks: run by maint() if owned by the extension owner
+-- extra maintenance hooks: run by maint() if owned by pgque_owner, the owner
+-- of the extension's objects (ADR 0042): only a superuser can hand it one
 create function public.pf_hook(i_queue text) returns int4 language sql as $$ select 5 $$;
+alter function public.pf_hook(text) owner to pgque_owner;
 update pgque.queue set queue_extra_maint = array['public.pf_hook'] where queue_name = 'pf';
 select pgque._maint_extra() as hook_sum;
 update pgque.queue set queue_extra_maint = array['public.no_such_hook'] where queue_name = 'pf';

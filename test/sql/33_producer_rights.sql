@@ -71,16 +71,18 @@ select p.oid::regprocedure as entry_point, p.prosecdef, p.proconfig,
    and p.proname in ('send', 'send_batch', 'insert_event', '_insert_event')
  order by 1::text;
 
--- The append runs as the extension owner, under the caller's search_path
--- (nothing is resolved through it): an owner's trigger on the current
--- event table shows both.
+-- The append runs as pgque_owner, the owner of the extension's objects
+-- (not the extension's owner, a superuser here: ADR 0042), under the
+-- caller's search_path (nothing is resolved through it): a trigger a
+-- superuser put on the current event table shows both.
 create table pgque_test.t33_seen (who_is_owner boolean, caller text, path text);
+grant insert on pgque_test.t33_seen to pgque_owner;
 create function pgque_test.t33_seen() returns trigger language plpgsql as $$
 begin
     insert into pgque_test.t33_seen
-    select current_user = e.extowner::regrole::name, session_user::text || '/' || pg_catalog.current_setting('role'),
+    select current_user = n.nspowner::regrole::name, session_user::text || '/' || pg_catalog.current_setting('role'),
            pg_catalog.current_setting('search_path')
-      from pg_catalog.pg_extension e where e.extname = 'pgque_bgw';
+      from pg_catalog.pg_namespace n where n.nspname = 'pgque';
     return null;
 end $$;
 select pgque.create_queue('rights');

@@ -21,14 +21,16 @@ my ($ret, $out, $err) = $node->psql('appdb', 'create extension pgque_bgw',
 is($ret, 0, 'a non-superuser database owner can create the extension') or diag($err);
 is($node->safe_psql('appdb', q{
     select count(*) from pg_proc p where p.pronamespace = 'pgque'::regnamespace
-       and pg_get_userbyid(p.proowner) <> 'app_owner'}),
-   '0', 'every function is owned by the installing role');
+       and pg_get_userbyid(p.proowner) <> 'pgque_owner'}),
+   '0', 'every function is owned by pgque_owner, not the installing role (ADR 0042)');
 is($node->safe_psql('appdb', q{
     select count(*) from pg_class c where c.relnamespace = 'pgque'::regnamespace
-       and pg_get_userbyid(c.relowner) <> 'app_owner'}),
+       and pg_get_userbyid(c.relowner) <> 'pgque_owner'}),
    '0', 'and every table and sequence');
+is($node->safe_psql('appdb', q{select pg_get_userbyid(extowner) from pg_extension where extname = 'pgque_bgw'}),
+   'app_owner', 'the installing role owns the extension');
 is($node->safe_psql('appdb', q{select string_agg(rolname, ',' order by rolname) from pg_roles where rolname like 'pgque\_%'}),
-   'pgque_admin,pgque_reader,pgque_writer', 'the three roles were created');
+   'pgque_admin,pgque_owner,pgque_reader,pgque_writer', 'the four roles were created');
 is($node->safe_psql('appdb', q{select rolsuper from pg_roles where rolname = 'app_owner'}), 'f',
    'and the owner is still not a superuser');
 
@@ -64,8 +66,9 @@ is($node->safe_psql('appdb', q{
 ($ret, $out, $err) = $node->psql('appdb', 'create extension pgque_bgw', extra_params => [ '-U', 'app_owner' ]);
 is($ret, 0, 're-install after drop works') or diag($err);
 
-# PgQue's uninstall(): the extension owner's only; drops everything, queues
-# included; the roles stay
+# PgQue's uninstall(): the extension owner's (and a superuser's); drops
+# everything, queues included; the roles stay, and for the installing role
+# the empty schema pgque too (pgque_owner's: only a superuser drops it)
 $node->safe_psql('appdb', q{
     select pgque.create_queue('gone');
     select pgque.subscribe('gone', 'c');
@@ -77,12 +80,19 @@ like($err, qr/permission denied for function uninstall/, 'pgque_admin may not un
 is($ret, 0, 'the extension owner uninstalls with queues in place') or diag($err);
 is($node->safe_psql('appdb', q{
     select (select count(*) from pg_extension where extname = 'pgque_bgw')
-         + (select count(*) from pg_namespace where nspname = 'pgque')}),
-   '0', 'uninstall() leaves neither the extension nor the schema');
+         + (select count(*) from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'pgque')
+         + (select count(*) from pg_proc p join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'pgque')}),
+   '0', 'uninstall() leaves no extension, no table, no function');
+is($node->safe_psql('appdb', q{select pg_get_userbyid(nspowner) from pg_namespace where nspname = 'pgque'}),
+   'pgque_owner', 'the empty schema stays, pgque_owner\'s');
 is($node->safe_psql('appdb', q{select count(*) from pg_roles where rolname like 'pgque\_%'}),
-   '3', 'the roles stay, as in PgQue');
+   '4', 'the roles stay, as in PgQue');
 ($ret, $out, $err) = $node->psql('appdb', 'create extension pgque_bgw', extra_params => [ '-U', 'app_owner' ]);
 is($ret, 0, 're-install after uninstall() works') or diag($err);
+($ret, $out, $err) = $node->psql('appdb', 'select pgque.uninstall()');
+is($ret, 0, 'a superuser uninstalls') or diag($err);
+is($node->safe_psql('appdb', q{select count(*) from pg_namespace where nspname = 'pgque'}),
+   '0', 'and the schema goes with it');
 
 $node->stop('fast');
 done_testing();

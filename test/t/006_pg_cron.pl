@@ -34,8 +34,15 @@ is($node->safe_psql('postgres', q{
    'start() schedules ticker_loop() and maint() with pg_cron');
 $node->safe_psql('postgres', 'select pgque.start()');
 is($node->safe_psql('postgres', q{select count(*) from cron.job}), '2', 'start() again does not duplicate jobs');
+# the jobs belong to the role that called start() (ADR 0042: pgque_owner,
+# which status() runs as, cannot log in to run them, and pg_cron shows a
+# role its own jobs only): status() works with pg_cron here and says where
+# to look
 like($node->safe_psql('postgres', q{select status || ': ' || detail from pgque.status() where component = 'scheduler'}),
-     qr/^pg_cron: pgque_ticker_postgres \(job \d+/, 'status() lists the pg_cron jobs');
+     qr/^manual: .*belong to the role that called it: that role sees them in cron\.job/,
+     'status() says where the jobs are (it cannot see them)');
+is($node->safe_psql('postgres', q{select string_agg(distinct username, ',') from cron.job}),
+   $node->safe_psql('postgres', 'select current_user'), 'the jobs are the caller\'s');
 
 # what the ticker job runs works: a short ticker_loop delivers
 $node->safe_psql('postgres', q{select pgque.send('cq', 'via ticker_loop')});
@@ -61,8 +68,8 @@ is($ret, 0, 'stop() without pg_cron is harmless');
 # The jobs under a hostile database (issue #11): the database owner sets a
 # search_path with public first and plants exact-match operators and
 # functions there.  pg_cron runs a job as its user with the database's
-# settings; the jobs' user is the extension owner, and what they run
-# resolves nothing through that path.  Replayed as pg_cron runs them (same
+# settings; the jobs' user is the admin that called start(), and what they
+# run resolves nothing through that path.  Replayed as pg_cron runs them (same
 # user, same database settings; ticker_loop with a short duration).
 $node->safe_psql('postgres', q{
     create role dbo login;
@@ -70,13 +77,18 @@ $node->safe_psql('postgres', q{
 });
 $node->append_conf('postgresql.conf', "cron.database_name = 'cronvictim'\n");
 $node->restart;
+# start() by an admin that may log in and use pg_cron, not a superuser: the
+# jobs are its own and run with its rights
 $node->safe_psql('cronvictim', q{
     create extension pg_cron;
     create extension pgque_bgw;
     select pgque.create_queue('cq');
     select pgque.subscribe('cq', 'c');
-    select pgque.start();
+    create role cron_admin login in role pgque_admin;
+    grant usage on schema cron to cron_admin;
+    grant execute on function cron.schedule_in_database(text, text, text, text, text, boolean) to cron_admin;
 });
+$node->safe_psql('cronvictim', 'select pgque.start()', extra_params => [ '-U', 'cron_admin' ]);
 $node->safe_psql('cronvictim', q{
     alter database cronvictim set search_path = public, pg_catalog;
     create function public.escalate(k text) returns boolean language plpgsql as $f$
@@ -104,10 +116,9 @@ $node->safe_psql('cronvictim', q{
     create function public.clock_timestamp() returns timestamptz language sql as
       $f$ select public.escalate('clock_timestamp()'); select pg_catalog.clock_timestamp() $f$;
 }, extra_params => [ '-U', 'dbo' ]);
-my $owner = $node->safe_psql('cronvictim', q{
-    select pg_get_userbyid(extowner) from pg_extension where extname = 'pgque_bgw'});
+my $owner = 'cron_admin';
 is($node->safe_psql('cronvictim', q{select string_agg(distinct username, ',') from cron.job}),
-   $owner, 'the jobs run as the extension owner');
+   $owner, 'the jobs run as the role that called start(), a pgque_admin');
 $node->safe_psql('cronvictim', q{select pgque.send('cq', 'cron tick under attack')});
 $node->safe_psql('cronvictim', q{call pgque.ticker_loop('1 second', '100 milliseconds')},
     extra_params => [ '-U', $owner ]);

@@ -2,8 +2,11 @@
 # background workers (issue #11, ADR 0014).  Each attack of the issue is
 # replayed in its own database with the workers running; the replaced code
 # records in the server log that a worker ran it and what happened when it
-# tried to escalate.  The workers run every unit as the extension's owner,
-# as a security-restricted operation, under search_path pg_catalog, pg_temp.
+# tried to escalate.  The workers run every unit as pgque_owner, the owner of
+# the extension's objects (ADR 0042; until 0.2.0 the installing role), as a
+# security-restricted operation, under search_path pg_catalog, pg_temp.
+# Since ADR 0042 the installing role of a trusted install owns nothing, so
+# its replacements are refused before any worker could run them.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -90,7 +93,14 @@ for my $db (sort keys %trusted)
 }
 for my $db (sort keys %trusted)
 {
-    $node->safe_psql($db, $trusted{$db}, extra_params => [ '-U', "own_$db" ]);
+    my ($ret, $out, $err) = $node->psql($db, $trusted{$db}, extra_params => [ '-U', "own_$db" ]);
+    isnt($ret, 0, "$db: the installing role cannot replace or attach what a worker runs");
+    like($err, qr/ERROR:  (permission denied for (schema pgque|table idem|table queue)|must be owner of (function|table) )/,
+         "$db: ... refused with 42501");
+    # the workers still serve the database: a send is ticked and received
+    $node->safe_psql($db, q{select pgque.send('q', 'still delivered')}, extra_params => [ '-U', "own_$db" ]);
+    ok($node->poll_query_until($db, q{select count(*) > 0 from pgque.receive('q', 'c')}),
+       "$db: the workers tick the owner's queue");
 }
 
 # --- a superuser installs; the database owner and a role with CREATE on the
@@ -134,24 +144,12 @@ ok($node->poll_query_until('s_ops', q{
     select count(*) = 1 from pgque.receive('q', 'c')}),
    's_ops: the ticker delivers under the hostile search_path');
 
-# the idem key expires; let every worker make several passes over all of it
+# let every worker make several passes over every database
 sleep(4);
-my $t_end = time() + 20;
-my $log;
-while (time() < $t_end)
-{
-    $log = slurp_file($node->logfile);
-    last if $log =~ /ATTACK watchdog:/ && $log =~ /ATTACK ticker:/
-        && $log =~ /ATTACK idem trigger:/ && $log =~ /ATTACK queue view:/;
-    sleep(0.5);
-}
+my $log = slurp_file($node->logfile);
 for my $kind ('watchdog', 'ticker', 'idem trigger', 'queue view')
 {
-    like($log, qr/ATTACK \Q$kind\E: alter role refused: 42501/,
-         "$kind: a worker ran the owner's replaced code, with the owner's rights only (alter role refused)");
-    like($log, qr/ATTACK \Q$kind\E: grant refused: 42501/,
-         "$kind: and it could not join a powerful role");
-    unlike($log, qr/WARNING:  ATTACK \Q$kind\E: [^\n]*granted/, "$kind: nothing was granted");
+    unlike($log, qr/ATTACK \Q$kind\E:/, "$kind: the owner's code was never placed, no worker ran it");
 }
 unlike($log, qr/ATTACK (operator|now\(\)|make_interval)/,
        's_ops: no planted operator or function was ever called by a worker');

@@ -1,6 +1,7 @@
 # Role creation (issue 11): a role with CREATEROLE must not be able to
 # pre-create pgque_reader/writer/admin with attributes or memberships of its
-# choosing and have the install adopt them.  A role made by an earlier
+# choosing and have the install adopt them, nor pgque_owner, which owns
+# every object (ADR 0042), with any membership at all.  A role made by an earlier
 # install (in another database) is accepted.
 use strict;
 use warnings;
@@ -61,6 +62,19 @@ like($err, qr/role "pgque_reader" exists with attributes .*: REPLICATION, BYPASS
      'REPLICATION and BYPASSRLS are refused too');
 $node->safe_psql('postgres', q{alter role pgque_reader noreplication nobypassrls});
 
+# pgque_owner made beforehand by mallory and granted to herself (on
+# PostgreSQL 16+ she would hold ADMIN on it as its creator anyway): she
+# would be the owner of every object, and run as every caller of them
+$node->safe_psql('postgres', q{create role pgque_owner nologin; grant pgque_owner to mallory},
+    extra_params => [ '-U', 'mallory' ]);
+($ret, $err) = install('appdb');
+isnt($ret, 0, 'install refuses a pre-existing pgque_owner that has a member');
+like($err, qr/role "pgque_owner" exists with attributes the pgque_bgw install does not give it: role mallory is a member of it/,
+     'the error names the member');
+is($node->safe_psql('appdb', q{select count(*) from pg_extension where extname = 'pgque_bgw'}), '0',
+   'nothing installed');
+$node->safe_psql('postgres', q{drop role pgque_owner});
+
 # clean roles, pre-created NOLOGIN (the documented manual way): accepted
 ($ret, $err) = install('appdb');
 is($ret, 0, 'pre-existing NOLOGIN roles without extra attributes are accepted') or diag($err);
@@ -86,6 +100,11 @@ is($node->safe_psql('postgres', q{
     select count(*) from pg_roles where rolname like 'pgque\_%'
        and (rolsuper or rolcreatedb or rolcreaterole or rolreplication or rolbypassrls or rolcanlogin)}),
    '0', 'the roles have no attribute');
+is($node->safe_psql('postgres', q{
+    select string_agg(m.roleid::regrole || '>' || m.member::regrole, ',') from pg_auth_members m, pg_roles o
+     where o.rolname = 'pgque_owner' and o.oid in (m.roleid, m.member)}),
+   'pg_read_all_stats>pgque_owner',
+   'pgque_owner, made by the install, has no member (no creator ADMIN row on PostgreSQL 16+) and is a member of pg_read_all_stats only');
 
 $node->stop('fast');
 done_testing();

@@ -9,7 +9,8 @@
 # ("invalid character in extension owner").  Now the owner is read from
 # pg_extension and quoted with format('%I'): the script does not depend on
 # the server's patch level, and every kind of awkward name installs and
-# owns the objects.
+# gets its grants (since ADR 0042 pgque_owner owns the objects; the name is
+# still pasted into the grants and the schema's USAGE).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -64,16 +65,23 @@ for my $name (@names)
     is($node->safe_psql($db, q{select count(*) from public.ran}), '0',
        "'$shown': no code of the role's name ran during the install");
     is($node->safe_psql($db, qq{
-        select pg_get_userbyid(nspowner) = '$lit' from pg_namespace where nspname = 'pgque'}),
-       't', "'$shown': owns the schema");
+        select pg_get_userbyid(extowner) = '$lit' from pg_extension where extname = 'pgque_bgw'}),
+       't', "'$shown': is the extension's owner");
+    is($node->safe_psql($db, qq{
+        select has_schema_privilege('$lit', 'pgque', 'usage')
+               and not has_schema_privilege('$lit', 'pgque', 'create')
+               and has_function_privilege('$lit', 'pgque.send(text, text)', 'execute')
+               and has_function_privilege('$lit', 'pgque.create_queue(text)', 'execute')
+               and has_function_privilege('$lit', 'pgque.uninstall()', 'execute')}),
+       't', "'$shown': got its grants by name (USAGE, the API), not CREATE");
     is($node->safe_psql($db, qq{
         select count(*) from pg_proc where pronamespace = 'pgque'::regnamespace
-           and pg_get_userbyid(proowner) <> '$lit'}),
-       '0', "'$shown': owns every function");
+           and pg_get_userbyid(proowner) <> 'pgque_owner'}),
+       '0', "'$shown': pgque_owner owns every function");
     is($node->safe_psql($db, qq{
         select count(*) from pg_class where relnamespace = 'pgque'::regnamespace
-           and relkind in ('r', 'v', 'S') and pg_get_userbyid(relowner) <> '$lit'}),
-       '0', "'$shown': owns every table, view and sequence");
+           and relkind in ('r', 'v', 'S') and pg_get_userbyid(relowner) <> 'pgque_owner'}),
+       '0', "'$shown': pgque_owner owns every table, view and sequence");
     is($node->safe_psql($db, qq{select rolsuper from pg_roles where rolname = '$lit'}),
        'f', "'$shown': still not a superuser");
 }

@@ -9,7 +9,8 @@
 # the schema's owner could also add functions later that the SECURITY
 # DEFINER API (search_path = pgque, pg_catalog, pg_temp) would prefer to
 # pg_catalog's.  Now the install requires schema pgque to be empty and owned
-# by the installing role (sql/00_schema_guard.sql).
+# by the installing role or by pgque_owner, as DROP EXTENSION leaves it since
+# ADR 0042 (sql/00_schema_guard.sql).
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -73,10 +74,13 @@ isnt($ret, 0, 'the installing role cannot install into its own schema pgque that
 like($err, qr/schema pgque is not empty: function /, '... the error names what is there');
 is(ran(), '0', '... the planted format() never ran');
 
-# 4. an empty schema of the installing role (as DROP EXTENSION leaves it) is fine
+# 4. an empty schema of the installing role is fine; the install gives it to
+#    pgque_owner, and DROP EXTENSION leaves it so, empty, for the next install
 $node->safe_psql('app', 'drop function pgque.format(text, text), pgque.now()');
 ($ret, $out, $err) = $node->psql('app', 'set role dbo; create extension pgque_bgw');
 is($ret, 0, 'an empty schema pgque of the installing role is used') or diag($err);
+is($node->safe_psql('app', q{select pg_get_userbyid(nspowner) from pg_namespace where nspname = 'pgque'}),
+   'pgque_owner', '... and gives it to pgque_owner');
 $node->safe_psql('app', 'set role dbo; drop extension pgque_bgw');
 ($ret, $out, $err) = $node->psql('app', 'set role dbo; create extension pgque_bgw');
 is($ret, 0, 'drop extension and create extension again by the same role') or diag($err);

@@ -35,6 +35,9 @@ $node->start;
 $node->safe_psql('postgres', qq{create tablespace small location '$dir/ts'})
   if mkdir("$dir/ts");
 $node->safe_psql('postgres', q{create extension pgque_bgw});
+# the queue's tables belong to pgque_owner, which creates them and their
+# space reserve there (ADR 0042, docs/operations.md)
+$node->safe_psql('postgres', q{grant create on tablespace small to pgque_owner});
 $node->poll_query_until('postgres', q{
     select count(*) = 3 from pg_stat_activity where backend_type like 'pgque_bgw %' and datname = 'postgres'});
 
