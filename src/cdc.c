@@ -715,7 +715,7 @@ trigger_result(TriggerData *td, bool skip)
  * it, also on an ERROR).
  */
 static Datum
-cdc_fire_pinned(FunctionCallInfo fcinfo, CdcFormat fmt, const char *fname, CdcTrigger **pinned)
+cdc_fire_pinned(FunctionCallInfo fcinfo, CdcFormat fmt, const char *fname, CdcTrigger *volatile *pinned)
 {
 	TriggerData *td = (TriggerData *) fcinfo->context;
 	Relation	rel;
@@ -923,7 +923,7 @@ unpin(CdcTrigger *e)
 static Datum
 cdc_fire(FunctionCallInfo fcinfo, CdcFormat fmt, const char *fname)
 {
-	CdcTrigger *pinned = NULL;
+	CdcTrigger *volatile pinned = NULL;
 	Datum		result;
 
 	PG_TRY();
