@@ -655,6 +655,8 @@ void
 pgque_launcher_main(Datum arg)
 {
 	TimestampTz last_scan = 0;
+	MemoryContext round_cxt;
+	uint64		memory;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -674,12 +676,21 @@ pgque_launcher_main(Datum arg)
 
 	ereport(LOG, (errmsg("pgque_bgw launcher started")));
 
+	/*
+	 * A round's allocations (the database list, the budget arrays) live in
+	 * this context, emptied at the top of every round; only the handles
+	 * outlive it, in TopMemoryContext on purpose (ADR 0035).
+	 */
+	round_cxt = AllocSetContextCreate(TopMemoryContext, "pgque_bgw launcher round",
+									  ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(round_cxt);
 	for (;;)
 	{
 		TimestampTz now = GetCurrentTimestamp();
 		bool		rescan;
 		long		timeout;
 
+		MemoryContextReset(round_cxt);
 		LWLockAcquire(pgque_shared->lock, LW_SHARED);
 		rescan = pgque_shared->launcher_wake_scan;
 		LWLockRelease(pgque_shared->lock);
@@ -692,6 +703,13 @@ pgque_launcher_main(Datum arg)
 		timeout = manage_workers();
 		timeout = Min(timeout, TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
 															   TimestampTzPlusMilliseconds(last_scan, pgque_launcher_naptime * 1000L)) + 1);
+
+		/* its memory, as each worker publishes its own (ADR 0035) */
+		memory = pgque_memory_in_use();
+		LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
+		pgque_shared->launcher_memory = memory;
+		pgque_shared->launcher_memory_at = GetCurrentTimestamp();
+		LWLockRelease(pgque_shared->lock);
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 Max(timeout, 1), PG_WAIT_EXTENSION);
