@@ -147,6 +147,8 @@ begin
     -- keys of pausing partitioned consumers blocked for too long (ADR 0029)
     return query select * from pgque._pause_alert_conditions(
                                    pgque._guc_interval('pgque_bgw.key_blocked_after', null));
+    -- workers that hold more memory than pgque_bgw.worker_memory_limit (ADR 0035)
+    return query select * from pgque._worker_memory_conditions(pgque._worker_memory_limit());
 
     -- queues with new events and no tick for too long
     return query
@@ -224,6 +226,7 @@ begin
                 when 'long_transaction' then 'A transaction holds the queue''s rotation back: end it (COMMIT, ROLLBACK, pg_terminate_backend(pid), or ROLLBACK PREPARED for a prepared one) and fix what leaves it open.'
                 when 'resize_stalled' then 'Old-layout slots of a resize are not drained: make sure workers serve the old n (pgque.partition_resize_status lists the slots).'
                 when 'key_blocked' then 'A key of a partitioned consumer with failure policy pause waits for its failed event: fix what makes it fail, or let it reach the dead-letter queue (pgque.blocked_keys).'
+                when 'worker_memory' then 'A pgque_bgw process holds more memory than pgque_bgw.worker_memory_limit: watch pgque_worker_memory_bytes; if it keeps growing, report it with the output of pg_log_backend_memory_contexts(pid); a superuser''s pg_terminate_backend(pid) frees it (the launcher restarts the worker).'
                 when 'maint_failed' then 'A maintenance step fails: see the error in the details and the server log; on "No space left on device" add space to the event tables'' tablespace (docs/operations.md).'
                 -- a NULL hint would make RAISE fail and with it the whole pass
                 else 'See docs/alerts.md for what to do.'
