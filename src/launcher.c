@@ -141,6 +141,8 @@ list_databases(void)
 	table_close(rel, AccessShareLock);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	/* the commit leaves TopMemoryContext current: back to the round's */
+	MemoryContextSwitchTo(caller);
 	return result;
 }
 

@@ -424,13 +424,16 @@ pgque_extension_present(void)
 	bool		present;
 	char	   *version;
 	char	   *copy = NULL;
+	MemoryContext caller = CurrentMemoryContext;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	present = OidIsValid(extension_row(&version));
 	if (version != NULL)
-		copy = MemoryContextStrdup(TopMemoryContext, version);
+		copy = MemoryContextStrdup(caller, version);
 	CommitTransactionCommand();
+	/* the commit leaves TopMemoryContext current: back to the caller's */
+	MemoryContextSwitchTo(caller);
 
 	if (present && copy != NULL)
 		note_schema_version(copy);
