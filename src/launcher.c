@@ -286,6 +286,8 @@ start_worker(int dbidx, PgqueDb *db, PgqueWorkerKind kind)
 {
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle;
+	MemoryContext old;
+	bool		registered;
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -301,7 +303,15 @@ start_worker(int dbidx, PgqueDb *db, PgqueWorkerKind kind)
 	memcpy(worker.bgw_extra, &db->dboid, sizeof(Oid));
 	worker.bgw_notify_pid = MyProcPid;
 
-	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+	/*
+	 * The handle is palloc'd in the current context, the round's, which is
+	 * emptied every round: it outlives the round, so TopMemoryContext
+	 * (pfree'd when the worker is reaped).
+	 */
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	registered = RegisterDynamicBackgroundWorker(&worker, &handle);
+	MemoryContextSwitchTo(old);
+	if (!registered)
 	{
 		snprintf(db->unserved, PGQUE_ERRMSG_LEN,
 				 "no free background worker slot (max_worker_processes = %d)", max_worker_processes);
