@@ -152,6 +152,8 @@ begin
                                    pgque._guc_interval('pgque_bgw.key_blocked_after', null));
     -- blocked keys and retries no slot will ever read (ADR 0038)
     return query select * from pgque._pause_orphan_conditions();
+    -- workers that hold more memory than pgque_bgw.worker_memory_limit (ADR 0035)
+    return query select * from pgque._worker_memory_conditions(pgque._worker_memory_limit());
 
     -- queues with new events and no tick for too long
     return query
@@ -275,6 +277,7 @@ begin
                 when 'resize_stalled' then 'Old-layout slots of a resize are not drained: make sure workers serve the old n (pgque.partition_resize_status lists the slots).'
                 when 'key_blocked' then 'A key of a partitioned consumer with failure policy pause waits for its failed event: fix what makes it fail, or let it reach the dead-letter queue (pgque.blocked_keys).'
                 when 'key_state_orphaned' then 'Blocked keys or retries of a partitioned consumer that no slot will read: their events are not delivered; see the details and docs/alerts.md before unsubscribing anything.'
+                when 'worker_memory' then 'A pgque_bgw process holds more memory than pgque_bgw.worker_memory_limit: watch pgque_worker_memory_bytes; if it keeps growing, report it with the output of pg_log_backend_memory_contexts(pid); a superuser''s pg_terminate_backend(pid) frees it (the launcher restarts the worker).'
                 when 'maint_failed' then 'A maintenance step fails: see the error in the details and the server log; on "No space left on device" add space to the event tables'' tablespace (docs/operations.md).'
                 -- a NULL hint would make RAISE fail and with it the whole pass
                 else 'See docs/alerts.md for what to do.'

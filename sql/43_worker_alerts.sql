@@ -76,3 +76,35 @@ begin
         cleared := cleared + 1;
     end loop;
 end $$;
+
+-- Each running process of this database's workers ("combined" for the one
+-- process of ADR 0026) and the launcher: the bytes under its
+-- TopMemoryContext after its last pass, and when it measured them (ADR
+-- 0035).  Shared memory only.
+create function pgque._worker_memory(out worker text, out pid int4, out bytes int8,
+                                     out measured_at timestamptz)
+returns setof record language c strict
+as 'MODULE_PATHNAME', 'pgque_worker_memory';
+
+-- The worker_memory alert (ADR 0035): a pgque_bgw process of this database
+-- (or the launcher) that holds more than i_limit bytes after a pass, as it
+-- published (pgque._worker_memory()).  i_limit is
+-- pgque_bgw.worker_memory_limit (0 or NULL, the library not loaded: none).
+-- One alert per process kind; it clears when the figure is back under the
+-- limit, or the process is gone (a restarted one starts small).
+create function pgque._worker_memory_conditions(i_limit int8)
+returns setof pgque.alert_condition language sql stable
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select 'worker_memory'::text, m.worker, null::text, null::text, null::int4,
+           pg_catalog.jsonb_build_object(
+               'worker', m.worker, 'pid', m.pid, 'bytes', m.bytes,
+               'limit_bytes', i_limit, 'measured_at', m.measured_at)
+      from pgque._worker_memory() m
+     where i_limit > 0 and m.bytes > i_limit
+$$;
+
+-- pgque_bgw.worker_memory_limit in bytes (NULL: the library is not loaded)
+create function pgque._worker_memory_limit()
+returns int8 language sql stable as $$
+    select pg_catalog.pg_size_bytes(pg_catalog.current_setting('pgque_bgw.worker_memory_limit', true))
+$$;

@@ -71,7 +71,7 @@ set search_path = pgque, pg_catalog, pg_temp as $$
                                        ('coop_member_silent'), ('rotation_pinned'), ('long_transaction'),
                                        ('maint_failed'), ('ticker_stalled'), ('worker_down'),
                                        ('resize_stalled'), ('key_blocked'),
-                                       ('key_state_orphaned')) v(kind)
+                                       ('key_state_orphaned'), ('worker_memory')) v(kind)
             union
             select o.kind from pgque.alert o where o.cleared_at is null) k
     union all
@@ -79,4 +79,8 @@ set search_path = pgque, pg_catalog, pg_temp as $$
     select 'pgque_worker_running', jsonb_build_object('worker', w.component),
            (w.status = 'running')::int::float8
       from pgque._worker_status() w where w.component in ('ticker', 'maintenance', 'watchdog')
+    union all
+    -- each process's memory after its last pass (ADR 0035)
+    select 'pgque_worker_memory_bytes', jsonb_build_object('worker', m.worker), m.bytes::float8
+      from pgque._worker_memory() m
 $$;

@@ -396,6 +396,7 @@ set search_path = pgque, pg_catalog, pg_temp as $$
           ('pgque_slot_receives_total',     'pgque.slot.receives'),
           ('pgque_slot_epoch',              'pgque.slot.epoch'),
           ('pgque_alerts_open',             'pgque.alerts.open'),
-          ('pgque_worker_running',          'pgque.worker.running')) n(metric, otel)
+          ('pgque_worker_running',          'pgque.worker.running'),
+          ('pgque_worker_memory_bytes',     'pgque.worker.memory')) n(metric, otel)
         on n.metric = m.metric
 $$;

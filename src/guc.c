@@ -34,6 +34,7 @@ int			pgque_ticker_stalled_after = 20;
 int			pgque_ticker_probe_interval = 10;
 int			pgque_long_transaction_after = 300;
 static int	pgque_key_blocked_after = 300;
+static int	pgque_worker_memory_limit = 64 * 1024;	/* kB */
 int			pgque_alert_retention = 7 * 24 * 3600;
 int			pgque_resize_stalled_after = 600;
 int			pgque_restart_max = 5000;
@@ -143,6 +144,13 @@ pgque_define_gucs(void)
 	DefineCustomIntVariable("pgque_bgw.key_blocked_after",
 							"Alert key_blocked when a key of a consumer with failure policy pause stays blocked this long.",
 							NULL, &pgque_key_blocked_after, 300, 1, 86400 * 7, PGC_SIGHUP, GUC_UNIT_S,
+							NULL, NULL, NULL);
+	/* read by SQL (pgque._worker_memory_conditions), not by C */
+	DefineCustomIntVariable("pgque_bgw.worker_memory_limit",
+							"Alert worker_memory when a pgque_bgw process holds more memory than this after a pass (0: never).",
+							"Each worker publishes its memory after every pass (pgque.metrics(), pgque_worker_memory_bytes); "
+							"a worker that keeps growing leaks.",
+							&pgque_worker_memory_limit, 64 * 1024, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_KB,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("pgque_bgw.alert_retention",
 							"How long cleared alerts stay in pgque.alert.",

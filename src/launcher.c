@@ -171,6 +171,8 @@ list_databases(List **exist)
 	table_close(rel, AccessShareLock);
 	PopActiveSnapshot();
 	CommitTransactionCommand();
+	/* the commit leaves TopMemoryContext current: back to the round's */
+	MemoryContextSwitchTo(caller);
 	return result;
 }
 
@@ -343,6 +345,8 @@ start_worker(int dbidx, PgqueDb *db, PgqueWorkerKind kind)
 {
 	BackgroundWorker worker;
 	BackgroundWorkerHandle *handle;
+	MemoryContext old;
+	bool		registered;
 
 	memset(&worker, 0, sizeof(worker));
 	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
@@ -358,7 +362,15 @@ start_worker(int dbidx, PgqueDb *db, PgqueWorkerKind kind)
 	memcpy(worker.bgw_extra, &db->dboid, sizeof(Oid));
 	worker.bgw_notify_pid = MyProcPid;
 
-	if (!RegisterDynamicBackgroundWorker(&worker, &handle))
+	/*
+	 * The handle is palloc'd in the current context, the round's, which is
+	 * emptied every round: it outlives the round, so TopMemoryContext
+	 * (pfree'd when the worker is reaped).
+	 */
+	old = MemoryContextSwitchTo(TopMemoryContext);
+	registered = RegisterDynamicBackgroundWorker(&worker, &handle);
+	MemoryContextSwitchTo(old);
+	if (!registered)
 	{
 		PgqueBudget b;
 
@@ -827,6 +839,8 @@ void
 pgque_launcher_main(Datum arg)
 {
 	TimestampTz last_scan = 0;
+	MemoryContext round_cxt;
+	uint64		memory;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
@@ -846,6 +860,14 @@ pgque_launcher_main(Datum arg)
 
 	ereport(LOG, (errmsg("pgque_bgw launcher started")));
 
+	/*
+	 * A round's allocations (the database list, the budget arrays) live in
+	 * this context, emptied at the top of every round; only the handles
+	 * outlive it, in TopMemoryContext on purpose (ADR 0035).
+	 */
+	round_cxt = AllocSetContextCreate(TopMemoryContext, "pgque_bgw launcher round",
+									  ALLOCSET_DEFAULT_SIZES);
+	MemoryContextSwitchTo(round_cxt);
 	for (;;)
 	{
 		TimestampTz now = GetCurrentTimestamp();
@@ -853,6 +875,7 @@ pgque_launcher_main(Datum arg)
 		bool		scanned = false;
 		long		timeout;
 
+		MemoryContextReset(round_cxt);
 		LWLockAcquire(pgque_shared->lock, LW_SHARED);
 		rescan = pgque_shared->launcher_wake_scan;
 		LWLockRelease(pgque_shared->lock);
@@ -866,6 +889,13 @@ pgque_launcher_main(Datum arg)
 		timeout = manage_workers(scanned);
 		timeout = Min(timeout, TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
 															   TimestampTzPlusMilliseconds(last_scan, pgque_launcher_naptime * 1000L)) + 1);
+
+		/* its memory, as each worker publishes its own (ADR 0035) */
+		memory = pgque_memory_in_use();
+		LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
+		pgque_shared->launcher_memory = memory;
+		pgque_shared->launcher_memory_at = GetCurrentTimestamp();
+		LWLockRelease(pgque_shared->lock);
 
 		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 Max(timeout, 1), PG_WAIT_EXTENSION);

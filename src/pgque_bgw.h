@@ -117,6 +117,9 @@ typedef struct PgqueWorkerSlot
 	uint32		outages;		/* such outages ended so far */
 	uint32		outages_reported;	/* of which an alert row was written */
 	bool		down_logged;	/* the launcher logged this outage (no worker could) */
+	/* memory (the worker_memory alert, ADR 0035); the process's slot only */
+	uint64		memory;			/* bytes under TopMemoryContext after its last pass */
+	TimestampTz memory_at;		/* when measured; 0: not yet */
 	char		last_error[PGQUE_ERRMSG_LEN];
 	char		detail[PGQUE_ERRMSG_LEN];	/* what the worker reports of itself */
 } PgqueWorkerSlot;
@@ -154,6 +157,8 @@ typedef struct PgqueShared
 	pid_t		launcher_pid;
 	int			launcher_pgprocno;
 	bool		launcher_wake_scan; /* rescan databases now */
+	uint64		launcher_memory;	/* as PgqueWorkerSlot.memory, of the launcher */
+	TimestampTz launcher_memory_at;
 	int			max_dbs;
 	int			dbs_unlisted;	/* databases the table had no room for */
 	PgqueDb		dbs[FLEXIBLE_ARRAY_MEMBER];
@@ -194,7 +199,9 @@ typedef void (*pgque_unit_fn) (void *arg);
 /*
  * What a loop (ticker.c, maint.c, watchdog.c) plugs into the skeleton:
  * init returns its state (allocated in TopMemoryContext); pass runs one pass
- * (units through pgque_run_unit; cxt is reset before each pass); next_pass
+ * (units through pgque_run_unit) with cxt current, which is emptied before
+ * and after each pass: what must outlive a pass goes to a context of its
+ * own, named, on purpose (ADR 0035); next_pass
  * says when the next pass is due (asked again after every wake-up);
  * exit_check_ms is how often to check that the extension is still there.
  */
@@ -243,6 +250,8 @@ extern int	pgque_schema_version;
 #define PGQUE_EXTENSION_DDL_SUBID 0x7071
 extern void pgque_worker_exit_if_gone(void);
 extern void pgque_worker_report(const char *fmt,...) pg_attribute_printf(1, 2);
+extern uint64 pgque_memory_in_use(void);
+extern void pgque_publish_memory(void);
 extern long pgque_wait(long timeout_ms);
 extern int64 pgque_spi_int8(const char *sql, int nargs, Oid *argtypes, Datum *args, bool *isnull);
 

@@ -4,7 +4,9 @@
  *		database's workers, as (component, status, detail) rows for
  *		pgque.status(); pgque.launcher_workers(): every database the
  *		launcher knows; the warning at CREATE EXTENSION when the workers
- *		will not serve the database.  Reading them writes nothing.
+ *		will not serve the database; pgque._worker_memory(): each
+ *		process's memory as it published it after its last pass (ADR 0035).
+ *		Reading them writes nothing.
  */
 #include "postgres.h"
 
@@ -131,6 +133,8 @@ pgque_worker_status(PG_FUNCTION_ARGS)
 				appendStringInfo(&buf, "not running; restarts after %s (%d short runs in a row)",
 								 ts_text(r->restart_at), r->failures);
 			}
+			if (pid > 0 && w->memory_at != 0)
+				appendStringInfo(&buf, "; memory %llu kB", (unsigned long long) (w->memory / 1024));
 			if (w->down_since != 0)
 				appendStringInfo(&buf, "; down since %s", ts_text(w->down_since));
 			if (w->detail[0] != '\0')
@@ -270,4 +274,87 @@ pgque_warn_if_unserved(PG_FUNCTION_ARGS)
 						   served, b.budget, b.others),
 				 errhint("Raise max_worker_processes and pgque_bgw.max_workers (restart needed); pgque.launcher_workers() lists every database.")));
 	PG_RETURN_VOID();
+}
+
+PG_FUNCTION_INFO_V1(pgque_worker_memory);
+
+/*
+ * pgque._worker_memory(): one row per running process of this database's
+ * workers that has published its memory (ticker, maintenance, watchdog;
+ * "combined" for the one process of ADR 0026), and the launcher's: the
+ * bytes under its TopMemoryContext after its last pass and when they were
+ * measured.  Reads shared memory only.
+ */
+Datum
+pgque_worker_memory(PG_FUNCTION_ARGS)
+{
+	TupleDesc	desc;
+	Tuplestorestate *ts;
+	MemoryContext old;
+	PgqueDb		copy;
+	bool		have_db = false;
+	pid_t		launcher_pid;
+	uint64		launcher_memory;
+	TimestampTz launcher_at;
+	int			k;
+
+	old = pgque_materialize(fcinfo, &ts, &desc);
+	if (pgque_shared == NULL)
+	{
+		MemoryContextSwitchTo(old);
+		return (Datum) 0;
+	}
+	LWLockAcquire(pgque_shared->lock, LW_SHARED);
+	launcher_pid = pgque_shared->launcher_pid;
+	launcher_memory = pgque_shared->launcher_memory;
+	launcher_at = pgque_shared->launcher_memory_at;
+	{
+		PgqueDb    *db = pgque_find_db(MyDatabaseId);
+
+		if (db != NULL)
+		{
+			memcpy(&copy, db, sizeof(PgqueDb));
+			have_db = true;
+		}
+	}
+	LWLockRelease(pgque_shared->lock);
+
+	for (k = -1; k < PGQUE_NKINDS; k++)
+	{
+		Datum		values[4];
+		bool		nulls[4] = {false, false, false, false};
+		const char *name;
+		pid_t		pid;
+		uint64		bytes;
+		TimestampTz at;
+
+		if (k < 0)
+		{
+			name = "launcher";
+			pid = launcher_pid;
+			bytes = launcher_memory;
+			at = launcher_at;
+		}
+		else
+		{
+			PgqueWorkerSlot *w = have_db ? &copy.workers[k] : NULL;
+
+			/* the combined worker is one process, published in the ticker's slot */
+			if (w == NULL || (copy.combined && k != PGQUE_TICKER))
+				continue;
+			name = copy.combined ? "combined" : pgque_kind_name(k);
+			pid = w->pid;
+			bytes = w->memory;
+			at = w->memory_at;
+		}
+		if (pid == 0 || at == 0)
+			continue;
+		values[0] = CStringGetTextDatum(name);
+		values[1] = Int32GetDatum((int32) pid);
+		values[2] = Int64GetDatum((int64) Min(bytes, (uint64) PG_INT64_MAX));
+		values[3] = TimestampTzGetDatum(at);
+		tuplestore_putvalues(ts, desc, values, nulls);
+	}
+	MemoryContextSwitchTo(old);
+	return (Datum) 0;
 }

@@ -25,6 +25,7 @@
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
@@ -36,13 +37,23 @@
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
 #include "kept_plan.h"
 #include "pgque_bgw.h"
 #include "window.h"
 
+/*
+ * How many plans a backend keeps, and how long one unused is kept.  A
+ * source names tables: rotation retires a queue's sources (they come back
+ * only after the tables went round) and a dropped queue's never come back,
+ * so without a bound on idleness the cache only ever grew, about 120 kB a
+ * plan (ADR 0035).  Each new plan first drops those unused for
+ * WINDOW_PLAN_IDLE_MS, then, at WINDOW_MAX_PLANS, the least recently used.
+ */
 #define WINDOW_MAX_PLANS 256
+#define WINDOW_PLAN_IDLE_MS (10 * 60 * 1000)
 
 typedef struct WindowPlan
 {
@@ -50,26 +61,45 @@ typedef struct WindowPlan
 	char	   *source;			/* in TopMemoryContext */
 	bool		ordered;
 	PgqueKeptPlan *plan;
+	TimestampTz used;			/* start of the last transaction that used it */
 } WindowPlan;
 
 static HTAB *window_plans = NULL;
 
 PG_FUNCTION_INFO_V1(pgque_window_rows);
 
-/* Forget every kept plan (the cache is full). */
 static void
-window_plans_reset(void)
+window_plan_drop(WindowPlan *entry)
+{
+	uint64		key = entry->key;
+
+	pgque_kept_plan_drop(entry->plan);
+	pfree(entry->source);
+	hash_search(window_plans, &key, HASH_REMOVE, NULL);
+}
+
+/*
+ * Make room for one more plan: drop the plans unused for
+ * WINDOW_PLAN_IDLE_MS; if the cache is still full, the least recently used.
+ */
+static void
+window_plans_trim(TimestampTz now)
 {
 	HASH_SEQ_STATUS seq;
 	WindowPlan *entry;
+	WindowPlan *oldest = NULL;
 
+	/* removing the entry just returned is allowed during a scan (dynahash) */
 	hash_seq_init(&seq, window_plans);
 	while ((entry = hash_seq_search(&seq)) != NULL)
 	{
-		pgque_kept_plan_drop(entry->plan);
-		pfree(entry->source);
-		hash_search(window_plans, &entry->key, HASH_REMOVE, NULL);
+		if (TimestampDifferenceExceeds(entry->used, now, WINDOW_PLAN_IDLE_MS))
+			window_plan_drop(entry);
+		else if (oldest == NULL || entry->used < oldest->used)
+			oldest = entry;
 	}
+	if (oldest != NULL && hash_get_num_entries(window_plans) >= WINDOW_MAX_PLANS)
+		window_plan_drop(oldest);
 }
 
 /*
@@ -81,6 +111,7 @@ static PgqueKeptPlan *
 window_plan_for(const char *source, bool ordered)
 {
 	uint64		key = hash_bytes_extended((const unsigned char *) source, strlen(source), ordered ? 1 : 0);
+	TimestampTz now = GetCurrentTransactionStartTimestamp();
 	WindowPlan *entry;
 	bool		found;
 	StringInfoData sql;
@@ -100,16 +131,16 @@ window_plan_for(const char *source, bool ordered)
 
 	entry = hash_search(window_plans, &key, HASH_FIND, NULL);
 	if (entry != NULL && entry->ordered == ordered && strcmp(entry->source, source) == 0)
+	{
+		entry->used = now;
 		return entry->plan;
+	}
 	if (entry != NULL)
 	{
 		/* a hash collision: the newer source takes the place */
-		pgque_kept_plan_drop(entry->plan);
-		pfree(entry->source);
-		hash_search(window_plans, &key, HASH_REMOVE, NULL);
+		window_plan_drop(entry);
 	}
-	if (hash_get_num_entries(window_plans) >= WINDOW_MAX_PLANS)
-		window_plans_reset();
+	window_plans_trim(now);
 
 	/*
 	 * txids at or past the old xmax, plus those in progress at the old
@@ -139,6 +170,7 @@ window_plan_for(const char *source, bool ordered)
 	entry->plan = plan;
 	entry->ordered = ordered;
 	entry->source = MemoryContextStrdup(TopMemoryContext, source);
+	entry->used = now;
 	return entry->plan;
 }
 

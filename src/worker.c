@@ -152,23 +152,46 @@ static RunLoop *run_loops = NULL;
 static int	run_nloops = 0;
 static bool in_pass = false;	/* a pass is running: no nested ticker pass */
 
+/*
+ * Run one pass of a loop with its pass context current, and empty that
+ * context afterwards: whatever the pass allocates outside a unit's
+ * transaction (lists, arrays, formatted statements) lives for the pass
+ * only.  A unit returns to it (pgque_run_unit), so nothing a pass does
+ * lands in TopMemoryContext by default: what must outlive the pass goes to
+ * a named context on purpose (the ticker's queue list, the loops' states).
+ */
+static void
+pass_in_context(RunLoop *rl)
+{
+	PgqueWorkerKind saved = pgque_worker_kind;
+	MemoryContext old;
+
+	pgque_worker_kind = rl->loop->kind;
+	MemoryContextReset(rl->cxt);
+	old = MemoryContextSwitchTo(rl->cxt);
+	rl->loop->pass(rl->state, rl->cxt);
+	MemoryContextSwitchTo(old);
+	MemoryContextReset(rl->cxt);
+	pgque_publish_memory();
+	pgque_worker_kind = saved;
+}
+
 static void
 run_one_pass(RunLoop *rl)
 {
-	PgqueWorkerKind saved = pgque_worker_kind;
 	TimestampTz now = GetCurrentTimestamp();
+	MemoryContext old = MemoryContextSwitchTo(rl->cxt);
 
+	/* the exit check's transaction, too, leaves nothing behind */
 	if (TimestampDifferenceExceeds(rl->last_check, now, rl->loop->exit_check_ms))
 	{
 		pgque_worker_exit_if_gone();
 		rl->last_check = now;
 	}
-	pgque_worker_kind = rl->loop->kind;
+	MemoryContextSwitchTo(old);
 	in_pass = true;
-	MemoryContextReset(rl->cxt);
-	rl->loop->pass(rl->state, rl->cxt);
+	pass_in_context(rl);
 	in_pass = false;
-	pgque_worker_kind = saved;
 }
 
 /*
@@ -186,16 +209,8 @@ tick_between_units(void)
 	ticker = &run_loops[0];
 	if (ticker->loop->next_pass(ticker->state) > GetCurrentTimestamp())
 		return;
-	{
-		PgqueWorkerKind saved = pgque_worker_kind;
-		MemoryContext old = CurrentMemoryContext;
-
-		pgque_worker_kind = PGQUE_TICKER;
-		MemoryContextReset(ticker->cxt);
-		ticker->loop->pass(ticker->state, ticker->cxt);
-		pgque_worker_kind = saved;
-		MemoryContextSwitchTo(old);
-	}
+	/* its own pass context: the one current now is the other loop's */
+	pass_in_context(ticker);
 }
 
 /*
@@ -212,6 +227,7 @@ void
 pgque_worker_run(const PgqueLoop *const *loops, int nloops)
 {
 	int			i;
+	MemoryContext loop_cxt;
 
 	run_loops = MemoryContextAllocZero(TopMemoryContext, sizeof(RunLoop) * nloops);
 	run_nloops = nloops;
@@ -220,10 +236,22 @@ pgque_worker_run(const PgqueLoop *const *loops, int nloops)
 		run_loops[i].loop = loops[i];
 		run_loops[i].cxt = AllocSetContextCreate(TopMemoryContext, "pgque_bgw pass",
 												 ALLOCSET_DEFAULT_SIZES);
+		/* the loop's name in pg_log_backend_memory_contexts() (a constant) */
+		MemoryContextSetIdentifier(run_loops[i].cxt, pgque_kind_name(loops[i]->kind));
 		run_loops[i].state = loops[i]->init();
 	}
+
+	/*
+	 * Between passes (statistics, the wait, its exit checks) nothing is
+	 * allocated in TopMemoryContext either: this context is current there
+	 * and emptied at the top of every round (ADR 0035).
+	 */
+	loop_cxt = AllocSetContextCreate(TopMemoryContext, "pgque_bgw worker loop",
+									 ALLOCSET_SMALL_SIZES);
+	MemoryContextSwitchTo(loop_cxt);
 	for (;;)
 	{
+		MemoryContextReset(loop_cxt);
 		CHECK_FOR_INTERRUPTS();
 		reload_if_pending();
 
@@ -296,6 +324,8 @@ pgque_worker_attach(PgqueWorkerKind kind)
 			slot->pgprocno = pgque_my_procno();
 		}
 		slot->started_at = now;
+		slot->memory = 0;		/* the last process's; this one's after its first pass */
+		slot->memory_at = 0;
 		pgque_slot_mark_up(slot, now);
 	}
 	LWLockRelease(pgque_shared->lock);
@@ -418,13 +448,16 @@ pgque_extension_present(void)
 	bool		present;
 	char	   *version;
 	char	   *copy = NULL;
+	MemoryContext caller = CurrentMemoryContext;
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	present = OidIsValid(extension_row(&version, NULL));
 	if (version != NULL)
-		copy = MemoryContextStrdup(TopMemoryContext, version);
+		copy = MemoryContextStrdup(caller, version);
 	CommitTransactionCommand();
+	/* the commit leaves TopMemoryContext current: back to the caller's */
+	MemoryContextSwitchTo(caller);
 
 	if (present && copy != NULL)
 		note_schema_version(copy);
@@ -498,6 +531,36 @@ pgque_worker_report(const char *fmt,...)
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
 	copy_clipped(pgque_worker_db->workers[pgque_worker_kind].detail, buf);
 	pgque_worker_db->workers[pgque_worker_kind].last_run = GetCurrentTimestamp();
+	LWLockRelease(pgque_shared->lock);
+}
+
+/*
+ * What this process holds: every memory context under TopMemoryContext
+ * (caches, kept plans, PL/pgSQL functions), in bytes allocated from the
+ * system; the figure pg_log_backend_memory_contexts() calls "Grand total".
+ */
+uint64
+pgque_memory_in_use(void)
+{
+	return (uint64) MemoryContextMemAllocated(TopMemoryContext, true);
+}
+
+/*
+ * Publish this process's memory after a pass, for pgque._worker_memory()
+ * (status(), metrics() and the worker_memory alert, ADR 0035).  The
+ * combined worker is one process: its figure goes to the ticker's slot,
+ * the one with its pid.
+ */
+void
+pgque_publish_memory(void)
+{
+	uint64		bytes = pgque_memory_in_use();
+	int			k = pgque_worker_combined ? PGQUE_TICKER : (int) pgque_worker_kind;
+	PgqueWorkerSlot *slot = &pgque_worker_db->workers[k];
+
+	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
+	slot->memory = bytes;
+	slot->memory_at = GetCurrentTimestamp();
 	LWLockRelease(pgque_shared->lock);
 }
 
