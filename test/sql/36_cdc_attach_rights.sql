@@ -58,7 +58,8 @@ select pgque_test.error_of('select mallory35.attach()') as through_definer;
 create table mallory35.m (id int primary key);
 create trigger steal after insert on mallory35.m for each row execute function
     pgque.jsontriga('q35', 'ev_extra4=(select string_agg(s, '','') from app35.secret)');
-select pgque_test.error_of('alter table mallory35.m owner to app35') as give_table;
+-- (the message differs from PostgreSQL 16 on: "must be able to SET ROLE")
+select left(pgque_test.error_of('alter table mallory35.m owner to app35'), 6) as give_table;
 reset role;
 
 -- a partitioned table of mallory's with a partition of app35's (attached by
