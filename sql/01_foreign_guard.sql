@@ -139,6 +139,17 @@ begin
                         and g.tgname operator(pg_catalog.=) 'queue_changed'::pg_catalog.name
                         and g.tgfoid operator(pg_catalog.=) pg_catalog.to_regprocedure('pgque._queue_changed()')))
         union all
+        -- a table of another schema inheriting from (or a partition of) a
+        -- pgque relation: a statement of this script on the parent reaches
+        -- its rows and fires its triggers, which the trigger test above
+        -- (schema pgque only) does not see
+        select 6, pg_catalog.format('relation %s, a child of %s', i.inhrelid::pg_catalog.regclass,
+                                    i.inhparent::pg_catalog.regclass)
+          from pg_catalog.pg_inherits i
+          join pg_catalog.pg_class c on c.oid operator(pg_catalog.=) i.inhrelid
+         where i.inhparent operator(pg_catalog.=) any (select oid from rel)
+           and c.relnamespace operator(pg_catalog.<>) v_nsp
+        union all
         select 6, pg_catalog.format('rule %I on %s', r.rulename, r.ev_class::pg_catalog.regclass)
           from pg_catalog.pg_rewrite r
          where r.ev_class operator(pg_catalog.=) any (select oid from rel)
