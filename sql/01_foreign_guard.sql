@@ -110,8 +110,11 @@ begin
         select 4, pg_catalog.format('text search dictionary %I', o.dictname)
           from pg_catalog.pg_ts_dict o where o.dictnamespace operator(pg_catalog.=) v_nsp
         union all
-        select 4, pg_catalog.format('statistics object %I', o.stxname)
+        -- wherever it lives: one on a pgque table computes its expressions
+        -- in every ANALYZE as the table's owner
+        select 4, pg_catalog.format('statistics object %I on %s', o.stxname, o.stxrelid::pg_catalog.regclass)
           from pg_catalog.pg_statistic_ext o where o.stxnamespace operator(pg_catalog.=) v_nsp
+            or o.stxrelid operator(pg_catalog.=) any (select oid from rel)
         union all
         select 4, pg_catalog.format('extension %I', o.extname)
           from pg_catalog.pg_extension o where o.extnamespace operator(pg_catalog.=) v_nsp

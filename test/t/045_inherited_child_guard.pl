@@ -1,4 +1,5 @@
-# The update guard and children of pgque's tables in other schemas (ADR 0042).
+# The update guard and what a 0.2.0 owner attached to pgque's tables from
+# other schemas (ADR 0042): inheritance children and extended statistics.
 # A 0.2.0 install by a non-superuser left it owning pgque's tables, so it
 # could make a table of its own in another schema INHERIT from one of them
 # and put a row-level trigger and a row on it.  The 0.2.0 -> 0.3.0 update
@@ -9,6 +10,12 @@
 # also keep firing as pgque_owner whenever the API updates or deletes in the
 # parent.  The guard now refuses (55000, naming the child) while a relation
 # outside schema pgque inherits from a pgque relation.
+# Likewise a statistics object in another schema on a pgque table with an
+# expression calling the owner's function: the guard looked for statistics
+# objects in schema pgque only; after the update ANALYZE (autovacuum's or
+# anyone's) computes the expression as the table's owner, pgque_owner, so
+# the former owner's code acts as pgque_owner.  The guard now refuses a
+# statistics object on a pgque relation wherever it lives.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -52,6 +59,14 @@ $node->safe_psql('up', q{
     create trigger kid_t before update or delete on public.kid for each row execute function public.on_kid();
     insert into public.kid values (1, 'k', 1, now() + interval '1 day');
     create table public.kid2 () inherits (pgque.subscription);
+    create function public.note(w text) returns boolean language plpgsql as $f$
+    begin
+        insert into public.ran select w, current_user, rolsuper from pg_roles where rolname = current_user;
+        return true;
+    end $f$;
+    create function public.sx(bigint) returns bigint language plpgsql immutable as $f$
+    begin perform public.note('statistics'); return $1; end $f$;
+    create statistics public.st on (public.sx(sub_last_tick)) from pgque.subscription;
 }, extra_params => [ '-U', 'dbo' ]);
 
 for my $who ('dbo', 'a superuser')
@@ -62,17 +77,19 @@ for my $who ('dbo', 'a superuser')
     like($err, qr/schema pgque holds objects the extension did not make: .*relation (public\.)?kid, a child of (pgque\.)?idem/,
          '... 55000 naming the child of pgque.idem');
     like($err, qr/relation (public\.)?kid2, a child of (pgque\.)?subscription/, '... and the one of pgque.subscription');
+    like($err, qr/statistics object st on (pgque\.)?subscription/, '... and the statistics object in schema public');
 }
 is($node->safe_psql('up', 'select count(*) from public.ran'), '0', 'the child\'s trigger never ran');
 is($node->safe_psql('postgres', q{select rolsuper from pg_roles where rolname = 'dbo'}), 'f', 'dbo is not a superuser');
 is($node->safe_psql('up', q{select extversion from pg_extension where extname = 'pgque_bgw'}), '0.2.0',
    'the extension is still 0.2.0');
 
-# once the children are gone (no inheritance left) the update goes through
-$node->safe_psql('up', 'drop table public.kid, public.kid2', extra_params => [ '-U', 'dbo' ]);
+# once the children and the statistics are gone the update goes through
+$node->safe_psql('up', 'drop table public.kid, public.kid2; drop statistics public.st', extra_params => [ '-U', 'dbo' ]);
 my ($ret, $out, $err) = $node->psql('up', 'alter extension pgque_bgw update', extra_params => [ '-U', 'dbo' ]);
 is($ret, 0, 'without them the owner updates') or diag($err);
-is($node->safe_psql('up', 'select count(*) from public.ran'), '0', 'nothing planted ran');
+$node->safe_psql('up', 'analyze pgque.subscription');
+is($node->safe_psql('up', 'select count(*) from public.ran'), '0', 'nothing planted ran, an ANALYZE after the update included');
 # and afterwards nobody but pgque_owner may add a child again
 ($ret, $out, $err) = $node->psql('up', 'create table public.kid () inherits (pgque.idem)',
     extra_params => [ '-U', 'dbo' ]);
