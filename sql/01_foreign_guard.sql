@@ -318,12 +318,16 @@ begin
           from pg_catalog.pg_trigger g
           join pg_catalog.pg_class c on c.oid operator(pg_catalog.=) g.tgrelid
          where c.relnamespace operator(pg_catalog.=) v_nsp and not g.tgisinternal
-           and not (   (c.relname operator(pg_catalog.=) 'config'::pg_catalog.name
+           -- ours as made: enabled, without a WHEN clause (the old owner
+           -- could CREATE OR REPLACE one with its function in WHEN, or
+           -- disable it)
+           and not (g.tgqual is null and g.tgenabled operator(pg_catalog.=) 'O'::pg_catalog."char" and (
+                       (c.relname operator(pg_catalog.=) 'config'::pg_catalog.name
                         and g.tgname operator(pg_catalog.=) 'config_one_row'::pg_catalog.name
                         and g.tgfoid operator(pg_catalog.=) pg_catalog.to_regprocedure('pgque._config_one_row()'))
                     or (c.relname operator(pg_catalog.=) 'queue'::pg_catalog.name
                         and g.tgname operator(pg_catalog.=) 'queue_changed'::pg_catalog.name
-                        and g.tgfoid operator(pg_catalog.=) pg_catalog.to_regprocedure('pgque._queue_changed()')))
+                        and g.tgfoid operator(pg_catalog.=) pg_catalog.to_regprocedure('pgque._queue_changed()'))))
         union all
         -- a table of another schema inheriting from (or a partition of) a
         -- pgque relation: a statement of this script on the parent reaches

@@ -16,6 +16,12 @@
 # anyone's) computes the expression as the table's owner, pgque_owner, so
 # the former owner's code acts as pgque_owner.  The guard now refuses a
 # statistics object on a pgque relation wherever it lives.
+# And the extension's own two triggers passed by table, name and function:
+# CREATE OR REPLACE TRIGGER queue_changed ... WHEN (public.tw()) kept all
+# three and ran public.tw() as whoever changed pgque.queue (create_queue:
+# pgque_owner); ALTER TABLE ... DISABLE TRIGGER config_one_row kept the
+# config table open to a second row.  They pass now only enabled and
+# without a WHEN clause.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -67,6 +73,11 @@ $node->safe_psql('up', q{
     create function public.sx(bigint) returns bigint language plpgsql immutable as $f$
     begin perform public.note('statistics'); return $1; end $f$;
     create statistics public.st on (public.sx(sub_last_tick)) from pgque.subscription;
+    create function public.tw() returns boolean language plpgsql as $f$
+    begin return public.note('queue_changed when'); end $f$;
+    create or replace trigger queue_changed after insert or update or delete or truncate on pgque.queue
+        for each statement when (public.tw()) execute function pgque._queue_changed();
+    alter table pgque.config disable trigger config_one_row;
 }, extra_params => [ '-U', 'dbo' ]);
 
 for my $who ('dbo', 'a superuser')
@@ -78,6 +89,8 @@ for my $who ('dbo', 'a superuser')
          '... 55000 naming the child of pgque.idem');
     like($err, qr/relation (public\.)?kid2, a child of (pgque\.)?subscription/, '... and the one of pgque.subscription');
     like($err, qr/statistics object st on (pgque\.)?subscription/, '... and the statistics object in schema public');
+    like($err, qr/trigger queue_changed on (pgque\.)?queue/, '... and the extension\'s own trigger given a WHEN clause');
+    like($err, qr/trigger config_one_row on (pgque\.)?config/, '... and the extension\'s own trigger disabled');
 }
 is($node->safe_psql('up', 'select count(*) from public.ran'), '0', 'the child\'s trigger never ran');
 is($node->safe_psql('postgres', q{select rolsuper from pg_roles where rolname = 'dbo'}), 'f', 'dbo is not a superuser');
@@ -85,10 +98,13 @@ is($node->safe_psql('up', q{select extversion from pg_extension where extname = 
    'the extension is still 0.2.0');
 
 # once the children and the statistics are gone the update goes through
-$node->safe_psql('up', 'drop table public.kid, public.kid2; drop statistics public.st', extra_params => [ '-U', 'dbo' ]);
+$node->safe_psql('up', q{drop table public.kid, public.kid2; drop statistics public.st;
+    create or replace trigger queue_changed after insert or update or delete or truncate on pgque.queue
+        for each statement execute function pgque._queue_changed();
+    alter table pgque.config enable trigger config_one_row;}, extra_params => [ '-U', 'dbo' ]);
 my ($ret, $out, $err) = $node->psql('up', 'alter extension pgque_bgw update', extra_params => [ '-U', 'dbo' ]);
 is($ret, 0, 'without them the owner updates') or diag($err);
-$node->safe_psql('up', 'analyze pgque.subscription');
+$node->safe_psql('up', q{analyze pgque.subscription; select pgque.create_queue('after')});
 is($node->safe_psql('up', 'select count(*) from public.ran'), '0', 'nothing planted ran, an ANALYZE after the update included');
 # and afterwards nobody but pgque_owner may add a child again
 ($ret, $out, $err) = $node->psql('up', 'create table public.kid () inherits (pgque.idem)',
