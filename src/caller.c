@@ -106,13 +106,17 @@ pgque_quota_role(void)
 }
 
 /*
- * Is the caller (or the session's login role) a superuser, or the caller
- * (a member of) the role that installed the extension or the owner of
- * schema pgque?  They may use the reserve of the shared-memory tables and
- * are not held to the per-role caps.  Reads the catalogs: call it outside
+ * How far the caller may go in the shared-memory tables (ADR 0041):
+ * PGQUE_PRIV_RESERVE for a superuser caller or login role (or a member of
+ * the owner of schema pgque, which only a superuser can be): the reserve
+ * and no per-role cap; PGQUE_PRIV_NO_ROLE_CAP for (a member of) the role
+ * that installed the extension in this database: no per-role cap, but not
+ * the reserve (a trusted install's owner is any role with CREATE on a
+ * database, and one with four databases filled the whole table with their
+ * caps); PGQUE_PRIV_NONE otherwise.  Reads the catalogs: call it outside
  * any LWLock.
  */
-bool
+int
 pgque_caller_privileged(void)
 {
 	Oid			caller = GetOuterUserId();
@@ -121,18 +125,20 @@ pgque_caller_privileged(void)
 	bool		owner = false;
 
 	if (superuser_arg(caller) || superuser_arg(GetSessionUserId()))
-		return true;
+		return PGQUE_PRIV_RESERVE;
 	nsp = get_namespace_oid("pgque", true);
 	if (!OidIsValid(nsp))
-		return false;
+		return PGQUE_PRIV_NONE;
 	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
 	if (HeapTupleIsValid(tup))
 	{
 		owner = has_privs_of_role(caller, ((Form_pg_namespace) GETSTRUCT(tup))->nspowner);
 		ReleaseSysCache(tup);
 	}
+	if (owner)
+		return PGQUE_PRIV_RESERVE;
 	/* the installing role (ADR 0042: it owns nothing, but runs the extension) */
-	if (!owner && OidIsValid(pgque_extension_owner()))
-		owner = has_privs_of_role(caller, pgque_extension_owner());
-	return owner;
+	if (OidIsValid(pgque_extension_owner()) && has_privs_of_role(caller, pgque_extension_owner()))
+		return PGQUE_PRIV_NO_ROLE_CAP;
+	return PGQUE_PRIV_NONE;
 }

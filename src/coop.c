@@ -15,7 +15,7 @@
  * it): a new entry is refused with 53400 naming the bound at
  * pgque_bgw.max_coop_members_per_database or max_coop_members_per_role, and
  * the last 1/PGQUE_SHMEM_RESERVE_SHARE of the table is kept for superusers
- * and the extension owner (who are not held to the per-role cap).  A
+ * (who, with the installing role, are not held to the per-role cap).  A
  * refused heartbeat is an error, never a silent omission: a member nobody
  * hears is taken over, and its window processed twice.
  *
@@ -182,18 +182,18 @@ quota_find(int32 kind, Oid oid, bool enter)
 }
 
 static CoopVerdict
-quota_check(Oid dboid, Oid role, bool privileged)
+quota_check(Oid dboid, Oid role, int privileged)
 {
 	CoopQuota  *db = quota_find(COOP_QUOTA_DATABASE, dboid, false);
 	CoopQuota  *ro = quota_find(COOP_QUOTA_ROLE, role, false);
 
 	if (coop_shared->total >= PGQUE_COOP_MEMBERS_MAX)
 		return COOP_TABLE_FULL;
-	if (!privileged && coop_shared->total >= PGQUE_COOP_MEMBERS_MAX - pgque_shmem_reserve(PGQUE_COOP_MEMBERS_MAX))
+	if (privileged < PGQUE_PRIV_RESERVE && coop_shared->total >= PGQUE_COOP_MEMBERS_MAX - pgque_shmem_reserve(PGQUE_COOP_MEMBERS_MAX))
 		return COOP_RESERVE;
 	if (db != NULL && db->count >= pgque_max_coop_members_per_database)
 		return COOP_DATABASE_FULL;
-	if (!privileged && ro != NULL && ro->count >= pgque_max_coop_members_per_role)
+	if (privileged < PGQUE_PRIV_NO_ROLE_CAP && ro != NULL && ro->count >= pgque_max_coop_members_per_role)
 		return COOP_ROLE_FULL;
 	return COOP_OK;
 }
@@ -243,7 +243,7 @@ quota_error(CoopVerdict v)
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("the cooperative member table is full but for its reserve (%d of %d entries)",
 							pgque_shmem_reserve(PGQUE_COOP_MEMBERS_MAX), PGQUE_COOP_MEMBERS_MAX),
-					 errdetail("The reserve is kept for superusers and the extension owner."),
+					 errdetail("The reserve is kept for superusers."),
 					 errhint("Unregister members that are gone with pgque.unregister_subconsumer(), or have the administrator lower pgque_bgw.max_coop_members_per_role.")));
 			break;
 		case COOP_DATABASE_FULL:
@@ -456,7 +456,7 @@ pgque_coop_touch(PG_FUNCTION_ARGS)
 		e = (CoopMember *) hash_search(coop_table, &key, HASH_FIND, NULL);
 		if (e == NULL)
 		{
-			v = quota_check(key.dboid, role, privileged == 1);
+			v = quota_check(key.dboid, role, Max(privileged, PGQUE_PRIV_NONE));
 			if (v == COOP_OK)
 			{
 				e = (CoopMember *) hash_search(coop_table, &key, HASH_ENTER_NULL, &found);
@@ -468,8 +468,8 @@ pgque_coop_touch(PG_FUNCTION_ARGS)
 				LWLockRelease(coop_lock);
 				if ((v == COOP_RESERVE || v == COOP_ROLE_FULL) && privileged < 0)
 				{
-					privileged = pgque_caller_privileged() ? 1 : 0;
-					if (privileged)
+					privileged = pgque_caller_privileged();
+					if (privileged >= (v == COOP_RESERVE ? PGQUE_PRIV_RESERVE : PGQUE_PRIV_NO_ROLE_CAP))
 						continue;
 				}
 				if (!reclaimed)

@@ -206,10 +206,10 @@ pgque_define_gucs(void)
 							"How many slot lease entries one partitioned consumer may hold.",
 							NULL, &pgque_max_slots_per_consumer, 1024, 1, 1000000, PGC_SUSET, 0,
 							NULL, NULL, NULL);
-	/* the per-role caps do not hold superusers and the extension owner */
+	/* the per-role caps do not hold superusers and the installing role */
 	DefineCustomIntVariable("pgque_bgw.max_slots_per_role",
 							"How many slot lease entries the consumers of one role may create, all databases together.",
-							"Keeps one role from filling the table for the others; superusers and the extension owner are exempt.",
+							"Keeps one role from filling the table for the others; superusers and the installing role are exempt.",
 							&pgque_max_slots_per_role, 512, 1, 1000000, PGC_SUSET, 0,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("pgque_bgw.max_coop_members_per_database",
@@ -219,7 +219,7 @@ pgque_define_gucs(void)
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("pgque_bgw.max_coop_members_per_role",
 							"How many cooperative member entries (heartbeats) one role may create, all databases together.",
-							"Keeps one role from filling the member table for the others; superusers and the extension owner are exempt.",
+							"Keeps one role from filling the member table for the others; superusers and the installing role are exempt.",
 							&pgque_max_coop_members_per_role, 512, 1, 1000000, PGC_SUSET, 0,
 							NULL, NULL, NULL);
 

@@ -57,7 +57,11 @@ extern bool pgque_database_allowed(const char *dbname);
 
 /* caller.c */
 extern Oid	pgque_quota_role(void);
-extern bool pgque_caller_privileged(void);
+/* pgque_caller_privileged(): what the caller may use in the shared-memory tables */
+#define PGQUE_PRIV_NONE 0
+#define PGQUE_PRIV_NO_ROLE_CAP 1	/* not held to the per-role cap */
+#define PGQUE_PRIV_RESERVE 2		/* that, and the reserve */
+extern int	pgque_caller_privileged(void);
 
 /* reclaim.c */
 extern int	pgque_reclaim_pass(void);

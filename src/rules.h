@@ -24,8 +24,8 @@
 /*
  * The shared-memory tables filled by callers (slots.c, coop.c; ADR 0041):
  * the last 1/PGQUE_SHMEM_RESERVE_SHARE of each (at least one entry) is kept
- * for superusers and the extension owner, so that no other role, however
- * many databases it spreads over, can fill it for them.
+ * for superusers, so that no other role, however many databases it spreads
+ * over or installed the extension in, can fill it for them.
  */
 #define PGQUE_SHMEM_RESERVE_SHARE 16
 

@@ -17,8 +17,8 @@
  * role of the session that created the entry, all databases): a new entry
  * is refused (53400, naming the cap) at pgque_bgw.max_slots,
  * max_slots_per_database, max_slots_per_consumer or max_slots_per_role.
- * The last 1/PGQUE_SHMEM_RESERVE_SHARE of the table is kept for superusers
- * and the extension owner, who are not held to the per-role cap either.
+ * The last 1/PGQUE_SHMEM_RESERVE_SHARE of the table is kept for superusers;
+ * they and the installing role are not held to the per-role cap.
  * Renewals never touch the quota lock; only the creation and removal of
  * entries do (lock order: partition locks, then the quota lock).
  *
@@ -214,11 +214,11 @@ quota_count(QuotaEntry *q)
  * Count one more entry for key, created by role, or say which cap refuses
  * it.  The caller holds the entry's partition lock.  The caps are read from
  * this backend's settings (SUSET: a session cannot raise its own);
- * privileged callers (superuser, extension owner) may use the reserve and
+ * superusers may use the reserve; they and the installing role (ADR 0042)
  * are not held to the per-role cap.
  */
 static QuotaVerdict
-quota_reserve(const SlotKey *key, Oid role, bool privileged)
+quota_reserve(const SlotKey *key, Oid role, int privileged)
 {
 	QuotaKey	keys[QUOTA_KINDS];
 	QuotaEntry *q[QUOTA_KINDS];
@@ -232,13 +232,13 @@ quota_reserve(const SlotKey *key, Oid role, bool privileged)
 		q[i] = hash_search(quota_table, &keys[i], HASH_FIND, NULL);
 	if (slot_shared->total >= pgque_max_slots)
 		v = QUOTA_TABLE_FULL;
-	else if (!privileged && slot_shared->total >= pgque_max_slots - pgque_shmem_reserve(pgque_max_slots))
+	else if (privileged < PGQUE_PRIV_RESERVE && slot_shared->total >= pgque_max_slots - pgque_shmem_reserve(pgque_max_slots))
 		v = QUOTA_RESERVE;
 	else if (quota_count(q[0]) >= pgque_max_slots_per_database)
 		v = QUOTA_DATABASE_FULL;
 	else if (quota_count(q[1]) >= pgque_max_slots_per_consumer)
 		v = QUOTA_CONSUMER_FULL;
-	else if (!privileged && quota_count(q[2]) >= pgque_max_slots_per_role)
+	else if (privileged < PGQUE_PRIV_NO_ROLE_CAP && quota_count(q[2]) >= pgque_max_slots_per_role)
 		v = QUOTA_ROLE_FULL;
 	else
 	{
@@ -300,7 +300,7 @@ quota_error(QuotaVerdict v, const SlotKey *key)
 					(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 					 errmsg("the slot lease table is full but for its reserve (%d of pgque_bgw.max_slots = %d)",
 							pgque_shmem_reserve(pgque_max_slots), pgque_max_slots),
-					 errdetail("The reserve is kept for superusers and the extension owner; released entries and those of dropped databases were reclaimed first."),
+					 errdetail("The reserve is kept for superusers; released entries and those of dropped databases were reclaimed first."),
 					 errhint("Unsubscribe unused slot consumers, or have the administrator lower pgque_bgw.max_slots_per_role or raise pgque_bgw.max_slots.")));
 			break;
 		case QUOTA_DATABASE_FULL:
@@ -536,7 +536,7 @@ pgque_slot_claim(const SlotKey *key, const char *worker, int64 ttl_ms, int64 (*n
 		e = hash_search_with_hash_value(slot_table, key, hash, HASH_FIND, NULL);
 		if (e == NULL)
 		{
-			QuotaVerdict v = quota_reserve(key, role, privileged == 1);
+			QuotaVerdict v = quota_reserve(key, role, Max(privileged, PGQUE_PRIV_NONE));
 
 			if (v == QUOTA_OK)
 			{
@@ -552,8 +552,8 @@ pgque_slot_claim(const SlotKey *key, const char *worker, int64 ttl_ms, int64 (*n
 				LWLockRelease(lock);
 				if ((v == QUOTA_RESERVE || v == QUOTA_ROLE_FULL) && privileged < 0)
 				{
-					privileged = pgque_caller_privileged() ? 1 : 0;
-					if (privileged)
+					privileged = pgque_caller_privileged();
+					if (privileged >= (v == QUOTA_RESERVE ? PGQUE_PRIV_RESERVE : PGQUE_PRIV_NO_ROLE_CAP))
 						continue;
 				}
 				if (!reclaimed)
