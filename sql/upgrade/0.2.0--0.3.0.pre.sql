@@ -38,3 +38,10 @@ drop function pgque._queue_lock_class();
 -- take (ADR 0040): both take the list as a new last argument.
 drop function pgque._slot_pending_all();
 drop function pgque._alert_conditions(interval, interval, interval, interval, interval);
+
+-- Per-queue rights (ADR 0047): every queue of 0.2.0 gets the defaults a new
+-- queue gets, "send" for pgque_writer and "subscribe" for pgque_reader, so
+-- the applications using the documented roles keep working.
+alter table pgque.queue
+    add column queue_senders regrole[] not null default '{pgque_writer}',
+    add column queue_subscribers regrole[] not null default '{pgque_reader}';
