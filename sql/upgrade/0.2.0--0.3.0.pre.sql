@@ -39,9 +39,9 @@ drop function pgque._queue_lock_class();
 drop function pgque._slot_pending_all();
 drop function pgque._alert_conditions(interval, interval, interval, interval, interval);
 
--- Per-queue rights (ADR 0047): every queue of 0.2.0 gets the defaults a new
--- queue gets, "send" for pgque_writer and "subscribe" for pgque_reader, so
--- the applications using the documented roles keep working.
+-- Per-queue rights (ADR 0047): the columns here, their values, defaults
+-- and NOT NULL in the post step (a data fix; a default given here would
+-- leave a "missing value" in the catalog that a fresh install has not).
 alter table pgque.queue
-    add column queue_senders regrole[] not null default '{pgque_writer}',
-    add column queue_subscribers regrole[] not null default '{pgque_reader}';
+    add column queue_senders regrole[],
+    add column queue_subscribers regrole[];
