@@ -364,6 +364,8 @@ select ok(pg_temp.run_as('pgque_t_admin', $$select pgque.force_next_tick('iso') 
 select is(pg_temp.run_as('pgque_t_reader', $$select string_agg(payload, ',' order by msg_id) from pgque.receive('iso', 'c1', 10)$$),
           'e1,e2,e3,e4', 'the granted reader receives what the granted writer sent');
 select pg_temp.denied('pgque_t_app2', $$select * from pgque.receive('iso', 'c1', 10)$$, 'app2''s reader cannot receive from iso');
+select pg_temp.denied('pgque_t_app2', $$select * from pgque.dlq_inspect('iso')$$, 'app2''s reader cannot read iso''s dead letters (payloads) with dlq_inspect');
+select is(pg_temp.run_as('pgque_t_reader', $$select count(*) from pgque.dlq_inspect('iso')$$), '0', 'the granted reader may');
 
 -- revoking takes effect at once, for existing consumers and in a session
 -- that has cached the queue (the producer's cache is flushed)
