@@ -31,7 +31,12 @@ create table pgque.queue (
     -- write a child table's own (unbucketed) heap.
     queue_partition_buckets   int4,
     queue_buckets_step1       xid8,
-    queue_buckets_step2       xid8
+    queue_buckets_step2       xid8,
+    -- addition: per-queue rights (ADR 0047).  Members of these roles (and
+    -- admins) may send to / subscribe to and receive from the queue;
+    -- PUBLIC never.  pgque.grant_queue / revoke_queue change them.
+    queue_senders             regrole[] not null default '{pgque_writer}',
+    queue_subscribers         regrole[] not null default '{pgque_reader}'
 );
 
 create table pgque.consumer (

@@ -184,8 +184,21 @@ returns boolean language sql stable as $$
                        from pg_catalog.pg_extension e where e.extname = 'pgque_bgw'), false)
 $$;
 
--- Refuse the caller unless it is a member of the consumer's owning role or
--- an admin.  It is called by the lookup each operation on an existing
+-- Per-queue rights (ADR 0047): refuse the caller unless it is a member of a
+-- role granted i_right ('send', 'subscribe') on the queue, of pgque_admin or
+-- of the extension's owner.  The rule is C's (src/rules.c), which the
+-- producer calls with the senders it caches: one source for both.
+create function pgque._check_queue_right(i_queue_name text, i_right text, i_grantees regrole[])
+returns void language c stable as 'MODULE_PATHNAME', 'pgque_check_queue_right_sql';
+
+create function pgque._check_queue_right(q pgque.queue, i_right text)
+returns void language sql stable as $$
+    select pgque._check_queue_right(q.queue_name, i_right,
+                                    case i_right when 'send' then q.queue_senders else q.queue_subscribers end)
+$$;
+
+-- Refuse the caller unless it holds "subscribe" on the queue and is a
+-- member of the consumer's owning role, or is an admin.  It is called by the lookup each operation on an existing
 -- consumer starts with: _register, _unregister, _next_batch (by name),
 -- _open_batch (by batch id) and _partitioned (partition slots, before any
 -- lease is touched; the slot subscription's own lookup then finds the same
@@ -195,6 +208,7 @@ returns void language plpgsql stable as $$
 declare
     me regrole := pgque._caller();
 begin
+    perform pgque._check_queue_right(q, 'subscribe') from pgque.queue q where q.queue_id = i_queue_id;
     if me = i_owner or pg_catalog.pg_has_role(me, i_owner, 'member') or pgque._caller_is_admin() then
         return;
     end if;

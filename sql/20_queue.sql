@@ -218,6 +218,92 @@ begin
     return '(' || pg_catalog.array_to_string(parts, ' union all ') || ')';
 end $$;
 
+-- Per-queue rights (ADR 0047).  A queue starts with "send" granted to
+-- pgque_writer and "subscribe" (which covers receiving) to pgque_reader, so
+-- that an application alone in its database works as in 0.2.0; PUBLIC
+-- never holds either.  The pgque roles are cluster-wide: to keep another
+-- application's readers and writers out, grant the queue to the
+-- application's own roles and revoke it from pgque_reader / pgque_writer.
+-- Admins (pgque_admin, the extension's owner) hold both on every queue.
+create function pgque._queue_grantee_check(i_queue_name text, i_role regrole, i_right text)
+returns pgque.queue language plpgsql as $$
+declare
+    q pgque.queue;
+begin
+    perform pgque._check_not_null('role', i_role);
+    perform pgque._check_not_null('right', i_right);
+    if i_right not in ('send', 'subscribe') then
+        raise exception 'unknown queue right: "%"', pg_catalog.left(i_right, 32)
+            using errcode = 'invalid_parameter_value',
+                  hint = 'The rights are ''send'' and ''subscribe''.';
+    end if;
+    if not exists (select from pg_catalog.pg_roles r where r.oid = i_role) then
+        raise exception 'role with OID % does not exist', i_role::oid
+            using errcode = 'undefined_object',
+                  hint = 'PUBLIC holds no right on a queue and cannot be given one.';
+    end if;
+    select * into q from pgque.queue where queue_name = i_queue_name for update;
+    if not found then
+        q := pgque._queue(i_queue_name);    -- raises the usual error
+    end if;
+    return q;
+end $$;
+
+-- grant_queue(queue_name, role, 'send' | 'subscribe') -> 1 granted, 0 held already.
+create function pgque.grant_queue(i_queue_name text, i_role regrole, i_right text)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q     pgque.queue;
+    cur   regrole[];
+begin
+    q := pgque._queue_grantee_check(i_queue_name, i_role, i_right);
+    cur := case i_right when 'send' then q.queue_senders else q.queue_subscribers end;
+    if i_role = any (cur) then
+        return 0;
+    end if;
+    if pg_catalog.cardinality(cur) >= @PGQUE_QUEUE_GRANTEES_MAX@ then
+        raise exception 'queue "%" has % roles with right "%" already', i_queue_name, pg_catalog.cardinality(cur), i_right
+            using errcode = 'program_limit_exceeded',
+                  detail = 'The limit is @PGQUE_QUEUE_GRANTEES_MAX@ roles per right and queue.',
+                  hint = 'Grant the right to a group role and make the roles members of it.';
+    end if;
+    if i_right = 'send' then
+        update pgque.queue set queue_senders = queue_senders || i_role where queue_id = q.queue_id;
+    else
+        update pgque.queue set queue_subscribers = queue_subscribers || i_role where queue_id = q.queue_id;
+    end if;
+    return 1;
+end $$;
+
+-- revoke_queue(queue_name, role, 'send' | 'subscribe') -> 1 revoked, 0 not held.
+-- Existing consumers of a role that loses "subscribe" can no longer receive.
+create function pgque.revoke_queue(i_queue_name text, i_role regrole, i_right text)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q     pgque.queue;
+begin
+    q := pgque._queue_grantee_check(i_queue_name, i_role, i_right);
+    if not (i_role = any (case i_right when 'send' then q.queue_senders else q.queue_subscribers end)) then
+        return 0;
+    end if;
+    if i_right = 'send' then
+        update pgque.queue set queue_senders = pg_catalog.array_remove(queue_senders, i_role) where queue_id = q.queue_id;
+    else
+        update pgque.queue set queue_subscribers = pg_catalog.array_remove(queue_subscribers, i_role) where queue_id = q.queue_id;
+    end if;
+    return 1;
+end $$;
+
+-- queue_rights: who holds which right on each queue (admins hold all).
+create view pgque.queue_rights as
+    select q.queue_name, 'send'::text as queue_right, r.role::regrole as grantee
+      from pgque.queue q, pg_catalog.unnest(q.queue_senders) r(role)
+    union all
+    select q.queue_name, 'subscribe', r.role::regrole
+      from pgque.queue q, pg_catalog.unnest(q.queue_subscribers) r(role);
+
 -- set_queue_config(queue_name, param, value) -> 1.  param is the short name
 -- (the queue_ prefix is accepted too); a NULL value restores the default.
 create function pgque.set_queue_config(x_queue_name text, x_param_name text, x_param_value text)

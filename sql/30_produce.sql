@@ -22,7 +22,8 @@ begin
     return i_type_name;
 end $$;
 
--- The queue row for a producer: unknown queues and disabled inserts raise.
+-- The queue row for a producer: unknown queues, a caller without "send" on
+-- it (ADR 0047) and disabled inserts raise.
 -- session_replication_role = replica bypasses disable_insert (PgQ rule).
 create function pgque._producer_queue(i_queue_name text)
 returns pgque.queue language plpgsql stable as $$
@@ -30,6 +31,7 @@ declare
     q pgque.queue;
 begin
     q := pgque._queue(i_queue_name);
+    perform pgque._check_queue_right(q, 'send');
     if q.queue_disable_insert and pg_catalog.current_setting('session_replication_role') <> 'replica' then
         raise exception 'Insert into queue disallowed'
             using errcode = 'object_not_in_prerequisite_state',

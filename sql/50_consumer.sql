@@ -15,6 +15,7 @@ declare
     pos  bigint;
     n    int4;
 begin
+    perform pgque._check_queue_right(q, 'subscribe');
     insert into pgque.consumer (co_name) values (i_consumer_name) on conflict (co_name) do nothing;
     select co_id into cid from pgque.consumer where co_name = i_consumer_name;
 

@@ -119,6 +119,8 @@ declare
     q pgque.queue;
 begin
     q := pgque._queue(queue_name);
+    -- dead letters carry payloads: the queue's readers only (ADR 0047)
+    perform pgque._check_queue_right(q, 'subscribe');
     perform pgque._check_not_null('limit_count', limit_count);
     if limit_count < 1 then
         raise exception 'limit_count must be positive, got %', limit_count

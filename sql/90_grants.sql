@@ -114,6 +114,9 @@ grant execute on function
   to pgque_admin;
 -- PgQue's internal insert_event_bulk() and uninstall() stay the owner's.
 grant select on pgque.delayed_events, pgque.config to pgque_admin;
+grant execute on function pgque.grant_queue(text, regrole, text), pgque.revoke_queue(text, regrole, text)
+  to pgque_admin;
+grant select on pgque.queue_rights to pgque_admin;
 grant select on pgque.alerts to pgque_reader, pgque_admin;
 grant select on pgque.alert, pgque.maint_failure to pgque_admin;
 grant execute on procedure pgque.ticker_loop(interval, interval) to pgque_admin;

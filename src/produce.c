@@ -106,6 +106,18 @@ refuse_disabled(text *queue_name, bool disabled)
 				 errhint("pgque.set_queue_config(queue, 'disable_insert', 'false') re-enables it.")));
 }
 
+/*
+ * The caller's "send" right on the queue (ADR 0047), from the grantees
+ * cached with it: a membership test per grantee, no catalog read.
+ */
+static void
+check_send_right(text *queue_name, const QueueInfo *q)
+{
+	if (q->nsenders < 0)
+		return;					/* the database's SQL is still 0.2.0's */
+	pgque_check_queue_right(text_to_cstring(queue_name), "send", q->senders, q->nsenders);
+}
+
 /* one event: args/isnull are indexed by the INS_* positions */
 typedef struct AppendOne
 {
@@ -113,6 +125,7 @@ typedef struct AppendOne
 	Datum	   *args;
 	bool	   *isnull;
 	bool		check_disabled; /* producers do; re-injection by maintenance does not */
+	bool		check_right;	/* the SQL entry points check "send" (ADR 0047); CDC does not */
 	int64		ev_id;			/* out */
 	int32		queue_id;		/* out */
 } AppendOne;
@@ -132,6 +145,8 @@ append_one(void *arg)
 
 	pgque_lookup_queue(a->queue_name, &q);
 	a->queue_id = q.queue_id;
+	if (a->check_right)
+		check_send_right(a->queue_name, &q);
 	if (a->check_disabled)
 		refuse_disabled(a->queue_name, q.disabled);
 
@@ -172,6 +187,8 @@ insert_event_internal(text *queue_name, Datum *args, bool *isnull, bool check_di
 	a.args = args;
 	a.isnull = isnull;
 	a.check_disabled = check_disabled;
+	/* maintenance's re-injection (check_disabled false) and CDC are not sends */
+	a.check_right = check_disabled && as_owner;
 	a.ev_id = 0;
 	if (as_owner)
 		run_as_owner(append_one, &a);
@@ -451,6 +468,7 @@ append_batch(void *arg)
 		elog(ERROR, "pgque_bgw: SPI_connect failed");
 	pgque_lookup_queue(a->queue_name, &q);
 	a->queue_id = q.queue_id;
+	check_send_right(a->queue_name, &q);
 	refuse_disabled(a->queue_name, q.disabled);
 	if (n == 0)
 	{

@@ -5,7 +5,7 @@
  *		                 insert_event, _insert_event) and the C one the CDC
  *		                 triggers use; runs the append as the extension owner
  *		  queue_cache.c  what a producer needs of a queue (id, current table,
- *		                 buckets, insert flag) and whom it appends as, cached
+ *		                 buckets, insert flag, senders) and whom it appends as, cached
  *		                 per backend and flushed by invalidations
  *		  insert_plan.c  the kept SPI insert plans, per queue and table
  *		Decisions: ADR 0001 (hot path in C), 0004 (queue cache), 0032 (the
@@ -18,6 +18,8 @@
 
 #include "executor/spi.h"
 
+#include "rules.h"
+
 /* what a producer needs to know of a queue */
 typedef struct QueueInfo
 {
@@ -26,6 +28,9 @@ typedef struct QueueInfo
 	int32		nbuckets;		/* partition buckets, 0 for none */
 	bool		disabled;
 	Oid			event_seq;		/* pgque.event_<id>_id_seq */
+	/* the roles granted "send" on it (ADR 0047); -1: no rights (0.2.0's SQL) */
+	int			nsenders;
+	Oid			senders[PGQUE_QUEUE_GRANTEES_MAX];
 } QueueInfo;
 
 /* ---- queue_cache.c ---- */

@@ -1,8 +1,8 @@
 /*
  * queue_cache.c
  *		What a producer needs to know, cached per backend: of each queue its
- *		id, current child table, partition buckets and insert flag (ADR
- *		0004), keyed by name; and the role the append runs as, the extension
+ *		id, current child table, partition buckets, insert flag (ADR 0004)
+ *		and the roles granted "send" on it (ADR 0047), keyed by name; and the role the append runs as, the extension
  *		owner (ADR 0032).
  *
  * A statement trigger on pgque.queue (pgque._queue_changed(), below) sends
@@ -28,6 +28,8 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/sinval.h"
+#include "catalog/pg_type.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
@@ -49,6 +51,7 @@ typedef struct QueueEntry
 } QueueEntry;
 
 static SPIPlanPtr queue_lookup_plan = NULL;
+static SPIPlanPtr queue_lookup_plan_v2 = NULL;	/* 0.2.0's table: no queue_senders */
 static HTAB *queue_cache = NULL;
 static Oid	queue_table_oid = InvalidOid;
 static Oid	producer_owner = InvalidOid;
@@ -127,6 +130,7 @@ pgque_lookup_queue(text *queue_name, QueueInfo *info)
 	int			len = VARSIZE_ANY_EXHDR(queue_name);
 	QueueEntry *entry;
 	bool		found;
+	bool		has_rights;
 	Datum		qarg[1];
 	bool		null;
 	int			ret;
@@ -144,11 +148,29 @@ pgque_lookup_queue(text *queue_name, QueueInfo *info)
 		}
 	}
 
-	if (queue_lookup_plan == NULL)
+	/*
+	 * A database whose SQL is still 0.2.0's (the library was updated, ALTER
+	 * EXTENSION UPDATE not run yet) has no per-queue rights: every sender
+	 * with EXECUTE may send, as in 0.2.0.  A cache miss is rare, so the
+	 * column is looked for on each.
+	 */
+	has_rights = get_attnum(get_relname_relid("queue", get_namespace_oid("pgque", false)),
+							"queue_senders") != InvalidAttrNumber;
+	if (has_rights && queue_lookup_plan == NULL)
 	{
 		Oid			argtypes[1] = {TEXTOID};
 
 		queue_lookup_plan = pgque_prepare_kept(
+			"select queue_id, queue_cur_table, queue_disable_insert,"
+			"       coalesce(queue_partition_buckets, 0), queue_senders"
+			"  from pgque.queue where queue_name operator(pg_catalog.=) $1",
+			1, argtypes);
+	}
+	if (!has_rights && queue_lookup_plan_v2 == NULL)
+	{
+		Oid			argtypes[1] = {TEXTOID};
+
+		queue_lookup_plan_v2 = pgque_prepare_kept(
 			"select queue_id, queue_cur_table, queue_disable_insert,"
 			"       coalesce(queue_partition_buckets, 0)"
 			"  from pgque.queue where queue_name operator(pg_catalog.=) $1",
@@ -161,7 +183,7 @@ pgque_lookup_queue(text *queue_name, QueueInfo *info)
 	 * current now, never to one that rotation may already be reclaiming.
 	 */
 	qarg[0] = PointerGetDatum(queue_name);
-	ret = SPI_execute_snapshot(queue_lookup_plan, qarg, NULL, GetLatestSnapshot(),
+	ret = SPI_execute_snapshot(has_rights ? queue_lookup_plan : queue_lookup_plan_v2, qarg, NULL, GetLatestSnapshot(),
 							   InvalidSnapshot, true, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pgque_bgw: queue lookup failed: %s", SPI_result_code_string(ret));
@@ -174,6 +196,29 @@ pgque_lookup_queue(text *queue_name, QueueInfo *info)
 	info->cur_table = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &null));
 	info->disabled = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &null));
 	info->nbuckets = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &null));
+	info->nsenders = -1;
+	if (has_rights)
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 5, &null);
+		Datum	   *elems;
+		bool	   *enulls;
+		int			n;
+		int			i;
+
+		info->nsenders = 0;
+		if (!null)
+		{
+			deconstruct_array(DatumGetArrayTypeP(d), REGROLEOID, sizeof(Oid), true, TYPALIGN_INT,
+							  &elems, &enulls, &n);
+			/* grant_queue keeps to the limit; a longer list is refused, never cut */
+			if (n > PGQUE_QUEUE_GRANTEES_MAX)
+				elog(ERROR, "pgque_bgw: queue %s has %d senders, more than %d",
+					 text_to_cstring(queue_name), n, PGQUE_QUEUE_GRANTEES_MAX);
+			for (i = 0; i < n; i++)
+				if (!enulls[i])
+					info->senders[info->nsenders++] = DatumGetObjectId(elems[i]);
+		}
+	}
 	{
 		char		seq[NAMEDATALEN];
 

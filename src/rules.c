@@ -1,15 +1,21 @@
 /*
  * rules.c
  *		The C side of the rules in rules.h: the queue name check and the
- *		partition slot of a key, each also what SQL calls.
+ *		partition slot of a key, each also what SQL calls; and the per-queue
+ *		rights rule (ADR 0047).
  */
 #include "postgres.h"
 
 #include "catalog/pg_collation.h"
+#include "catalog/pg_type.h"
 #include "fmgr.h"
+#include "miscadmin.h"
+#include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 
 #include "compat.h"
+#include "pgque_bgw.h"
 #include "rules.h"
 
 PG_FUNCTION_INFO_V1(pgque_slot_of_sql);
@@ -74,4 +80,76 @@ pgque_slot_of_sql(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(1))
 		PG_RETURN_NULL();
 	PG_RETURN_INT32(pgque_slot_of(PG_GETARG_DATUM(0), false, PG_GETARG_INT32(1)));
+}
+
+/*
+ * Per-queue rights (ADR 0047): may the caller (the session's current role,
+ * as pgque._caller()) use right ("send" or "subscribe") on the queue whose
+ * grantees are given?  It may when it is a member of a grantee, of
+ * pgque_admin or of the role that installed the extension (superusers are
+ * members of every role), or of pgque_owner (the workers' role, ADR 0042);
+ * else 42501 naming the queue and the right.  The
+ * one place the rule lives: the producer (produce.c, grantees cached with
+ * the queue) and SQL (pgque._check_queue_right) both call it.
+ */
+void
+pgque_check_queue_right(const char *queue_name, const char *right,
+						const Oid *grantees, int ngrantees)
+{
+	Oid			caller = GetOuterUserId();
+	Oid			admin;
+	Oid			extowner;
+	int			i;
+
+	for (i = 0; i < ngrantees; i++)
+		if (has_privs_of_role(caller, grantees[i]))
+			return;
+	/* the rare path: admins hold every right */
+	admin = get_role_oid("pgque_admin", true);
+	if (OidIsValid(admin) && has_privs_of_role(caller, admin))
+		return;
+	extowner = pgque_extension_owner();
+	if (OidIsValid(extowner) && has_privs_of_role(caller, extowner))
+		return;
+	/* pgque_owner, which owns every queue and is what the workers run as */
+	if (has_privs_of_role(caller, pgque_run_as_role()))
+		return;
+	ereport(ERROR,
+			(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+			 errmsg("permission denied to %s queue \"%s\"",
+					strcmp(right, "send") == 0 ? "send to" : "subscribe to", queue_name),
+			 errdetail("Role \"%s\" holds no %s right on queue \"%s\": it is a member of no role granted it, nor of pgque_admin.",
+					   GetUserNameFromId(caller, true) ? GetUserNameFromId(caller, true) : "?",
+					   right, queue_name),
+			 errhint("A pgque_admin grants it with pgque.grant_queue('%s', role, '%s').",
+					 queue_name, right)));
+}
+
+/*
+ * pgque._check_queue_right(queue_name text, right text, grantees regrole[]):
+ * the same check for the SQL paths (subscribe, receive, send_at, send_idem).
+ */
+PG_FUNCTION_INFO_V1(pgque_check_queue_right_sql);
+
+Datum
+pgque_check_queue_right_sql(PG_FUNCTION_ARGS)
+{
+	Datum	   *elems = NULL;
+	bool	   *nulls = NULL;
+	int			n = 0;
+	Oid		   *oids;
+	int			i, k = 0;
+
+	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
+		elog(ERROR, "pgque._check_queue_right: null argument");
+	if (!PG_ARGISNULL(2))
+		deconstruct_array(PG_GETARG_ARRAYTYPE_P(2), REGROLEOID, sizeof(Oid), true, TYPALIGN_INT,
+						  &elems, &nulls, &n);
+	oids = palloc(sizeof(Oid) * Max(n, 1));
+	for (i = 0; i < n; i++)
+		if (!nulls[i])
+			oids[k++] = DatumGetObjectId(elems[i]);
+	pgque_check_queue_right(text_to_cstring(PG_GETARG_TEXT_PP(0)),
+							text_to_cstring(PG_GETARG_TEXT_PP(1)), oids, k);
+	PG_RETURN_VOID();
 }

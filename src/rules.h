@@ -22,6 +22,12 @@
 #define PGQUE_COOP_NAME_MAX 64
 
 /*
+ * Per-queue rights (ADR 0047): at most this many roles hold each right
+ * (send, subscribe) on one queue; the producer caches them with the queue.
+ */
+#define PGQUE_QUEUE_GRANTEES_MAX 32
+
+/*
  * The shared-memory tables filled by callers (slots.c, coop.c; ADR 0041):
  * the last 1/PGQUE_SHMEM_RESERVE_SHARE of each (at least one entry) is kept
  * for superusers, so that no other role, however many databases it spreads
@@ -38,5 +44,7 @@ pgque_shmem_reserve(int capacity)
 struct varlena;
 extern void pgque_check_queue_name(struct varlena *name);
 extern int32 pgque_slot_of(Datum key, bool isnull, int32 n);
+extern void pgque_check_queue_right(const char *queue_name, const char *right,
+									const Oid *grantees, int ngrantees);
 
 #endif							/* PGQUE_RULES_H */

@@ -8,3 +8,13 @@
 update pgque.idem set idem_role = 0::pg_catalog.oid::pg_catalog.regrole;
 alter table pgque.idem alter column idem_role set not null;
 alter table pgque.idem add constraint idem_pkey primary key (queue_id, idem_role, idem_key);
+
+-- Per-queue rights (ADR 0047, columns added in the pre step): every queue
+-- of 0.2.0 gets the defaults a new queue gets, "send" for pgque_writer and
+-- "subscribe" for pgque_reader, so the applications using the documented
+-- roles keep working.
+update pgque.queue set queue_senders = '{pgque_writer}', queue_subscribers = '{pgque_reader}';
+alter table pgque.queue alter column queue_senders set default '{pgque_writer}',
+                        alter column queue_senders set not null,
+                        alter column queue_subscribers set default '{pgque_reader}',
+                        alter column queue_subscribers set not null;

@@ -38,3 +38,10 @@ drop function pgque._queue_lock_class();
 -- take (ADR 0040): both take the list as a new last argument.
 drop function pgque._slot_pending_all();
 drop function pgque._alert_conditions(interval, interval, interval, interval, interval);
+
+-- Per-queue rights (ADR 0047): the columns here, their values, defaults
+-- and NOT NULL in the post step (a data fix; a default given here would
+-- leave a "missing value" in the catalog that a fresh install has not).
+alter table pgque.queue
+    add column queue_senders regrole[],
+    add column queue_subscribers regrole[];

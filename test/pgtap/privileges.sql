@@ -16,6 +16,8 @@
 -- 2. Internal functions ("_") are executable by nobody but the owner.
 -- 3. Tables, views and sequences of the schema likewise (a queue's event
 --    tables and sequences, bucketed or not, under the name event_Q...).
+-- 4. Per-queue rights (ADR 0047, issue #25 item 7): who may send to and
+--    subscribe to (and receive from) a queue, by the calls that use them.
 -- The per-consumer rules are in consumer_owner.sql.
 \ir setup.psql
 
@@ -57,6 +59,8 @@ insert into expected_fn values
     ('pgque.set_failure_policy(text,text,text)', 'reader admin app2 owner'),
     ('pgque.subscribe_slot(text,text,integer,integer,text)', 'reader admin app2 owner'),
     ('pgque.get_queue_info()', 'reader admin app2 owner'),
+    ('pgque.grant_queue(text,regrole,text)', 'admin owner'),
+    ('pgque.revoke_queue(text,regrole,text)', 'admin owner'),
     ('pgque.get_queue_info(text)', 'reader admin app2 owner'),
     ('pgque.in_flight(text)', 'reader admin app2 owner'),
     ('pgque.insert_event(text,text,text)', 'writer admin owner'),
@@ -247,6 +251,7 @@ insert into expected_rel values
     ('blocked_key', 'public:- writer:- reader:- admin:r app2:- owner:r'),
     ('blocked_keys', 'public:- writer:- reader:r admin:r app2:r owner:r'),
     ('queue', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('queue_rights', 'public:- writer:- reader:- admin:r app2:- owner:r'),
     ('queue_queue_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:-'),
     ('retry_queue', 'public:- writer:- reader:- admin:r app2:- owner:r'),
     ('slot_batch', 'public:- writer:- reader:- admin:r app2:- owner:r'),
@@ -296,6 +301,88 @@ select is((select string_agg(w.label, ' ' order by w.ord) from who w
 select is((select string_agg(w.label, ' ' order by w.ord) from who w
             where has_schema_privilege(w.r, 'pgque', 'create')),
           null, 'schema pgque: create for none of them, the extension''s owner included (pgque_owner owns it)');
+
+-------------------------------------------------------------------------------
+-- 4. per-queue rights (ADR 0047).  Application 1 (pgque_t_reader,
+-- pgque_t_writer) isolates queue "iso": it revokes the defaults from the
+-- cluster-wide pgque_reader / pgque_writer and grants its own roles.
+-- Application 2's reader (pgque_t_app2) and writer (pgque_t_app2w, made
+-- here) hold the pgque roles but no right on "iso".
+create role pgque_t_app2w login in role pgque_writer;
+select is(pg_temp.run_as('pgque_t_admin', $$select pgque.create_queue('iso')$$), '1', 'admin creates queue iso');
+select is(pg_temp.run_as('pgque_t_admin', $$select string_agg(queue_right || '=' || grantee::text, ' ' order by queue_right)
+                                             from pgque.queue_rights where queue_name = 'iso'$$),
+          'send=pgque_writer subscribe=pgque_reader', 'a new queue: send for pgque_writer, subscribe for pgque_reader, nothing for PUBLIC');
+select is(pg_temp.run_as('pgque_t_admin', $$select pgque.revoke_queue('iso', 'pgque_reader', 'subscribe')
+                                                 + pgque.revoke_queue('iso', 'pgque_writer', 'send')
+                                                 + pgque.grant_queue('iso', 'pgque_t_reader', 'subscribe')
+                                                 + pgque.grant_queue('iso', 'pgque_t_writer', 'send')$$), '4',
+          'admin narrows iso to application 1''s roles');
+select is(pg_temp.run_as('pgque_t_owner', $$select pgque.grant_queue('iso', 'pgque_t_writer', 'send')$$), '0',
+          'the extension''s owner may grant too; a right held already: 0');
+select pg_temp.denied('pgque_t_reader', $$select pgque.grant_queue('iso', 'pgque_t_app2', 'subscribe')$$,
+                      'a grantee reader cannot grant the queue on');
+select pg_temp.denied('pgque_t_writer', $$select pgque.revoke_queue('iso', 'pgque_t_reader', 'subscribe')$$,
+                      'a grantee writer cannot revoke');
+
+-- the attack of issue #25 item 7: application 2's reader and writer
+select is(pg_temp.error_as('pgque_t_app2', $$select pgque.subscribe('iso', 'spy')$$),
+          '42501: permission denied to subscribe to queue "iso"', 'app2''s reader cannot subscribe to iso, the error names queue and right');
+select pg_temp.denied('pgque_t_app2', $$select pgque.register_consumer('iso', 'spy')$$, 'app2''s reader: register_consumer refused');
+select pg_temp.denied('pgque_t_app2', $$select pgque.register_consumer_at('iso', 'spy', 1)$$, 'app2''s reader: register_consumer_at refused');
+select pg_temp.denied('pgque_t_app2', $$select pgque.subscribe_slot('iso', 'spy', 0, 2)$$, 'app2''s reader: subscribe_slot refused');
+select pg_temp.denied('pgque_t_app2', $$select pgque.register_subconsumer('iso', 'spyg', 'm1', false)$$, 'app2''s reader: register_subconsumer refused');
+select is((select count(*) from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue where q.queue_name = 'iso'),
+          0::bigint, 'app2 left no subscription on iso');
+select is(pg_temp.error_as('pgque_t_app2w', $$select pgque.send('iso', 'x')$$),
+          '42501: permission denied to send to queue "iso"', 'app2''s writer cannot send to iso (C path), the error names queue and right');
+select pg_temp.denied('pgque_t_app2w', $$select pgque.send('iso', 't', '{"a":1}'::jsonb, 'k')$$, 'app2''s writer: send with a key refused');
+select pg_temp.denied('pgque_t_app2w', $$select pgque.send_batch('iso', array['a', 'b'])$$, 'app2''s writer: send_batch refused');
+select pg_temp.denied('pgque_t_app2w', $$select pgque.send_batch('iso', array[]::text[])$$, 'app2''s writer: an empty send_batch refused too');
+select pg_temp.denied('pgque_t_app2w', $$select pgque.insert_event('iso', 't', 'x')$$, 'app2''s writer: insert_event refused');
+select pg_temp.denied('pgque_t_app2w', $$select pgque.send_at('iso', 't', 'x', now() + interval '1 hour')$$, 'app2''s writer: send_at (delayed, SQL path) refused');
+select pg_temp.denied('pgque_t_app2w', $$select pgque.send_at('iso', 't', 'x', now() - interval '1 hour')$$, 'app2''s writer: send_at (now, C path) refused');
+select pg_temp.denied('pgque_t_app2w', $$select pgque.send_idem('iso', 't', 'x', 'k1', interval '1 hour', null)$$, 'app2''s writer: send_idem refused');
+select pg_temp.denied('pgque_t_public', $$select pgque.send('iso', 'x')$$, 'PUBLIC: send refused');
+select pg_temp.denied('pgque_t_public', $$select pgque.subscribe('iso', 'spy')$$, 'PUBLIC: subscribe refused');
+-- a reader may not send, a writer may not subscribe, whatever the grants
+select pg_temp.denied('pgque_t_reader', $$select pgque.send('iso', 'x')$$, 'the queue''s reader cannot send');
+
+-- the grantees
+select ok(pg_temp.run_as('pgque_t_writer', $$select pgque.send('iso', 'e1') > 0$$)::boolean, 'the granted writer sends to iso');
+select ok(pg_temp.run_as('pgque_t_writer', $$select cardinality(pgque.send_batch('iso', array['e2', 'e3'])) = 2$$)::boolean,
+          'the granted writer sends a batch');
+select ok(pg_temp.run_as('pgque_t_writer', $$select pgque.send_at('iso', 't', 'later', now() + interval '1 hour') > 0$$)::boolean,
+          'the granted writer sends a delayed event');
+select is(pg_temp.run_as('pgque_t_reader', $$select pgque.subscribe('iso', 'c1')$$), '1', 'the granted reader subscribes to iso');
+select is(pg_temp.run_as('pgque_t_app1_worker', $$select pgque.subscribe('iso', 'c2')$$), '1',
+          'a member of the granted reader role subscribes too');
+select is(pg_temp.run_as('pgque_t_admin', $$select pgque.subscribe('iso', 'ca')$$), '1', 'an admin holds every right');
+select ok(pg_temp.run_as('pgque_t_writer', $$select pgque.send('iso', 'e4') > 0$$)::boolean, 'the writer sends e4');
+select ok(pg_temp.run_as('pgque_t_admin', $$select pgque.force_next_tick('iso') is not null and pgque.ticker('iso') is not null$$)::boolean,
+          'admin ticks iso');
+select is(pg_temp.run_as('pgque_t_reader', $$select string_agg(payload, ',' order by msg_id) from pgque.receive('iso', 'c1', 10)$$),
+          'e1,e2,e3,e4', 'the granted reader receives what the granted writer sent');
+select pg_temp.denied('pgque_t_app2', $$select * from pgque.receive('iso', 'c1', 10)$$, 'app2''s reader cannot receive from iso');
+select pg_temp.denied('pgque_t_app2', $$select * from pgque.dlq_inspect('iso')$$, 'app2''s reader cannot read iso''s dead letters (payloads) with dlq_inspect');
+select is(pg_temp.run_as('pgque_t_reader', $$select count(*) from pgque.dlq_inspect('iso')$$), '0', 'the granted reader may');
+
+-- revoking takes effect at once, for existing consumers and in a session
+-- that has cached the queue (the producer's cache is flushed)
+select is(pg_temp.run_as('pgque_t_admin', $$select pgque.revoke_queue('iso', 'pgque_t_reader', 'subscribe')
+                                                 + pgque.revoke_queue('iso', 'pgque_t_writer', 'send')$$), '2',
+          'admin revokes application 1''s rights');
+select pg_temp.denied('pgque_t_writer', $$select pgque.send('iso', 'x')$$, 'after the revoke the writer cannot send');
+select pg_temp.denied('pgque_t_reader', $$select * from pgque.receive('iso', 'c1', 10)$$, 'after the revoke the reader''s consumer cannot receive');
+select pg_temp.denied('pgque_t_reader', $$select * from pgque.next_batch('iso', 'c1')$$, 'nor open a batch with next_batch');
+select is(pg_temp.run_as('pgque_t_admin', $$select pgque.grant_queue('iso', 'pgque_t_writer', 'send')$$), '1', 'admin grants send again');
+select ok(pg_temp.run_as('pgque_t_writer', $$select pgque.send('iso', 'e5') > 0$$)::boolean, 'and the writer sends again');
+
+-- the default: a queue nobody narrowed is open to the pgque roles
+select is(pg_temp.run_as('pgque_t_app2', $$select pgque.subscribe('mx', 'c9')$$), '1',
+          'on a queue with the default rights any pgque_reader subscribes (one application per database)');
+select ok(pg_temp.run_as('pgque_t_app2w', $$select pgque.send('mx', 'x') > 0$$)::boolean,
+          'and any pgque_writer sends');
 
 select * from finish();
 \ir cleanup.psql

@@ -65,6 +65,21 @@ insert into cases values
  ('dlq_replay(bigint)', 'unknown',         $$select pgque.dlq_replay(424242)$$),
  ('dlq_replay_all(text)', 'unknown',       $$select * from pgque.dlq_replay_all('nope')$$),
  ('dlq_purge(text,interval)', 'negative',  $$select pgque.dlq_purge('bi', '-1 s')$$),
+ ('grant_queue(text,regrole,text)', 'unknown queue',   $$select pgque.grant_queue('nope', 'pgque_reader', 'subscribe')$$),
+ ('grant_queue(text,regrole,text)', 'null queue',      $$select pgque.grant_queue(null, 'pgque_reader', 'subscribe')$$),
+ ('grant_queue(text,regrole,text)', 'null role',       $$select pgque.grant_queue('bi', null, 'subscribe')$$),
+ ('grant_queue(text,regrole,text)', 'PUBLIC (0)',      $$select pgque.grant_queue('bi', '-', 'send')$$),
+ ('grant_queue(text,regrole,text)', 'dropped role oid', $$select pgque.grant_queue('bi', 4000000000::oid::regrole, 'send')$$),
+ ('grant_queue(text,regrole,text)', 'unknown role',    $$select pgque.grant_queue('bi', 'no_such_role_bi', 'send')$$),
+ ('grant_queue(text,regrole,text)', 'null right',      $$select pgque.grant_queue('bi', 'pgque_reader', null)$$),
+ ('grant_queue(text,regrole,text)', 'unknown right',   $$select pgque.grant_queue('bi', 'pgque_reader', 'read')$$),
+ ('grant_queue(text,regrole,text)', 'upper-case right', $$select pgque.grant_queue('bi', 'pgque_reader', 'SEND')$$),
+ ('grant_queue(text,regrole,text)', 'held already',    $$select pgque.grant_queue('bi', 'pgque_reader', 'subscribe')$$),
+ ('revoke_queue(text,regrole,text)', 'unknown queue',  $$select pgque.revoke_queue('nope', 'pgque_reader', 'subscribe')$$),
+ ('revoke_queue(text,regrole,text)', 'null role',      $$select pgque.revoke_queue('bi', null, 'subscribe')$$),
+ ('revoke_queue(text,regrole,text)', 'PUBLIC (0)',     $$select pgque.revoke_queue('bi', '-', 'subscribe')$$),
+ ('revoke_queue(text,regrole,text)', 'unknown right',  $$select pgque.revoke_queue('bi', 'pgque_reader', '')$$),
+ ('revoke_queue(text,regrole,text)', 'not held',       $$select pgque.revoke_queue('bi', 'pgque_writer', 'subscribe')$$),
  ('get_queue_info()', 'no arguments',      $$select 'get_queue_info() takes no input'$$),
  ('get_queue_info(text)', 'unknown',       $$select * from pgque.get_queue_info('nope')$$),
  ('get_consumer_info()', 'no arguments',   $$select 'get_consumer_info() takes no input'$$),
@@ -148,4 +163,19 @@ select func, pgque_test.error_of(sql) as error from (values
  ('register_consumer_at tick', $$select pgque.register_consumer_at('bi', 'c', null)$$),
  ('ext ticker id', $$select pgque.ticker('bi', null, now(), 1)$$)) v(func, sql)
  order by 1;
+
+-- grant_queue: at most PGQUE_QUEUE_GRANTEES_MAX (32) roles per right and queue
+do $$ begin
+    for i in 1 .. 32 loop
+        execute format('create role bi_grantee_%s nologin', i);
+    end loop;
+end $$;
+select sum(pgque.grant_queue('bi', ('bi_grantee_' || i)::regrole, 'send')) as granted
+  from generate_series(1, 31) i;
+select pgque_test.error_of($$select pgque.grant_queue('bi', 'bi_grantee_32', 'send')$$) as over_the_limit;
 select pgque.drop_queue('bi', true);
+do $$ begin
+    for i in 1 .. 32 loop
+        execute format('drop role bi_grantee_%s', i);
+    end loop;
+end $$;

@@ -85,6 +85,9 @@ select a, w, v, r::text[] from (values
     ('idem_key',       null,      quote_literal('bim_k'),   '{null,empty,huge}'),
     ('param_name',     null,      quote_literal('max_retries'), '{null,empty,huge}'),
     ('param_value',    null,      quote_literal('3'),       '{}'),
+    -- per-queue rights (ADR 0047)
+    ('role',           null,      quote_literal('pgque_reader'), '{null}'),
+    ('right',          null,      quote_literal('subscribe'), '{null,empty,huge}'),
     ('type_name',      null,      quote_literal('bim_t'),   '{null}'),
     ('ev_type',        null,      quote_literal('bim_t'),   '{}'),
     ('ev_data',        null,      quote_literal('d'),       '{}'),
@@ -182,6 +185,7 @@ insert into pgque_test.bim_variant values
     ('jsonb[]', 'two_dim',  '''{{1,2},{3,4}}''',              '{2202E}'),
     ('jsonb[]', 'huge',     'array(select to_jsonb(g) from generate_series(1, 10000) g)', '{22023}'),
     ('xid8',    'null',     'null',                           '{22004}'),
+    ('regrole', 'null',     'null',                           '{22004}'),
     ('pgque.message', 'null', 'null',                         '{22004}'),
     ('pgque.message', 'null_fields', 'row(null, null, null, null, null, null, null, null, null, null)', '{22004}'),
     ('pgque.message', 'unknown',

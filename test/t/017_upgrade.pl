@@ -216,6 +216,23 @@ is($node->safe_psql('up', q{
            || ' ' || (select count(*) from pgque.partition_consumer where owner = 'pgque_reader'::regrole)}),
    '6 1', '0.1.0 consumers and slot consumers belong to pgque_reader, so every reader may still use them');
 
+# per-queue rights (ADR 0047): the update grants every old queue to the
+# documented roles, so their members keep sending, subscribing, receiving
+is($node->safe_psql('up', q{
+    select count(*) from pgque.queue
+     where queue_senders = '{pgque_writer}'::regrole[] and queue_subscribers = '{pgque_reader}'::regrole[]}),
+   $node->safe_psql('up', 'select count(*) from pgque.queue'),
+   'every 0.1.0 queue grants send to pgque_writer and subscribe to pgque_reader after the update');
+$node->safe_psql('up', q{create role up_writer login in role pgque_writer;
+                         create role up_reader login in role pgque_reader});
+is($node->safe_psql('up', q{set role up_writer; select cardinality(pgque.send_batch('jobs', array['r1', 'r2']))}),
+   '2', 'a pgque_writer sends to an old queue after the update');
+is($node->safe_psql('up', q{set role up_reader; select pgque.subscribe('jobs', 'up_c')}), '1',
+   'a pgque_reader subscribes to it');
+my ($rc_recv, $out_recv, $err_recv) = $node->psql('up', q{set role up_reader; select count(*) >= 0 from pgque.receive('jobs', 'all', 10)});
+is("$rc_recv $err_recv", '0 ', 'and receives from an old consumer of pgque_reader without being refused');
+$node->safe_psql('up', q{select pgque.unsubscribe('jobs', 'up_c'); drop role up_writer; drop role up_reader});
+
 # --- every object equal to a fresh install of the current version
 $node->safe_psql('postgres', 'create database fresh');
 $node->safe_psql('fresh', q{create extension pgque_bgw; create table public.seen (consumer text, payload text);});
