@@ -29,6 +29,7 @@ OBJS       = src/pgque_bgw.o src/guc.o src/state.o src/wake.o src/worker.o \
              src/kept_plan.o src/reclaim.o src/budget.o src/locks.o
 
 DATA_built = pgque_bgw--$(EXTVERSION).sql pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql \
+             pgque_bgw--0.1.0--$(EXTVERSION).sql \
              pgque_proxy--$(EXTVERSION).sql pgque_proxy--$(PREV_VERSION)--$(EXTVERSION).sql
 EXTRA_CLEAN = pgque_proxy.control sql_comments.sql
 # the released scripts, and the secondary control files that make the old
@@ -118,6 +119,20 @@ all: pgque_proxy.control
 # "create or replace", between the hand-written steps for what that cannot
 # express (tables, columns, types, dropped or re-typed functions), then the
 # grants and the owner hand-over of a fresh install.
+# The direct step from 0.1.0 (ADR 0042): 0.1.0 was trusted, so its objects
+# may belong to a non-superuser who planted triggers or functions that the
+# frozen 0.1.0 -> 0.2.0 step would run as superuser.  This one runs the
+# guard first, then that step and the generated one; PostgreSQL takes the
+# shortest path, so every update from 0.1.0 comes here.
+pgque_bgw--0.1.0--$(EXTVERSION).sql: sql/01_foreign_guard.sql sql/released/pgque_bgw--0.1.0--0.2.0.sql pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql
+	{ echo '-- pgque_bgw 0.1.0 -> $(EXTVERSION): made by the Makefile from sql/01_foreign_guard.sql,'; \
+	  echo '-- sql/released/pgque_bgw--0.1.0--0.2.0.sql and pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql (ADR 0019, 0042).'; \
+	  printf '%s\n' '\echo Use "ALTER EXTENSION pgque_bgw UPDATE TO '"'"'$(EXTVERSION)'"'"'" to load this file. \quit'; \
+	  sed $(SQL_SUBST) sql/01_foreign_guard.sql; \
+	  sed '/^\\echo /d' sql/released/pgque_bgw--0.1.0--0.2.0.sql; \
+	  sed '/^\\echo /d' pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql; } > $@.tmp
+	mv $@.tmp $@
+
 pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql: sql/gen_upgrade.pl $(SQL_PARTS) sql_comments.sql $(UPGRADE_PRE) $(UPGRADE_POST) pgque_bgw.control src/rules.h
 	perl sql/gen_upgrade.pl --from $(PREV_VERSION) --to $(EXTVERSION) \
 		--pre $(UPGRADE_PRE) $(if $(UPGRADE_POST),--post $(UPGRADE_POST)) $(SQL_PARTS) sql_comments.sql | sed $(SQL_SUBST) > $@.tmp

@@ -21,7 +21,7 @@ declare
     v_added pg_catalog.oid[];
     -- The functions an install of the version an update starts from has
     -- (0.2.0: sql/released/pgque_bgw--0.2.0.sql, the same after 0.1.0 ->
-    -- 0.2.0), as regprocedure under search_path = pg_catalog.  That
+    -- 0.2.0; and 0.1.0's, for the direct step from 0.1.0), as regprocedure under search_path = pg_catalog.  That
     -- version's owner was the extension's owner and owned schema pgque, so
     -- it could make a function of its own a member (ALTER EXTENSION
     -- pgque_bgw ADD FUNCTION pgque.now()), which would pass below as the
@@ -182,7 +182,10 @@ declare
         'pgque.uninstall()', 'pgque.unregister_consumer(text,text)',
         'pgque.unregister_subconsumer(text,text,text,integer)', 'pgque.unsubscribe(text,text)',
         'pgque.unsubscribe_slot(text,text,integer)',
-        'pgque.unsubscribe_subconsumer(text,text,text,integer)', 'pgque.version()'
+        'pgque.unsubscribe_subconsumer(text,text,text,integer)', 'pgque.version()',
+        -- 0.1.0's that 0.2.0 dropped: the direct step from 0.1.0 starts
+        -- with this guard too (0.1.0 was trusted as well)
+        'pgque._receive(text,text,integer,integer,integer)', 'pgque._register(pgque.queue,text,bigint)'
         ]::pg_catalog.text[];
 begin
     -- members the released version did not make (names printed qualified
