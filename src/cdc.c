@@ -902,7 +902,8 @@ cdc_fire_pinned(FunctionCallInfo fcinfo, CdcFormat fmt, const char *fname, CdcTr
 	/* the append, as the extension owner (PgQ's SECURITY DEFINER insert_event) */
 	GetUserIdAndSecContext(&save_user, &save_sec);
 	SetUserIdAndSecContext(ext_owner, save_sec | SECURITY_LOCAL_USERID_CHANGE);
-	(void) pgque_insert_fields((struct varlena *) e->queue, fields, nulls);
+	/* on the table owner's behalf: its "send" right on the queue (ADR 0047) */
+	(void) pgque_insert_fields((struct varlena *) e->queue, fields, nulls, rel->rd_rel->relowner);
 	SetUserIdAndSecContext(save_user, save_sec);
 
 	return trigger_result(td, e->skip);

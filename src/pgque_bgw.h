@@ -290,7 +290,7 @@ extern MemoryContext pgque_materialize(struct FunctionCallInfoBaseData *fcinfo,
 /* ---- produce.c: the producer (producer.h has the rest of it) ---- */
 struct varlena;
 extern int64 pgque_insert_fields(struct varlena *queue_name, const Datum *fields,
-								 const bool *nulls);
+								 const bool *nulls, Oid producer);
 
 /* caller.c: the role the workers, the producer and CDC run as (ADR 0042) */
 extern Oid	pgque_run_as_role(void);

@@ -111,11 +111,11 @@ refuse_disabled(text *queue_name, bool disabled)
  * cached with it: a membership test per grantee, no catalog read.
  */
 static void
-check_send_right(text *queue_name, const QueueInfo *q)
+check_send_right(text *queue_name, const QueueInfo *q, Oid producer)
 {
 	if (q->nsenders < 0)
 		return;					/* the database's SQL is still 0.2.0's */
-	pgque_check_queue_right(text_to_cstring(queue_name), "send", q->senders, q->nsenders);
+	pgque_check_queue_right_of(producer, text_to_cstring(queue_name), "send", q->senders, q->nsenders);
 }
 
 /* one event: args/isnull are indexed by the INS_* positions */
@@ -125,7 +125,9 @@ typedef struct AppendOne
 	Datum	   *args;
 	bool	   *isnull;
 	bool		check_disabled; /* producers do; re-injection by maintenance does not */
-	bool		check_right;	/* the SQL entry points check "send" (ADR 0047); CDC does not */
+	Oid			producer;		/* whose "send" right is checked (ADR 0047): the
+								 * caller, a CDC trigger's table owner; none for
+								 * maintenance's re-injection */
 	int64		ev_id;			/* out */
 	int32		queue_id;		/* out */
 } AppendOne;
@@ -145,8 +147,8 @@ append_one(void *arg)
 
 	pgque_lookup_queue(a->queue_name, &q);
 	a->queue_id = q.queue_id;
-	if (a->check_right)
-		check_send_right(a->queue_name, &q);
+	if (OidIsValid(a->producer))
+		check_send_right(a->queue_name, &q, a->producer);
 	if (a->check_disabled)
 		refuse_disabled(a->queue_name, q.disabled);
 
@@ -176,7 +178,8 @@ append_one(void *arg)
  * the role (the CDC triggers).
  */
 static int64
-insert_event_internal(text *queue_name, Datum *args, bool *isnull, bool check_disabled, bool as_owner)
+insert_event_internal(text *queue_name, Datum *args, bool *isnull, bool check_disabled, bool as_owner,
+					  Oid producer)
 {
 	AppendOne	a;
 
@@ -187,8 +190,8 @@ insert_event_internal(text *queue_name, Datum *args, bool *isnull, bool check_di
 	a.args = args;
 	a.isnull = isnull;
 	a.check_disabled = check_disabled;
-	/* maintenance's re-injection (check_disabled false) and CDC are not sends */
-	a.check_right = check_disabled && as_owner;
+	/* maintenance's re-injection (check_disabled false) is not a send */
+	a.producer = check_disabled ? producer : InvalidOid;
 	a.ev_id = 0;
 	if (as_owner)
 		run_as_owner(append_one, &a);
@@ -219,7 +222,7 @@ clear_args(Datum *args, bool *isnull)
  * role it runs as.
  */
 int64
-pgque_insert_fields(struct varlena *queue_name, const Datum *fields, const bool *nulls)
+pgque_insert_fields(struct varlena *queue_name, const Datum *fields, const bool *nulls, Oid producer)
 {
 	Datum		args[INS_NPARAMS];
 	bool		isnull[INS_NPARAMS];
@@ -231,7 +234,7 @@ pgque_insert_fields(struct varlena *queue_name, const Datum *fields, const bool 
 		args[INS_TYPE + i] = nulls[i] ? (Datum) 0 : fields[i];
 		isnull[INS_TYPE + i] = nulls[i];
 	}
-	return insert_event_internal((text *) queue_name, args, isnull, true, false);
+	return insert_event_internal((text *) queue_name, args, isnull, true, false, producer);
 }
 
 /*
@@ -270,7 +273,7 @@ send_common(FunctionCallInfo fcinfo, Datum payload, bool payload_null)
 	isnull[INS_DATA] = payload_null;
 
 	return insert_event_internal(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
-								 args, isnull, true, true);
+								 args, isnull, true, true, GetOuterUserId());
 }
 
 /* the argument that holds the payload: send(queue, payload) or send(queue, type, payload [, key]) */
@@ -327,7 +330,7 @@ pgque_insert_event(PG_FUNCTION_ARGS)
 	}
 
 	PG_RETURN_INT64(insert_event_internal(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
-										  args, isnull, true, true));
+										  args, isnull, true, true, GetOuterUserId()));
 }
 
 /*
@@ -353,7 +356,8 @@ pgque_insert_event_full(PG_FUNCTION_ARGS)
 	}
 
 	PG_RETURN_INT64(insert_event_internal(PG_ARGISNULL(0) ? NULL : PG_GETARG_TEXT_PP(0),
-										  args, isnull, PG_ARGISNULL(11) || PG_GETARG_BOOL(11), true));
+										  args, isnull, PG_ARGISNULL(11) || PG_GETARG_BOOL(11), true,
+										  GetOuterUserId()));
 }
 
 static void
@@ -468,7 +472,7 @@ append_batch(void *arg)
 		elog(ERROR, "pgque_bgw: SPI_connect failed");
 	pgque_lookup_queue(a->queue_name, &q);
 	a->queue_id = q.queue_id;
-	check_send_right(a->queue_name, &q);
+	check_send_right(a->queue_name, &q, GetOuterUserId());
 	refuse_disabled(a->queue_name, q.disabled);
 	if (n == 0)
 	{

@@ -96,7 +96,17 @@ void
 pgque_check_queue_right(const char *queue_name, const char *right,
 						const Oid *grantees, int ngrantees)
 {
-	Oid			caller = GetOuterUserId();
+	pgque_check_queue_right_of(GetOuterUserId(), queue_name, right, grantees, ngrantees);
+}
+
+/*
+ * The same for a given role: the owner of a table whose CDC trigger
+ * appends to the queue produces on the table owner's behalf (cdc.c).
+ */
+void
+pgque_check_queue_right_of(Oid caller, const char *queue_name, const char *right,
+						   const Oid *grantees, int ngrantees)
+{
 	Oid			admin;
 	Oid			extowner;
 	int			i;
