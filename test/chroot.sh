@@ -37,7 +37,7 @@ PACKAGES="postgresql-$PG postgresql-server-dev-$PG postgresql-$PG-pgtap postgres
 PACKAGES="$PACKAGES pgtap libtap-parser-sourcehandler-pgtap-perl libipc-run-perl make gcc"
 PACKAGES="$PACKAGES prometheus-postgres-exporter util-linux perl"
 # the package test (test/deb.sh)
-PACKAGES="$PACKAGES dpkg-dev debhelper postgresql-server-dev-all lintian"
+PACKAGES="$PACKAGES dpkg-dev debhelper build-essential postgresql-server-dev-all lintian"
 STAMP="$SUITE $MIRROR $PACKAGES"
 
 ensure_packages mmdebstrap || exit 1

@@ -34,7 +34,7 @@ if [ "${1:-}" = builddir ]; then
 	builddir; exit
 fi
 
-ensure_packages dpkg-dev debhelper postgresql-server-dev-all lintian postgresql-$PG \
+ensure_packages dpkg-dev debhelper build-essential postgresql-server-dev-all lintian postgresql-$PG \
 	postgresql-server-dev-$PG make gcc perl || exit 1
 
 # build DIR: a clean copy of the tree in DIR/src, dpkg-buildpackage there;

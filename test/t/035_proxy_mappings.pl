@@ -92,7 +92,7 @@ is(err_of('proxy', 'postgres', q{drop user mapping for app_other server pgque_sh
 is(err_of('proxy', 'app_producer', q{select * from pgque.alerts}),
    '42501 permission denied for view alerts', 'a producer mapped to a writer reads no alerts (the shard refuses)');
 like(err_of('proxy', 'app_other', q{select * from pgque.alerts}),
-     qr/^42704 user mapping not found for "app_other"/, 'a role without a mapping reads no alerts (PL/Proxy finds no mapping)');
+     qr/^42704 user mapping not found for (user )?"app_other"/, 'a role without a mapping reads no alerts (PL/Proxy finds no mapping)');
 $node->safe_psql('postgres', q{create role app_login login});
 is(err_of('proxy', 'app_login', q{select * from pgque.alerts}),
    '42501 permission denied for schema pgque', 'a LOGIN-only role reads no alerts');
