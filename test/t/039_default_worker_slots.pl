@@ -125,10 +125,18 @@ ok(ticks_within('d1', 30), 'and d1 ticks within 30 s');
 $node->safe_psql('postgres', q{
     create role hogger login;
     create table hog (x int, pad text) with (parallel_workers = 3, fillfactor = 10);
-    insert into hog select i, repeat('x', 1500) from generate_series(1, 200) i;
+    insert into hog select i, repeat('x', 1500) from generate_series(1, 2000) i;
     grant select on hog to hogger;
     analyze hog;
 });
+# the plan settled first: one combined process for each of d1..d3 and
+# nothing else of ours, so that exactly 3 slots are free (on a loaded
+# machine the re-listing above may still be switching modes)
+ok($node->poll_query_until('d1', q{
+       select count(distinct pid) = 3 and bool_and(mode = 'combined')
+         from pgque.launcher_workers() where pid is not null}),
+   'the plan has settled: three combined processes')
+  or diag($node->safe_psql('d1', 'select * from pgque.launcher_workers()'));
 $log_from = -s $node->logfile;
 my $hog = $node->background_psql('postgres', extra_params => [ '-U', 'hogger' ], on_error_stop => 0);
 $hog->query_until(qr/hogging/, q{
