@@ -59,11 +59,26 @@ begin
                   hint = 'Call pgque.ticker() (or CALL pgque.ticker_loop()) and pgque.maint() periodically, '
                          'install pg_cron here, or run the background workers (shared_preload_libraries = pgque_bgw).';
     end if;
+    -- pg_cron's schema belongs to the superuser that created pg_cron: a
+    -- non-superuser needs one grant, said here rather than as PostgreSQL's
+    -- bare "permission denied for schema cron" (docs/install.md)
+    if not pg_catalog.has_schema_privilege('cron', 'usage') then
+        raise exception 'permission denied for schema cron: pgque.start() schedules its jobs with pg_cron as role "%"',
+                        current_user
+            using errcode = 'insufficient_privilege',
+                  detail = 'pg_cron runs a job as the role that scheduled it; that role needs the use of schema cron.',
+                  hint = pg_catalog.format('As a superuser, in database %I: grant usage on schema cron to %I;',
+                                           db, current_user);
+    end if;
     perform pgque.stop();
-    execute 'select cron.schedule_in_database($1, $2, $3, $4)'
-      using 'pgque_ticker_' || db, '* * * * *', 'call pgque.ticker_loop()', db;
-    execute 'select cron.schedule_in_database($1, $2, $3, $4)'
-      using 'pgque_maint_' || db, '* * * * *', 'select pgque.maint()', db;
+    -- pg_cron lives in this database (it can only be created in
+    -- cron.database_name), so cron.schedule() schedules here: unlike
+    -- cron.schedule_in_database() it is granted to PUBLIC, and the use of
+    -- schema cron is all the caller needs
+    execute 'select cron.schedule($1, $2, $3)'
+      using 'pgque_ticker_' || db, '* * * * *', 'call pgque.ticker_loop()';
+    execute 'select cron.schedule($1, $2, $3)'
+      using 'pgque_maint_' || db, '* * * * *', 'select pgque.maint()';
 end $$;
 
 -- stop(): remove the jobs start() made; harmless without pg_cron.  As its

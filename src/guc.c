@@ -252,3 +252,51 @@ pgque_database_allowed(const char *dbname)
 	pfree(copy);
 	return found;
 }
+
+/*
+ * Settings that are each valid but wrong together.  A GUC check hook sees
+ * one setting while the others may still hold their old values, so the
+ * launcher calls this once at its start and once after every reload
+ * (launcher.c), and logs one WARNING per rule broken.  docs/gucs.md states
+ * the same rules; keep the two in step.
+ */
+void
+pgque_warn_inconsistent_settings(void)
+{
+	/* the watchdog opens ticker_stalled one watchdog_interval early */
+	if ((int64) pgque_watchdog_interval * 2 > pgque_ticker_stalled_after)
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("pgque_bgw.watchdog_interval (%d s) is more than half of pgque_bgw.ticker_stalled_after (%d s)",
+						pgque_watchdog_interval, pgque_ticker_stalled_after),
+				 errdetail("The watchdog opens ticker_stalled one watchdog_interval before ticker_stalled_after "
+						   "(at least half of it), so a healthy ticker can be reported stalled."),
+				 errhint("Set pgque_bgw.watchdog_interval to at most half of pgque_bgw.ticker_stalled_after and reload.")));
+	/* an ordinary restart after a crash must not open worker_down */
+	if ((int64) pgque_worker_down_after * 1000 <= pgque_restart_max)
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("pgque_bgw.worker_down_after (%d s) is not above pgque_bgw.worker_restart_max (%d ms)",
+						pgque_worker_down_after, pgque_restart_max),
+				 errdetail("A worker waits up to worker_restart_max before the launcher restarts it, "
+						   "so an ordinary restart can open worker_down."),
+				 errhint("Set pgque_bgw.worker_down_after above pgque_bgw.worker_restart_max and reload.")));
+	/* a ticker resting longer than the alert threshold alerts when idle */
+	if ((int64) pgque_tick_interval >= (int64) pgque_ticker_stalled_after * 1000)
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("pgque_bgw.tick_interval (%d ms) is not below pgque_bgw.ticker_stalled_after (%d s)",
+						pgque_tick_interval, pgque_ticker_stalled_after),
+				 errdetail("The ticker may wait tick_interval between two passes, so its events can wait longer "
+						   "than the watchdog allows and open ticker_stalled."),
+				 errhint("Set pgque_bgw.tick_interval well below pgque_bgw.ticker_stalled_after and reload.")));
+	/* rows written into an event table directly wait for the probe */
+	if ((int64) pgque_ticker_probe_interval >= pgque_ticker_stalled_after)
+		ereport(WARNING,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("pgque_bgw.ticker_probe_interval (%d s) is not below pgque_bgw.ticker_stalled_after (%d s)",
+						pgque_ticker_probe_interval, pgque_ticker_stalled_after),
+				 errdetail("Events written into an event table without pgque's commit hook wait up to "
+						   "ticker_probe_interval for a tick, so they can open ticker_stalled."),
+				 errhint("Set pgque_bgw.ticker_probe_interval below pgque_bgw.ticker_stalled_after and reload.")));
+}

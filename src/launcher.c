@@ -859,6 +859,8 @@ pgque_launcher_main(Datum arg)
 	before_shmem_exit(launcher_detach, (Datum) 0);
 
 	ereport(LOG, (errmsg("pgque_bgw launcher started")));
+	/* once per start and once per reload: not in a check hook (guc.c) */
+	pgque_warn_inconsistent_settings();
 
 	/*
 	 * A round's allocations (the database list, the budget arrays) live in
@@ -905,6 +907,7 @@ pgque_launcher_main(Datum arg)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
+			pgque_warn_inconsistent_settings();
 			last_scan = 0;		/* pgque_bgw.databases may have changed */
 			learned_budget = INT_MAX;	/* and the slots with them */
 		}

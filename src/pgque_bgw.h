@@ -53,6 +53,7 @@ typedef enum PgqueWorkerMode
 	PGQUE_MODE_COMBINED
 } PgqueWorkerMode;
 extern void pgque_define_gucs(void);
+extern void pgque_warn_inconsistent_settings(void);
 extern bool pgque_database_allowed(const char *dbname);
 
 /* caller.c */

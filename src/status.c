@@ -45,7 +45,17 @@ put_row(Tuplestorestate *ts, TupleDesc desc, const char *component, const char *
 static const char *
 ts_text(TimestampTz t)
 {
-	return t == 0 ? "never" : pstrdup(timestamptz_to_str(t));
+	return pstrdup(timestamptz_to_str(t));
+}
+
+/*
+ * "<what> <time>", or the sentence to say when it has not happened yet
+ * (status() details read as short sentences: never "last tick never").
+ */
+static const char *
+when_text(const char *what, TimestampTz t, const char *none)
+{
+	return t == 0 ? none : psprintf("%s %s", what, ts_text(t));
 }
 
 /*
@@ -111,10 +121,11 @@ pgque_worker_status(PG_FUNCTION_ARGS)
 	else
 	{
 		put_row(ts, desc, "workers", pgque_db_state_name(copy.state),
-				psprintf("launcher pid %d; %s; last tick %s; last maintenance %s%s%s",
+				psprintf("launcher pid %d; %s; %s; %s%s%s",
 						 (int) launcher_pid,
 						 copy.combined ? "one process runs the three loops (combined)" : "a process per loop (split)",
-						 ts_text(copy.last_tick), ts_text(copy.last_maint),
+						 when_text("last tick", copy.last_tick, "no tick yet"),
+						 when_text("last maintenance", copy.last_maint, "no maintenance pass yet"),
 						 copy.unserved[0] != '\0' ? "; not fully served: " : "", copy.unserved));
 		for (k = 0; k < PGQUE_NKINDS; k++)
 		{
@@ -124,14 +135,19 @@ pgque_worker_status(PG_FUNCTION_ARGS)
 
 			initStringInfo(&buf);
 			if (pid > 0)
-				appendStringInfo(&buf, "pid %d, started %s, last pass %s",
-								 (int) pid, ts_text(w->started_at), ts_text(w->last_run));
+				appendStringInfo(&buf, "pid %d, started %s, %s",
+								 (int) pid, ts_text(w->started_at),
+								 when_text("last pass", w->last_run, "no pass yet"));
 			else
 			{
 				PgqueWorkerSlot *r = copy.combined ? &copy.workers[PGQUE_TICKER] : w;
 
-				appendStringInfo(&buf, "not running; restarts after %s (%d short runs in a row)",
-								 ts_text(r->restart_at), r->failures);
+				if (r->restart_at == 0 || r->restart_at <= GetCurrentTimestamp())
+					appendStringInfo(&buf, "not running; the launcher starts it at its next pass (%d short runs in a row)",
+									 r->failures);
+				else
+					appendStringInfo(&buf, "not running; the launcher restarts it at %s (%d short runs in a row)",
+									 ts_text(r->restart_at), r->failures);
 			}
 			if (pid > 0 && w->memory_at != 0)
 				appendStringInfo(&buf, "; memory %llu kB", (unsigned long long) (w->memory / 1024));
@@ -241,20 +257,46 @@ Datum
 pgque_warn_if_unserved(PG_FUNCTION_ARGS)
 {
 	int			served = 0;
+	int			starting = 0;
 	bool		listed;
 	int			unlisted;
 	PgqueBudget b;
 	int			i;
 
-	if (pgque_shared == NULL || !pgque_enabled)
+	if (pgque_shared == NULL)
+	{
+		/*
+		 * Loaded by this backend only: the SQL API works, but no worker
+		 * will ever tick or maintain this database (issue #28).
+		 */
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pgque_bgw is not in shared_preload_libraries: nothing ticks or maintains the queues of database \"%s\"",
+						get_database_name(MyDatabaseId)),
+				 errdetail("Sends are stored but no consumer receives them until something calls pgque.ticker(); "
+						   "rotation and retries wait for pgque.maint(); partition slot leases are unavailable."),
+				 errhint("Add pgque_bgw to shared_preload_libraries in postgresql.conf and restart the server, "
+						 "or call pgque.ticker() and pgque.maint() periodically (pgque.start() schedules them with pg_cron).")));
+		PG_RETURN_VOID();
+	}
+	if (!pgque_enabled)
 		PG_RETURN_VOID();
 	pgque_worker_budget(&b);
 	LWLockAcquire(pgque_shared->lock, LW_SHARED);
 	listed = pgque_find_db(MyDatabaseId) != NULL;
 	unlisted = pgque_shared->dbs_unlisted;
 	for (i = 0; i < pgque_shared->max_dbs; i++)
-		if (pgque_shared->dbs[i].state == PGQUE_DB_RUNNING && pgque_shared->dbs[i].dboid != MyDatabaseId)
+	{
+		PgqueDb    *db = &pgque_shared->dbs[i];
+
+		if (db->dboid == MyDatabaseId)
+			continue;
+		if (db->state == PGQUE_DB_RUNNING)
 			served++;
+		/* a database whose ticker is starting holds budget already */
+		else if (db->state == PGQUE_DB_UNKNOWN && db->workers[PGQUE_TICKER].registered)
+			starting++;
+	}
 	LWLockRelease(pgque_shared->lock);
 
 	if (!pgque_database_allowed(get_database_name(MyDatabaseId)) || (!listed && unlisted > 0))
@@ -264,14 +306,15 @@ pgque_warn_if_unserved(PG_FUNCTION_ARGS)
 						get_database_name(MyDatabaseId)),
 				 errdetail("%s.", pgque_unserved_reason(0, unlisted)),
 				 errhint("Until then call pgque.ticker() and pgque.maint() yourself; pgque.status() says what the workers do.")));
-	else if (served + 1 > b.budget)
+	else if (served + starting + 1 > b.budget)
 		ereport(WARNING,
 				(errcode(ERRCODE_CONFIGURATION_LIMIT_EXCEEDED),
 				 errmsg("pgque_bgw: the background workers cannot serve database \"%s\" now",
 						get_database_name(MyDatabaseId)),
-				 errdetail("%d databases are served and the worker budget is %d (the smaller of pgque_bgw.max_workers and "
-						   "max_worker_processes less the launcher and %d slots other background workers hold).",
-						   served, b.budget, b.others),
+				 errdetail("%d databases are served, %d more are starting, and the worker budget is %d (the smaller of "
+						   "pgque_bgw.max_workers and max_worker_processes less the launcher and %d slots other "
+						   "background workers hold).",
+						   served, starting, b.budget, b.others),
 				 errhint("Raise max_worker_processes and pgque_bgw.max_workers (restart needed); pgque.launcher_workers() lists every database.")));
 	PG_RETURN_VOID();
 }

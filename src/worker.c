@@ -95,6 +95,26 @@ worker_detach(int code, Datum arg)
 	pgque_wake_launcher();
 }
 
+static emit_log_hook_type prev_emit_log_hook = NULL;
+
+/*
+ * The server log of a worker: the alerts and notes our own SQL raises
+ * (WARNING "pgque_bgw alert ... opened", LOG "... cleared") are meant for
+ * the DBA, and the CONTEXT PostgreSQL adds to them (the PL/pgSQL line, the
+ * "SQL statement" the worker sent) is internal noise there.  Errors keep
+ * theirs: they are what a bug report needs.  Workers only: a session that
+ * runs the same SQL gets everything, as it asked for it.
+ */
+static void
+worker_emit_log(ErrorData *edata)
+{
+	if (edata->elevel < ERROR && edata->message != NULL &&
+		strncmp(edata->message, "pgque_bgw", 9) == 0)
+		edata->hide_ctx = true;
+	if (prev_emit_log_hook)
+		prev_emit_log_hook(edata);
+}
+
 /*
  * Connect a per-database worker: bgw_extra holds the database oid; kind is
  * PGQUE_COMBINED for the worker that runs the three loops.  Exits quietly
@@ -110,6 +130,8 @@ pgque_worker_start(PgqueWorkerKind kind)
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, die);
 	BackgroundWorkerUnblockSignals();
+	prev_emit_log_hook = emit_log_hook;
+	emit_log_hook = worker_emit_log;
 
 	/* pick the entry before connecting: nothing to do if it went away */
 	LWLockAcquire(pgque_shared->lock, LW_SHARED);
