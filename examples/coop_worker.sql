@@ -4,6 +4,16 @@
 -- redelivers rather than loses), ack it, repeat.  A batch taken over while
 -- this member was silent is dropped (PQ003).  Stops after `idle` without
 -- work.  `slow` makes the member dawdle over each batch before its ack.
+--
+-- Run: as a role with pgque_reader, on an existing queue ('orders' here);
+-- the first receive_coop() registers the group and the member
+-- (docs/cooperative-consumers.md):
+--
+--   psql -d app -f examples/coop_worker.sql      (defines the table and the procedure)
+--   psql -d app -c "call coop_worker('orders', 'billing', 'member-1', '1 minute')"
+--
+-- one psql per member, each with its own member name; coop_processed
+-- lists what each one took.
 create table if not exists coop_processed (
     ev_id     bigint not null,
     member    text not null,

@@ -1,5 +1,11 @@
 -- The demo behind `make demo`: one queue, two fan-out consumers, a retry, a
 -- dead letter, a rotation, told in plain words.
+--
+-- Run: `make demo` (a throwaway cluster, test/demo.sh), or against a
+-- scratch database of a server with pgque_bgw preloaded, as a superuser or
+-- the database owner (it creates the extension):
+--
+--   psql -X -d scratch -f examples/demo.sql
 \set QUIET on
 \pset footer off
 \set ON_ERROR_STOP on

@@ -1,10 +1,13 @@
 -- examples/partition_worker.sql: a partition-slot worker, in plain SQL.
 --
--- It implements the worker loop of SPEC §3: cycle over every slot, claim
+-- It implements the worker loop of docs/partition-keys.md: cycle over every slot, claim
 -- it, drain it (receive_partitioned -> process -> ack_partitioned, one
 -- transaction per batch), release it between batches so another worker may
 -- take it, and go on to the next slot, so every slot is polled.  Run as many
--- as you like, each with its own worker id:
+-- as you like, each with its own worker id.
+--
+-- Run: as the role that subscribed the partitioned consumer
+-- (pgque.subscribe_partitioned; here 'indexer' on queue 'files', 8 slots):
 --
 --   psql -f examples/partition_worker.sql            (defines the procedure)
 --   psql -c "call partition_worker('files', 'indexer', 8, 'worker-' || pg_backend_pid())"

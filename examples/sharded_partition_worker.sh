@@ -5,6 +5,8 @@
 # claiming that shard's N slots with leases there.  Start as many copies of
 # this script as you want workers per shard, each with its own name.
 #
+# Run (psql on PATH, examples/partition_worker.sql beside this script):
+#
 #   examples/sharded_partition_worker.sh QUEUE CONSUMER N WORKER_NAME \
 #       'host=db1 dbname=app' 'host=db2 dbname=app' 'host=db3 dbname=app'
 #
