@@ -86,4 +86,37 @@ for my $f (grep { !m{/adr/} } @md, @examples)
 	push @cites, "$rel: $1" while $text =~ /\b(SPEC(?:\.md| §\s*\d+)?|ARCHITECTURE\.md|STYLE\.md)\b/g;
 }
 is(join("\n", @cites), '', 'no document cites SPEC, ARCHITECTURE.md or STYLE.md');
+# runbook links of the monitoring kit: URLs under the one placeholder base,
+# each naming a page of docs/ and an anchor of it; docs-base.sh sets the base
+my $base = 'https://pgque-docs.invalid';
+my $mon = "$root/monitoring";
+my @runbooks = slurp_file("$mon/prometheus-alerts.yml") =~ /^\s*runbook_url: "([^"]*)"/mg;
+my @dash_links = slurp_file("$mon/grafana-dashboard.json") =~ /"url": "([^"]*)"/g;
+ok(@runbooks >= 15, scalar(@runbooks) . ' runbook_url annotations in the rules');
+ok(@dash_links >= 3, scalar(@dash_links) . ' links in the dashboard');
+unlike(slurp_file("$mon/prometheus-alerts.yml"), qr/^\s*runbook:/m, 'no rule keeps a bare runbook path');
+my @wrong;
+for my $u (@runbooks, @dash_links)
+{
+	if ($u !~ m{^\Q$base\E/([\w.-]+\.md)(?:#([\w-]+))?$})
+	{
+		push @wrong, "$u: not under $base/";
+		next;
+	}
+	my ($page, $anchor) = ($1, $2);
+	if (!-f "$root/docs/$page") { push @wrong, "$u: no docs/$page"; }
+	elsif (defined $anchor && !anchors("$root/docs/$page")->{$anchor}) { push @wrong, "$u: no such heading or anchor"; }
+}
+is(join("\n", @wrong), '', 'every runbook link is a URL under the base, to an existing page and anchor');
+# docs-base.sh sets another base in copies of both files, all links at once
+my $tmp = PostgreSQL::Test::Utils::tempdir();
+system('cp', "$mon/prometheus-alerts.yml", "$mon/grafana-dashboard.json", $tmp) == 0 or die;
+my $set = `bash "$mon/docs-base.sh" https://git.example.com/pgque/docs/ "$tmp/prometheus-alerts.yml" "$tmp/grafana-dashboard.json" 2>&1`;
+is($?, 0, 'docs-base.sh runs') or diag($set);
+my $after = slurp_file("$tmp/prometheus-alerts.yml") . slurp_file("$tmp/grafana-dashboard.json");
+unlike($after, qr{pgque-docs\.invalid/}, 'it leaves no placeholder link');
+my @moved = $after =~ m{"https://git\.example\.com/pgque/docs/[\w.-]+\.md(?:#[\w-]+)?"}g;
+is(scalar(@moved), scalar(@runbooks) + scalar(@dash_links), 'and every link is under the new base');
+`bash "$mon/docs-base.sh" 'not a url' "$tmp/prometheus-alerts.yml" 2>&1`;
+isnt($?, 0, 'it refuses a base that is not an http(s) URL');
 done_testing();
