@@ -59,6 +59,9 @@
 /* where batch_id lies in a formed message: after msg_id, both int8, never null */
 #define MSG_BATCH_OFFSET 8
 
+/* receive() said once in this session that nothing ticks (not preloaded) */
+static bool said_nothing_ticks = false;
+
 /* the tries of empty windows before receive() returns nothing (as _receive) */
 #define RECEIVE_TRIES 10
 
@@ -445,6 +448,7 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 	SlotShare	share;
 	int			tries;
 	int			guc_level;
+	bool		no_batch = false;
 
 	old = pgque_materialize(fcinfo, &ts, &desc);
 	MemoryContextSwitchTo(old);
@@ -494,7 +498,10 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 			elog(ERROR, "pgque_bgw: receive could not open a batch: %s", SPI_result_code_string(ret));
 		batch_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		if (isnull)
+		{
+			no_batch = tries == 0;
 			break;
+		}
 		pause = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 		/* checked by the open statement */
 		max_return = DatumGetInt32(oargs[kind->max_return_arg]);
@@ -533,6 +540,23 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 	}
 	AtEOXact_GUC(true, guc_level);
 	SPI_finish();
+
+	/*
+	 * No batch at all, and no worker can ever make one: say why once per
+	 * session, in the place a developer trying the API looks (issue #28).
+	 * Only without the preload: with it, status() tells workers that are
+	 * off from a pg_cron schedule, which this cannot see cheaply.
+	 */
+	if (no_batch && pgque_shared == NULL && !said_nothing_ticks)
+	{
+		said_nothing_ticks = true;
+		ereport(NOTICE,
+				(errcode(ERRCODE_WARNING),
+				 errmsg("no new batch: pgque_bgw is not in shared_preload_libraries, so no background worker ticks this database"),
+				 errdetail("Events sent are received after a tick; until something calls pgque.ticker() there is none."),
+				 errhint("Call pgque.ticker() (or pgque.start() with pg_cron), or add pgque_bgw to shared_preload_libraries and restart. "
+						 "This is said once per session.")));
+	}
 	return (Datum) 0;
 }
 

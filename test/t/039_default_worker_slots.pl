@@ -72,7 +72,7 @@ for my $db (qw(d1 d2))
     ok(ticks_within($db, 30), "pg_cron loaded: $db ticks within 30 s");
     ok($node->poll_query_until($db, q{
            select count(*) = 2 from pgque.status()
-            where component in ('ticker', 'watchdog') and status = 'running' and detail not like '%last pass never%'}),
+            where component in ('ticker', 'watchdog') and status = 'running' and detail not like '%no pass yet%'}),
        "pg_cron loaded: $db's ticker and watchdog have each completed a pass")
       or diag($node->safe_psql($db, 'select * from pgque.status()'));
 }

@@ -1,6 +1,7 @@
 # Misconfiguration says so (issue #28 item 6):
 #  - CREATE EXTENSION without the library in shared_preload_libraries warns
-#    that nothing ticks, with the fix; status() says the same;
+#    that nothing ticks, with the fix; status() says the same, and so does
+#    the first receive() of a session that finds no batch;
 #  - settings that are each valid but wrong together (guc.c:
 #    pgque_warn_inconsistent_settings) log one WARNING per broken rule when
 #    the launcher starts and after each reload, and none once fixed;
@@ -31,6 +32,26 @@ is($bare->safe_psql('postgres', q{
         where component in ('library', 'workers', 'scheduler')}),
    'library=not preloaded,scheduler=manual,workers=not preloaded',
    'status() says the library is not preloaded and nothing schedules ticks');
+# an empty receive() says why, once per session
+$bare->safe_psql('postgres', q{
+    select pgque.create_queue('q');
+    select pgque.subscribe('q', 'c');
+    select pgque.send('q', 'waits for a tick');
+});
+($ret, $out, $err) = $bare->psql('postgres', q{
+    select count(*) from pgque.receive('q', 'c');
+    select count(*) from pgque.receive('q', 'c');
+});
+is($out, "0\n0", 'receive() finds no batch: nothing ticked');
+my @notices = $err =~ /NOTICE:  no new batch: pgque_bgw is not in shared_preload_libraries, so no background worker ticks this database/g;
+is(scalar(@notices), 1, 'the empty receive() says that nothing ticks, once in the session');
+like($err, qr/HINT:  Call pgque\.ticker\(\)/, 'with what to do');
+($ret, $out, $err) = $bare->psql('postgres', q{
+    select pgque.ticker();
+    select payload from pgque.receive('q', 'c');
+});
+like($out, qr/waits for a tick$/, 'after pgque.ticker() the event is received');
+unlike($err, qr/no new batch/, 'and a receive that finds a batch says nothing');
 $bare->stop('fast');
 
 # --- inconsistent settings, at start and at reload ---------------------------
