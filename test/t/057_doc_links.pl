@@ -119,4 +119,6 @@ my @moved = $after =~ m{"https://git\.example\.com/pgque/docs/[\w.-]+\.md(?:#[\w
 is(scalar(@moved), scalar(@runbooks) + scalar(@dash_links), 'and every link is under the new base');
 `bash "$mon/docs-base.sh" 'not a url' "$tmp/prometheus-alerts.yml" 2>&1`;
 isnt($?, 0, 'it refuses a base that is not an http(s) URL');
+`bash "$mon/docs-base.sh" 'https://x.example/a&b' "$tmp/prometheus-alerts.yml" 2>&1`;
+isnt($?, 0, 'and one with a character sed would read (&)');
 done_testing();
