@@ -7,7 +7,8 @@
 #    the launcher starts and after each reload, and none once fixed;
 #  - an alert's WARNING in the server log carries no internal CONTEXT (the
 #    PL/pgSQL line, the "SQL statement" the worker sent);
-#  - status() details read as sentences (no "never").
+#  - status() details read as sentences (no "never");
+#  - CREATE EXTENSION's budget warning counts databases still starting.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -64,6 +65,8 @@ pgque_bgw.watchdog_interval = '10s'
 pgque_bgw.ticker_stalled_after = '4s'
 pgque_bgw.ticker_probe_interval = '2s'
 pgque_bgw.lag_alert_after = '1s'
+pgque_bgw.max_workers = 2
+pgque_bgw.worker_mode = 'combined'
 });
 $node->start;
 
@@ -123,6 +126,41 @@ is($node->safe_psql('postgres', q{select count(*) from pgque.status() where deta
 like($node->safe_psql('postgres', q{select detail from pgque.status() where component = 'workers'}),
      qr/; last tick \d{4}-[^;]+; (last maintenance \d{4}-|no maintenance pass yet)/,
      'the workers row names its last tick as a time');
+
+# --- the budget warning counts a database still starting ----------------------
+# Budget 2 (max_workers), one process per database (combined): "postgres"
+# is served, database b is starting (its ticker probe waits on a lock on
+# pg_extension that a session of b holds), so a third database cannot be
+# served and its CREATE EXTENSION says so, counting b.
+$node->safe_psql('postgres', 'create database b; create database c');
+ok($node->poll_query_until('postgres', q{
+       select count(*) = 2 from pgque.launcher_workers()
+        where datname in ('b', 'c') and worker = 'ticker' and db_state = 'no extension' and pid is null}),
+   'databases b and c are probed: no extension');
+my $s1 = $node->background_psql('b');
+$s1->query_safe('begin; create extension pgque_bgw;');
+my $s2 = $node->background_psql('b');
+# queued behind s1's install; granted when it commits, before b's probe asks
+$s2->query_until(qr/queued/, q{begin;
+\echo queued
+lock table pg_catalog.pg_extension in access exclusive mode;
+});
+ok($node->poll_query_until('b', q{select count(*) = 1 from pg_locks where relation = 'pg_extension'::regclass and not granted}),
+   'a session of b waits to lock pg_extension');
+$s1->query_safe('commit');
+ok($node->poll_query_until('postgres', q{
+       select count(*) = 1 from pgque.launcher_workers()
+        where datname = 'b' and worker = 'ticker' and db_state = 'starting' and pid is not null}),
+   'b is starting: its ticker runs and waits to see the extension');
+($ret, $out, $err) = $node->psql('c', 'create extension pgque_bgw');
+like($err, qr/WARNING:  pgque_bgw: the background workers cannot serve database "c" now\n.*DETAIL:  1 databases are served, 1 more are starting, and the worker budget is 2/s,
+     'CREATE EXTENSION in c counts the starting database against the budget');
+$s2->query_safe('rollback');
+$s1->quit;
+$s2->quit;
+ok($node->poll_query_until('postgres', q{
+       select count(*) = 1 from pgque.launcher_workers() where datname = 'b' and worker = 'ticker' and db_state = 'running'}),
+   'b runs once the lock is gone');
 
 $node->stop('fast');
 note(sprintf('056 took %.1f s', time() - $t0));
