@@ -77,8 +77,9 @@ $node->safe_psql('postgres', q{
 });
 $node->append_conf('postgresql.conf', "cron.database_name = 'cronvictim'\n");
 $node->restart;
-# start() by an admin that may log in and use pg_cron, not a superuser: the
-# jobs are its own and run with its rights
+# start() by an admin that may log in and use schema cron (the one grant it
+# needs, ADR 0062), not a superuser: the jobs are its own and run with its
+# rights
 $node->safe_psql('cronvictim', q{
     create extension pg_cron;
     create extension pgque_bgw;
@@ -86,7 +87,6 @@ $node->safe_psql('cronvictim', q{
     select pgque.subscribe('cq', 'c');
     create role cron_admin login in role pgque_admin;
     grant usage on schema cron to cron_admin;
-    grant execute on function cron.schedule_in_database(text, text, text, text, text, boolean) to cron_admin;
 });
 $node->safe_psql('cronvictim', 'select pgque.start()', extra_params => [ '-U', 'cron_admin' ]);
 $node->safe_psql('cronvictim', q{
