@@ -493,8 +493,8 @@ end $$;
 --                        is behind shows the whole backlog; 0 = caught up)
 --   slot_pending_events  the slot's own share of them, as the alerts count
 --                        it (_slot_pending_all, ADR 0051)
--- NULL both when the slot's cursor tick is gone (ADR 0022).
---   lease_ttl            the TTL of the lease held (pgque.partition_slot)
+--   lease_ttl            the TTL of the live lease (pgque.partition_slot)
+-- The two counts are NULL when the slot's cursor tick is gone (ADR 0022).
 create function pgque.get_partition_slot_info(
     out queue_name text, out consumer text, out slot int4, out n int4,
     out lease_owner text, out lease_until timestamptz, out epoch bigint,
@@ -532,8 +532,8 @@ create view pgque.partition_slot_status as
 -- here a view over the leases in shared memory (src/slots.c) as
 -- get_partition_slot_info() shows them: owner and TTL of a live lease (an
 -- expired one shows its lease_until only), epoch 0 for a slot never
--- claimed.  Read-only:
--- slots are claimed with claim_slot().  Admins, as PgQue.
+-- claimed.  Read-only: slots are claimed with claim_slot().  Admins, as
+-- PgQue (ADR 0058).
 create view pgque.partition_slot as
     select q.queue_id, i.consumer as co_name, i.slot, i.lease_owner, i.lease_until, i.lease_ttl, i.epoch
       from pgque.get_partition_slot_info() i
