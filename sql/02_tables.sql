@@ -65,6 +65,13 @@ create table pgque.subscription (
     -- sub_coop_hw: every window up to this tick has been cut.
     sub_role        text not null default 'normal' check (sub_role in ('normal', 'coop_main')),
     sub_coop_hw     bigint,
+    -- addition: roles that may use the consumer besides its owner (ADR
+    -- 0058): members of these roles holding the queue's subscribe right.
+    -- A consumer an admin subscribes starts with {pgque_reader} (PgQue's
+    -- migration-role pattern), any other with {} (private to its owner);
+    -- grant_consumer / revoke_consumer change it.  A partition slot's copy
+    -- follows its partitioned consumer's (partition_consumer.users).
+    sub_users       regrole[] not null default '{}',
     primary key (sub_queue, sub_consumer)
 ) with (fillfactor = 50);
 

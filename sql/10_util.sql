@@ -197,25 +197,67 @@ returns void language sql stable as $$
                                     case i_right when 'send' then q.queue_senders else q.queue_subscribers end)
 $$;
 
--- Refuse the caller unless it holds "subscribe" on the queue and is a
--- member of the consumer's owning role, or is an admin.  It is called by the lookup each operation on an existing
--- consumer starts with: _register, _unregister, _next_batch (by name),
--- _open_batch (by batch id) and _partitioned (partition slots, before any
--- lease is touched; the slot subscription's own lookup then finds the same
--- owner).
-create function pgque._authorize(i_owner regrole, i_queue_id int4, i_consumer text)
+-- Whether the caller may use a consumer owned by i_owner whose users are
+-- i_users (ADR 0058): a member of the owner, of one of the users, of
+-- pgque_admin or of the extension's owner.  i_users NULL: the owner's acts
+-- (unsubscribe, reposition, resize, failure policy, the grants), which
+-- users may not do.  The one rule of _authorize and of the filters of
+-- dlq_replay_all and blocked_keys.
+create function pgque._may_use(i_owner regrole, i_users regrole[])
+returns boolean language sql stable as $$
+    select pgque._caller() operator(pg_catalog.=) i_owner
+        or pg_catalog.pg_has_role(pgque._caller(), i_owner, 'member')
+        or exists (select from pg_catalog.unnest(i_users) u(role)
+                    where pg_catalog.pg_has_role(pgque._caller(), u.role, 'member'))
+        or pgque._caller_is_admin()
+$$;
+
+-- Refuse the caller unless it holds "subscribe" on the queue and may use
+-- the consumer (_may_use: its owner's member, a member of one of its
+-- users, or an admin; i_users NULL for what only the owner may do).  It is
+-- called by the lookup each operation on an existing consumer starts with:
+-- _register, _unregister, _next_batch (by name), _open_batch (by batch
+-- id) and _partitioned (partition slots, before any lease is touched; the
+-- slot subscription's own lookup then finds the same owner and users).
+create function pgque._authorize(i_owner regrole, i_users regrole[], i_queue_id int4, i_consumer text)
 returns void language plpgsql stable as $$
 declare
     me regrole := pgque._caller();
 begin
     perform pgque._check_queue_right(q, 'subscribe') from pgque.queue q where q.queue_id = i_queue_id;
-    if me = i_owner or pg_catalog.pg_has_role(me, i_owner, 'member') or pgque._caller_is_admin() then
+    if pgque._may_use(i_owner, i_users) then
         return;
+    end if;
+    -- a user of the consumer asking for the owner's act: say so
+    if i_users is null and exists (select from pg_catalog.unnest(coalesce(
+                                       (select s.sub_users from pgque.subscription s join pgque.consumer c
+                                            on c.co_id = s.sub_consumer
+                                         where s.sub_queue = i_queue_id and c.co_name = i_consumer),
+                                       (select pc.users from pgque.partition_consumer pc
+                                         where pc.queue_id = i_queue_id and pc.co_name = i_consumer))) u(role)
+                                    where pg_catalog.pg_has_role(me, u.role, 'member')) then
+        raise exception 'permission denied to change consumer "%" of queue "%", owned by role "%"',
+              i_consumer, (select queue_name from pgque.queue where queue_id = i_queue_id), i_owner
+            using errcode = 'insufficient_privilege',
+                  detail = pg_catalog.format('Role "%s" may use the consumer, not unsubscribe, reposition, resize '
+                                             'or share it.', me),
+                  hint = 'Ask its owner or a pgque_admin.';
     end if;
     raise exception 'permission denied for consumer "%" of queue "%", owned by role "%"',
           i_consumer, (select queue_name from pgque.queue where queue_id = i_queue_id), i_owner
         using errcode = 'insufficient_privilege',
-              detail = pg_catalog.format('Role "%s" is not a member of role "%s" or of pgque_admin.', me, i_owner),
-              hint = 'Use the consumer as the role that subscribed it (or a member of that role), '
-                     'subscribe a consumer of your own, or ask a pgque_admin.';
+              detail = pg_catalog.format('Role "%s" is not a member of role "%s", of a role the consumer is '
+                                         'granted to or of pgque_admin.', me, i_owner),
+              hint = 'Use the consumer as the role that subscribed it (or a role it was granted to with '
+                     'pgque.grant_consumer()), subscribe a consumer of your own, or ask a pgque_admin.';
 end $$;
+
+-- The users a new consumer starts with (ADR 0058): {pgque_reader} when an
+-- admin subscribes it (PgQue's deployment: a migration role holding
+-- pgque_admin subscribes, the application consumes), so that every role
+-- holding the queue's subscribe right may use it; none otherwise.
+create function pgque._default_users()
+returns regrole[] language sql stable as $$
+    select case when pgque._caller_is_admin() then '{pgque_reader}'::pg_catalog.regrole[]
+                else '{}'::pg_catalog.regrole[] end
+$$;

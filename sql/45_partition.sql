@@ -14,6 +14,9 @@ create table pgque.partition_consumer (
     -- what a nack does to the key's later events (ADR 0029): 'skip' they
     -- pass the retried one; 'pause' they wait for it (sql/46_pause.sql)
     failure_policy text not null default 'skip' check (failure_policy in ('skip', 'pause')),
+    -- roles that may use the consumer besides its owner (ADR 0058), copied
+    -- to every slot subscription's sub_users
+    users     regrole[] not null default '{}',
     primary key (queue_id, co_name)
 );
 select pg_catalog.pg_extension_config_dump('pgque.partition_consumer', '');
@@ -92,7 +95,7 @@ begin
             using errcode = 'undefined_object',
                   hint = 'Subscribe its slots with pgque.subscribe_slot().';
     end if;
-    perform pgque._authorize(pc.owner, q.queue_id, i_consumer);
+    perform pgque._authorize(pc.owner, pc.users, q.queue_id, i_consumer);
     pn := pc.n;
     if i_n is not null and i_n <> pn then
         -- the new n of a resize still draining: retry later (ADR 0030)
@@ -120,6 +123,7 @@ declare
     q   pgque.queue;
     pn  int4;
     own regrole;
+    usr regrole[];
 begin
     q := pgque._queue(queue_name);
     perform pgque._user_consumer_name(consumer_name);
@@ -139,18 +143,18 @@ begin
         raise exception 'slot % is out of range 0..%', slot, n - 1
             using errcode = 'invalid_parameter_value';
     end if;
-    insert into pgque.partition_consumer as pc (queue_id, co_name, n, owner)
-    values (q.queue_id, consumer_name, n, pgque._caller())
+    insert into pgque.partition_consumer as pc (queue_id, co_name, n, owner, users)
+    values (q.queue_id, consumer_name, n, pgque._caller(), pgque._default_users())
     on conflict (queue_id, co_name) do update set n = pc.n
-    returning pc.n, pc.owner into pn, own;
-    perform pgque._authorize(own, q.queue_id, consumer_name);
+    returning pc.n, pc.owner, pc.users into pn, own, usr;
+    perform pgque._authorize(own, usr, q.queue_id, consumer_name);
     perform pgque._resize_refuse(q, consumer_name, 'subscribe_slot');
     if pn <> n then
         raise exception 'consumer "%" of queue "%" is pinned to n = %, not %', consumer_name, queue_name, pn, n
             using errcode = 'invalid_parameter_value',
                   hint = 'Unsubscribe every slot first to choose another n.';
     end if;
-    perform pgque._register(q, pgque._slot_name(consumer_name, slot, n), null, own);
+    perform pgque._register(q, pgque._slot_name(consumer_name, slot, n), null, own, usr);
     -- the queue's first partitioned consumer subscribed by an admin chooses
     -- its partition buckets (ADR 0013): a multiple of n, at least 32, so
     -- that n and its divisors read only their own buckets.  A layout is the
@@ -176,6 +180,9 @@ declare
 begin
     q := pgque._queue(queue_name);
     pn := pgque._partitioned(q, consumer_name, null, slot);
+    -- the owner's act (ADR 0058)
+    perform pgque._authorize(pc.owner, null, q.queue_id, consumer_name)
+       from pgque.partition_consumer pc where pc.queue_id = q.queue_id and pc.co_name = consumer_name;
     perform pgque._resize_refuse(q, consumer_name, 'unsubscribe_slot');
     if pgque._unregister(q, pgque._slot_name(consumer_name, slot, pn)) = 0 then
         raise exception 'slot % of consumer "%" is not subscribed to queue "%"', slot, consumer_name, queue_name
@@ -480,24 +487,38 @@ end $$;
 -- JIT: the planner sees generate_series() and never-analyzed catalog tables
 -- as thousands of rows, and compiling the plan took seconds (measured 3.6 s
 -- of a 4.2 s call on two slots), longer than a short lease.
+--   pending_events       PgQue's figure: the queue's events between the
+--                        slot's cursor tick and the latest tick, before
+--                        the hash filter (every slot of a consumer that
+--                        is behind shows the whole backlog; 0 = caught up)
+--   slot_pending_events  the slot's own share of them, as the alerts count
+--                        it (_slot_pending_all, ADR 0051)
+--   lease_ttl            the TTL of the live lease (pgque.partition_slot)
+-- The two counts are NULL when the slot's cursor tick is gone (ADR 0022).
 create function pgque.get_partition_slot_info(
     out queue_name text, out consumer text, out slot int4, out n int4,
     out lease_owner text, out lease_until timestamptz, out epoch bigint,
     out last_tick bigint, out pending_events bigint,
-    out last_receive_at timestamptz, out last_ack_at timestamptz, out alert text)
+    out last_receive_at timestamptz, out last_ack_at timestamptz, out alert text,
+    out slot_pending_events bigint, out lease_ttl interval)
 returns setof record language sql security definer
 set search_path = pgque, pg_catalog, pg_temp set jit = off as $$
     select q.queue_name, pc.consumer, pc.slot, pc.n,
            case when l.lease_until > pg_catalog.clock_timestamp() then l.owner end,
            l.lease_until, coalesce(l.epoch, 0), pgque._slot_cursor(s),
-           p.pending,
+           greatest(lt.tick_event_seq - ct.tick_event_seq, 0),
            l.last_receive, l.last_ack,
            (select pg_catalog.string_agg(a.kind, ',' order by a.kind) from pgque.alert a
              where a.cleared_at is null and a.queue_name = q.queue_name
-               and a.consumer = pc.consumer and a.slot = pc.slot)
+               and a.consumer = pc.consumer and a.slot = pc.slot),
+           p.pending,
+           case when l.lease_until > pg_catalog.clock_timestamp() then l.ttl_ms * interval '1 millisecond' end
       from pgque._slot_list() pc
       join pgque.queue q on q.queue_id = pc.queue_id
       left join pgque.subscription s on s.sub_queue = q.queue_id and s.sub_consumer = pc.co_id
+      left join pgque.tick ct on ct.tick_queue = q.queue_id and ct.tick_id = pgque._slot_cursor(s)
+      left join lateral (select t.tick_event_seq from pgque.tick t where t.tick_queue = q.queue_id
+                          order by t.tick_id desc limit 1) lt on true
       left join pgque._slot_leases() l on l.queue_id = q.queue_id and l.consumer = pc.consumer and l.slot = pc.slot
       left join pgque._slot_pending_all() p on p.sub_id = s.sub_id
      order by q.queue_name, pc.consumer, pc.slot
@@ -505,3 +526,16 @@ $$;
 
 create view pgque.partition_slot_status as
     select * from pgque.get_partition_slot_info();
+
+-- partition_slot: PgQue's lease table (queue_id, co_name, slot,
+-- lease_owner, lease_until, lease_ttl, epoch), one row per subscribed slot,
+-- here a view over the leases in shared memory (src/slots.c) as
+-- get_partition_slot_info() shows them: owner and TTL of a live lease (an
+-- expired one shows its lease_until only), epoch 0 for a slot never
+-- claimed.  Read-only: slots are claimed with claim_slot().  Admins, as
+-- PgQue (ADR 0058).
+create view pgque.partition_slot as
+    select q.queue_id, i.consumer as co_name, i.slot, i.lease_owner, i.lease_until, i.lease_ttl, i.epoch
+      from pgque.get_partition_slot_info() i
+      join pgque.queue q on q.queue_name = i.queue_name
+     where i.last_tick is not null;

@@ -109,6 +109,10 @@ begin
     perform pgque._partitioned(q, consumer_name, null, 0);
     select * into pc from pgque.partition_consumer p
      where p.queue_id = q.queue_id and p.co_name = consumer_name for update;
+    -- a change is the owner's act, not a user's (ADR 0058)
+    if pc.failure_policy <> set_failure_policy.failure_policy then
+        perform pgque._authorize(pc.owner, null, q.queue_id, consumer_name);
+    end if;
     if pc.failure_policy = 'pause' and failure_policy = 'skip' then
         -- the slots' receive locks: a batch received under pause (its
         -- withheld events left out) is acked before its keys are released
@@ -345,8 +349,7 @@ set search_path = pgque, pg_catalog, pg_temp as $$
       join pgque.consumer c on c.co_id = s.sub_consumer
       join pgque.partition_consumer pc on pc.queue_id = q.queue_id
        and pc.co_name = pg_catalog.split_part(c.co_name, '#', 1)
-     where pgque._caller_is_admin() or pgque._caller() = pc.owner
-        or pg_catalog.pg_has_role(pgque._caller(), pc.owner, 'member')
+     where pgque._may_use(pc.owner, pc.users)
      order by 1, 2, 3, 5
 $$;
 

@@ -301,6 +301,8 @@ begin
     select * into q from pgque.queue where queue_id = q.queue_id for update;
     select * into pc from pgque.partition_consumer p
      where p.queue_id = q.queue_id and p.co_name = consumer_name for update;
+    -- the owner's act, not a user's (ADR 0058)
+    perform pgque._authorize(pc.owner, null, q.queue_id, consumer_name);
     r := pgque._resize_of(q.queue_id, consumer_name);
     if r.to_n is not null then
         raise exception 'consumer "%" of queue "%" is already being resized from n = % to n = %',
@@ -324,7 +326,7 @@ begin
        for update;
     b := pgque._tick(q);
     for k in 0 .. new_n - 1 loop
-        perform pgque._register(q, pgque._slot_name(consumer_name, k, new_n), b, pc.owner);
+        perform pgque._register(q, pgque._slot_name(consumer_name, k, new_n), b, pc.owner, pc.users);
     end loop;
     news := array(select s.sub_id
                     from pg_catalog.generate_series(0, new_n - 1) k

@@ -3,11 +3,13 @@
 -- event (fan-out) from one copy.
 
 -- Subscribe (or, with i_tick_pos, reposition) a consumer.  New cursors start
--- at the latest tick and belong to i_owner (default: the caller).  An
--- existing subscription is the owner's: another role is refused, it never
--- takes it over.  -> 1 new / 0 existed (repositioning returns 1).
+-- at the latest tick and belong to i_owner with users i_users (default: the
+-- caller, and the users _default_users() gives it, ADR 0058).  An existing
+-- subscription is the owner's: a role that may not use it is refused, it
+-- never takes it over; only the owner (or an admin) repositions it.
+-- -> 1 new / 0 existed (repositioning returns 1).
 create function pgque._register(q pgque.queue, i_consumer_name text, i_tick_pos bigint,
-                                i_owner regrole default null)
+                                i_owner regrole default null, i_users regrole[] default null)
 returns int4 language plpgsql as $$
 declare
     cid  int4;
@@ -21,7 +23,9 @@ begin
 
     select * into s from pgque.subscription where sub_queue = q.queue_id and sub_consumer = cid for update;
     if found then
-        perform pgque._authorize(s.sub_owner, q.queue_id, i_consumer_name);
+        -- a user may subscribe the name again (0, nothing changes), not move it
+        perform pgque._authorize(s.sub_owner, case when i_tick_pos is null then s.sub_users end,
+                                 q.queue_id, i_consumer_name);
     end if;
     if i_tick_pos is not null then
         if not exists (select 1 from pgque.tick where tick_queue = q.queue_id and tick_id = i_tick_pos) then
@@ -50,15 +54,15 @@ begin
         return 1;
     end if;
 
-    insert into pgque.subscription (sub_queue, sub_consumer, sub_last_tick, sub_owner)
-    values (q.queue_id, cid, pos, coalesce(i_owner, pgque._caller()))
+    insert into pgque.subscription (sub_queue, sub_consumer, sub_last_tick, sub_owner, sub_users)
+    values (q.queue_id, cid, pos, coalesce(i_owner, pgque._caller()),
+            case when i_owner is null then pgque._default_users() else coalesce(i_users, '{}') end)
     on conflict (sub_queue, sub_consumer) do nothing;
     get diagnostics n = row_count;
     if n = 0 then
-        -- a concurrent subscribe won: its owner decides, as above
-        perform pgque._authorize((select sub_owner from pgque.subscription
-                                   where sub_queue = q.queue_id and sub_consumer = cid),
-                                 q.queue_id, i_consumer_name);
+        -- a concurrent subscribe won: its owner and users decide, as above
+        perform pgque._authorize(x.sub_owner, x.sub_users, q.queue_id, i_consumer_name)
+           from pgque.subscription x where x.sub_queue = q.queue_id and x.sub_consumer = cid;
     end if;
     return n;
 end $$;
@@ -77,7 +81,8 @@ begin
     if not found then
         return 0;
     end if;
-    perform pgque._authorize(s.sub_owner, q.queue_id, i_consumer_name);
+    -- the owner's act: a user may not unsubscribe it (ADR 0058)
+    perform pgque._authorize(s.sub_owner, null, q.queue_id, i_consumer_name);
     if s.sub_role = 'coop_main' and exists (select 1 from pgque.coop_member where cm_sub = s.sub_id) then
         raise exception 'cannot unregister cooperative main consumer with registered subconsumers'
             using errcode = 'object_not_in_prerequisite_state',
@@ -143,3 +148,117 @@ returns int4 language sql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
     select pgque.unregister_consumer(queue_name, consumer_name)
 $$;
+
+-- Per-consumer users (ADR 0058).  A consumer belongs to the role that
+-- subscribed it; its owner (or an admin) may let other roles use it:
+-- receive, ack, nack, the batch primitives, members of a cooperative
+-- group, the slots of a partitioned consumer.  Unsubscribing,
+-- repositioning, resizing, its failure policy and these grants stay the
+-- owner's.  A user still needs the queue's subscribe right (ADR 0047).
+-- A partitioned consumer is named without "#": its slots follow it.
+-- -> the consumer's (queue, owner, users), locked, after checking that the
+-- caller is its owner or an admin; is_partitioned: a partitioned consumer.
+create function pgque._consumer_grant_check(i_queue_name text, i_consumer_name text, i_role regrole,
+                                            out q pgque.queue, out is_partitioned boolean,
+                                            out owner regrole, out users regrole[])
+language plpgsql as $$
+declare
+    s  pgque.subscription;
+begin
+    q := pgque._queue(i_queue_name);
+    perform pgque._user_consumer_name(i_consumer_name);
+    perform pgque._check_not_null('role', i_role);
+    select pc.owner, pc.users into owner, users from pgque.partition_consumer pc
+     where pc.queue_id = q.queue_id and pc.co_name = i_consumer_name for update;
+    is_partitioned := found;
+    if not is_partitioned then
+        s := pgque._subscription_row(q, i_consumer_name, true);
+        if s.sub_id is null then
+            raise exception 'Not subscriber to queue: %/%', i_queue_name, i_consumer_name
+                using errcode = 'undefined_object',
+                      hint = 'Subscribe it with pgque.subscribe() (or pgque.subscribe_slot()) first.';
+        end if;
+        owner := s.sub_owner;
+        users := s.sub_users;
+    end if;
+    perform pgque._authorize(owner, null, q.queue_id, i_consumer_name);
+end $$;
+
+-- Store a consumer's users: its subscription's, or a partitioned
+-- consumer's and every one of its slots' (those of a resize in progress
+-- included: "<consumer>#..." names nobody else may take).
+create function pgque._consumer_set_users(q pgque.queue, i_consumer_name text, is_partitioned boolean,
+                                          i_users regrole[])
+returns void language plpgsql as $$
+begin
+    if is_partitioned then
+        update pgque.partition_consumer set users = i_users
+         where queue_id = q.queue_id and co_name = i_consumer_name;
+    end if;
+    update pgque.subscription s set sub_users = i_users
+      from pgque.consumer c
+     where c.co_id = s.sub_consumer and s.sub_queue = q.queue_id
+       and case when is_partitioned
+                then pg_catalog.left(c.co_name, pg_catalog.length(i_consumer_name) + 1)
+                     = i_consumer_name || '#'
+                else c.co_name = i_consumer_name end;
+end $$;
+
+-- grant_consumer(queue_name, consumer_name, role_name) -> 1 granted, 0 held already.
+create function pgque.grant_consumer(queue_name text, consumer_name text, role_name regrole)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    c  record;
+begin
+    c := pgque._consumer_grant_check(queue_name, consumer_name, role_name);
+    -- (revoke_consumer takes a dropped role's OID out of the list)
+    if not exists (select from pg_catalog.pg_roles r where r.oid = role_name) then
+        raise exception 'role with OID % does not exist', role_name::oid
+            using errcode = 'undefined_object',
+                  hint = 'PUBLIC may not use a consumer and cannot be given one.';
+    end if;
+    if role_name = any (c.users) then
+        return 0;
+    end if;
+    if pg_catalog.cardinality(c.users) >= @PGQUE_CONSUMER_USERS_MAX@ then
+        raise exception 'consumer "%" of queue "%" is granted to % roles already', consumer_name, queue_name,
+              pg_catalog.cardinality(c.users)
+            using errcode = 'program_limit_exceeded',
+                  detail = 'The limit is @PGQUE_CONSUMER_USERS_MAX@ roles per consumer.',
+                  hint = 'Grant the consumer to a group role and make the roles members of it.';
+    end if;
+    perform pgque._consumer_set_users(c.q, consumer_name, c.is_partitioned, c.users || role_name);
+    return 1;
+end $$;
+
+-- revoke_consumer(queue_name, consumer_name, role_name) -> 1 revoked, 0 not held.
+-- The role's next call on the consumer is refused; a batch it holds stays
+-- open for the owner (or another user) to receive again and ack.
+create function pgque.revoke_consumer(queue_name text, consumer_name text, role_name regrole)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    c  record;
+begin
+    c := pgque._consumer_grant_check(queue_name, consumer_name, role_name);
+    if not (role_name = any (c.users)) then
+        return 0;
+    end if;
+    perform pgque._consumer_set_users(c.q, consumer_name, c.is_partitioned,
+                                      pg_catalog.array_remove(c.users, role_name));
+    return 1;
+end $$;
+
+-- consumer_rights: who owns each consumer and who else may use it (a
+-- partitioned consumer once, under its own name; admins only).
+create view pgque.consumer_rights as
+    select q.queue_name, c.co_name as consumer_name, s.sub_owner as owner, s.sub_users as users
+      from pgque.subscription s
+      join pgque.queue q on q.queue_id = s.sub_queue
+      join pgque.consumer c on c.co_id = s.sub_consumer
+     where pg_catalog.strpos(c.co_name, '#') = 0
+    union all
+    select q.queue_name, pc.co_name, pc.owner, pc.users
+      from pgque.partition_consumer pc
+      join pgque.queue q on q.queue_id = pc.queue_id;

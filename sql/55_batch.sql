@@ -73,7 +73,7 @@ declare
 begin
     s := pgque._subscription(i_queue_name, i_consumer_name);
     select * into s from pgque.subscription where sub_id = s.sub_id for update;
-    perform pgque._authorize(s.sub_owner, s.sub_queue, i_consumer_name);
+    perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, i_consumer_name);
     if s.sub_role = 'coop_main' then
         raise exception 'consumer % on queue % is a cooperative main consumer; use cooperative receive/next_batch with a subconsumer',
               i_consumer_name, i_queue_name
@@ -193,7 +193,7 @@ declare
     cap   bigint;
 begin
     s := pgque._subscription(i_queue_name, i_sub_name);
-    perform pgque._authorize(s.sub_owner, s.sub_queue, i_sub_name);
+    perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, i_sub_name);
     r := pgque._slot_batch_row(s, i_epoch);
     select * into prev from pgque.tick where tick_queue = s.sub_queue and tick_id = r.sb_last_tick;
     if r.sb_batch is null then
@@ -501,7 +501,7 @@ begin
         -- a cooperative member's batch: the group's row, not locked (members
         -- never wait on it), carrying the window; the window row is locked
         select sub.sub_id, sub.sub_queue, sub.sub_consumer, w.cw_prev_tick, sub.sub_active, w.cw_batch,
-               w.cw_next_tick, w.cw_pos, w.cw_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw
+               w.cw_next_tick, w.cw_pos, w.cw_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw, sub.sub_users
           into s
           from pgque.coop_window w join pgque.subscription sub on sub.sub_id = w.cw_sub
          where w.cw_batch = i_batch_id
@@ -510,7 +510,7 @@ begin
             -- a partition slot's batch (ADR 0023): the slot's row, not
             -- locked, carrying the batch (the slot API takes its own lock)
             select sub.sub_id, sub.sub_queue, sub.sub_consumer, b.sb_last_tick, sub.sub_active, b.sb_batch,
-                   b.sb_next_tick, b.sb_pos, b.sb_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw
+                   b.sb_next_tick, b.sb_pos, b.sb_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw, sub.sub_users
               into s
               from pgque.slot_batch b join pgque.subscription sub on sub.sub_id = b.sb_sub
              where b.sb_batch = i_batch_id;
@@ -520,7 +520,7 @@ begin
         end if;
     end if;
     if s.sub_id is not null then
-        perform pgque._authorize(s.sub_owner, s.sub_queue,
+        perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue,
                                  (select co_name from pgque.consumer where co_id = s.sub_consumer));
     end if;
     return s;

@@ -149,7 +149,7 @@ begin
              where sub_id = s.sub_id returning * into s;
         end if;
     end if;
-    perform pgque._authorize(s.sub_owner, q.queue_id, i_consumer);
+    perform pgque._authorize(s.sub_owner, s.sub_users, q.queue_id, i_consumer);
     if s.sub_role = 'normal' then
         if not i_convert_normal then
             raise exception 'consumer % on queue % is already a normal consumer; explicit conversion is required',
@@ -157,6 +157,9 @@ begin
                 using errcode = 'object_not_in_prerequisite_state',
                       hint = 'Pass convert_normal => true to make it a cooperative group.';
         end if;
+        -- members join a group as its users may; turning a plain consumer
+        -- into a group is the owner's act (ADR 0058)
+        perform pgque._authorize(s.sub_owner, null, q.queue_id, i_consumer);
         if s.sub_batch is not null then
             raise exception 'cannot convert active normal consumer % on queue % to cooperative main',
                   i_consumer, q.queue_name
@@ -242,7 +245,7 @@ begin
                       hint = 'Register it with pgque.register_subconsumer().';
         end if;
     end if;
-    perform pgque._authorize(g.sub_owner, g.sub_queue, i_consumer);
+    perform pgque._authorize(g.sub_owner, g.sub_users, g.sub_queue, i_consumer);
     return g;
 end $$;
 
@@ -448,7 +451,7 @@ begin
        or not exists (select 1 from pgque.coop_member where cm_sub = g.sub_id and cm_name = i_subconsumer) then
         return 0;
     end if;
-    perform pgque._authorize(g.sub_owner, g.sub_queue, i_consumer);
+    perform pgque._authorize(g.sub_owner, g.sub_users, g.sub_queue, i_consumer);
     perform pgque._coop_touch(g.sub_id, i_subconsumer, null);
     return 1;
 end $$;
@@ -480,7 +483,7 @@ begin
     if g.sub_id is null then
         return 0;
     end if;
-    perform pgque._authorize(g.sub_owner, q.queue_id, i_consumer);
+    perform pgque._authorize(g.sub_owner, g.sub_users, q.queue_id, i_consumer);
     select * into g from pgque.subscription where sub_id = g.sub_id for no key update;
     -- wait for a claim of this member still in flight (_coop_take holds
     -- this lock to its commit), so that its window is seen below

@@ -143,6 +143,7 @@ declare
     q    pgque.queue;
     sid  int4;
     own  regrole;
+    usr  regrole[];
 begin
     perform pgque._check_not_null('dead_letter_id', dead_letter_id);
     select * into d from pgque.dead_letter where dl_id = dead_letter_id for update;
@@ -151,13 +152,13 @@ begin
             using errcode = 'undefined_object';
     end if;
     select * into q from pgque.queue where queue_id = d.dl_queue_id;
-    select sub_id, sub_owner into sid, own from pgque.subscription
+    select sub_id, sub_owner, sub_users into sid, own, usr from pgque.subscription
      where sub_queue = d.dl_queue_id and sub_consumer = d.dl_consumer_id;
     if sid is null then
         raise exception 'the consumer of dead letter % is no longer subscribed to queue "%"', dead_letter_id, q.queue_name
             using errcode = 'object_not_in_prerequisite_state';
     end if;
-    perform pgque._authorize(own, q.queue_id, (select co_name from pgque.consumer where co_id = d.dl_consumer_id));
+    perform pgque._authorize(own, usr, q.queue_id, (select co_name from pgque.consumer where co_id = d.dl_consumer_id));
     -- an old-layout slot's dead letter during a resize: its key's new slot (ADR 0030)
     perform pgque._insert_event(q.queue_name, d.ev_id, d.ev_time, pgque._retry_owner(sid, d.ev_extra1),
                                 null, d.ev_type, d.ev_data,
@@ -167,8 +168,9 @@ begin
 end $$;
 
 -- dlq_replay_all(queue_name) -> (replayed, failed, first_error).  Replays
--- the dead letters of the consumers the caller may use (_authorize: its
--- own, or every one for an admin); those of other roles' consumers stay.
+-- the dead letters of the consumers the caller may use (_may_use: its
+-- own, those granted to it, or every one for an admin); those of other
+-- roles' consumers stay.
 -- failed: dead letters whose consumer is no longer subscribed.
 create function pgque.dlq_replay_all(queue_name text,
                                      out replayed bigint, out failed bigint, out first_error text)
@@ -176,14 +178,13 @@ language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q      pgque.queue;
-    me     regrole := pgque._caller();
     admin  boolean := pgque._caller_is_admin();
 begin
     q := pgque._queue(queue_name);
     with d as (delete from pgque.dead_letter dl using pgque.subscription s
                 where dl.dl_queue_id = q.queue_id and s.sub_queue = dl.dl_queue_id
                   and s.sub_consumer = dl.dl_consumer_id
-                  and (admin or s.sub_owner = me or pg_catalog.pg_has_role(me, s.sub_owner, 'member'))
+                  and (admin or pgque._may_use(s.sub_owner, s.sub_users))
             returning dl.*, s.sub_id)
     select count(pgque._insert_event(q.queue_name, d2.ev_id, d2.ev_time,
                                      pgque._retry_owner(d2.sub_id, d2.ev_extra1), null, d2.ev_type,

@@ -31,6 +31,14 @@ set search_path = pgque, pg_catalog, pg_temp as $$
            extract(epoch from now() - q.queue_switch_time)::float8
       from pgque.queue q
     union all
+    -- events the slowest consumer has still to read: queue_stats().depth
+    -- (its consumers' largest pending count; 0 without consumers); PgQue's
+    -- pgque.queue.depth in otel_metrics()
+    select 'pgque_queue_depth', jsonb_build_object('queue', q.queue_name),
+           coalesce(max(i.pending_events), 0)::float8
+      from pgque.queue q left join ci i on i.queue_name = q.queue_name
+     group by q.queue_name
+    union all
     -- per consumer (slots included, as subscriptions "<consumer>#<k>/<n>",
     -- each counting its own share)
     select 'pgque_consumer_pending_events', jsonb_build_object('queue', i.queue_name, 'consumer', i.consumer_name),

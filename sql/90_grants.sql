@@ -89,7 +89,9 @@ grant execute on function
     pgque.touch_subconsumer(text, text, text),
     pgque.receive_coop(text, text, text, int4, interval),
     pgque.next_batch(text, text, text, interval),
-    pgque.next_batch_custom(text, text, text, interval, int4, interval, interval)
+    pgque.next_batch_custom(text, text, text, interval, int4, interval, interval),
+    -- sharing a consumer: its owner or an admin (ADR 0058)
+    pgque.grant_consumer(text, text, regrole), pgque.revoke_consumer(text, text, regrole)
   to pgque_reader;
 grant select on pgque.partition_slot_status to pgque_reader, pgque_admin;
 grant select on pgque.partition_resize_status to pgque_reader, pgque_admin;
@@ -116,7 +118,7 @@ grant execute on function
 grant select on pgque.delayed_events, pgque.config to pgque_admin;
 grant execute on function pgque.grant_queue(text, regrole, text), pgque.revoke_queue(text, regrole, text)
   to pgque_admin;
-grant select on pgque.queue_rights to pgque_admin;
+grant select on pgque.queue_rights, pgque.consumer_rights, pgque.partition_slot to pgque_admin;
 grant select on pgque.alerts to pgque_reader, pgque_admin;
 grant select on pgque.alert, pgque.maint_failure to pgque_admin;
 grant execute on procedure pgque.ticker_loop(interval, interval) to pgque_admin;

@@ -28,6 +28,12 @@
 #define PGQUE_QUEUE_GRANTEES_MAX 32
 
 /*
+ * Per-consumer users (ADR 0058): at most this many roles may be granted the
+ * use of one consumer besides its owner (grant_consumer).
+ */
+#define PGQUE_CONSUMER_USERS_MAX 32
+
+/*
  * The shared-memory tables filled by callers (slots.c, coop.c; ADR 0041):
  * the last 1/PGQUE_SHMEM_RESERVE_SHARE of each (at least one entry) is kept
  * for superusers, so that no other role, however many databases it spreads

@@ -18,3 +18,14 @@ alter table pgque.queue alter column queue_senders set default '{pgque_writer}',
                         alter column queue_senders set not null,
                         alter column queue_subscribers set default '{pgque_reader}',
                         alter column queue_subscribers set not null;
+
+-- Per-consumer users (ADR 0058, columns added in the pre step): the
+-- consumers of 0.2.0 stay private to the role that subscribed them, as they
+-- were; an owner or an admin shares one with grant_consumer().  Only a
+-- consumer an admin subscribes from 0.3.0 on starts shared.
+update pgque.subscription set sub_users = '{}';
+update pgque.partition_consumer set users = '{}';
+alter table pgque.subscription alter column sub_users set default '{}',
+                               alter column sub_users set not null;
+alter table pgque.partition_consumer alter column users set default '{}',
+                                     alter column users set not null;

@@ -45,3 +45,17 @@ drop function pgque._alert_conditions(interval, interval, interval, interval, in
 alter table pgque.queue
     add column queue_senders regrole[],
     add column queue_subscribers regrole[];
+
+-- Per-consumer users (ADR 0058): the columns here, their values, defaults
+-- and NOT NULL in the post step (as the queue rights above).  The checks
+-- take the users as a new argument, and _register the users of a new slot.
+alter table pgque.subscription add column sub_users regrole[];
+alter table pgque.partition_consumer add column users regrole[];
+drop function pgque._authorize(regrole, int4, text);
+drop function pgque._register(pgque.queue, text, bigint, regrole);
+
+-- partition_slot_status: pending_events is PgQue's figure (the queue's
+-- events past the slot's cursor), the slot's share moves to a new last
+-- column slot_pending_events (ADR 0058): a new return type.
+drop view pgque.partition_slot_status;
+drop function pgque.get_partition_slot_info();

@@ -197,5 +197,34 @@ select is(pg_temp.run_as('pgque_t_admin', $$select replayed || ' ' || failed fro
 revoke pgque_writer from pgque_t_app1_worker;
 drop role pgque_t_app2_writer;
 
+-- consumer users (ADR 0058): an admin's consumer (PgQue's migration role)
+-- is every reader's of the queue; a reader's own stays private until its
+-- owner or an admin grants it; users consume, they do not own
+select is(pg_temp.run_as('pgque_t_admin', $$select pgque.subscribe('dq', 'mig')$$), '1', 'admin subscribes mig');
+select is(pg_temp.run_as('pgque_t_app2', $$select 'ok' from (select count(*) from pgque.receive('dq', 'mig')) x$$), 'ok',
+          'app2 uses the admin''s consumer');
+select pg_temp.denied('pgque_t_app2', $$select pgque.unsubscribe('dq', 'mig')$$, 'app2 cannot unsubscribe the admin''s consumer');
+select pg_temp.denied('pgque_t_app2', $$select pgque.revoke_consumer('dq', 'mig', 'pgque_reader')$$,
+                      'app2 cannot narrow the admin''s consumer');
+select pg_temp.denied('pgque_t_app2', $$select pgque.grant_consumer('dq', 'c1', 'pgque_t_app2')$$,
+                      'app2 cannot grant itself app1''s consumer');
+select is(pg_temp.run_as('pgque_t_reader', $$select pgque.grant_consumer('dq', 'c1', 'pgque_t_app2')$$), '1',
+          'app1 shares c1 with app2');
+select is(pg_temp.run_as('pgque_t_app2', $$select 'ok' from (select count(*) from pgque.receive('dq', 'c1')) x$$), 'ok',
+          'app2 uses c1 once granted');
+select pg_temp.denied('pgque_t_app2', $$select pgque.grant_consumer('dq', 'c1', 'pgque_t_public')$$,
+                      'app2 cannot pass c1 on');
+select is(pg_temp.run_as('pgque_t_reader', $$select pgque.revoke_consumer('dq', 'c1', 'pgque_t_app2')$$), '1',
+          'app1 takes c1 back');
+select pg_temp.denied('pgque_t_app2', $$select count(*) from pgque.receive('dq', 'c1')$$, 'app2 is refused c1 again');
+select is(pg_temp.run_as('pgque_t_owner', $$select pgque.grant_consumer('dq', 'c1', 'pgque_t_app2')
+                                               + pgque.revoke_consumer('dq', 'c1', 'pgque_t_app2')$$), '2',
+          'the extension owner grants and revokes any consumer');
+select pg_temp.denied('pgque_t_writer', $$select pgque.grant_consumer('dq', 'c1', 'pgque_t_writer')$$,
+                      'a writer cannot grant consumers');
+select pg_temp.denied('pgque_t_public', $$select pgque.grant_consumer('dq', 'c1', 'pgque_t_public')$$,
+                      'a login role cannot grant consumers');
+select is(pg_temp.run_as('pgque_t_admin', $$select pgque.unsubscribe('dq', 'mig')$$), '1', 'admin unsubscribes mig');
+
 select * from finish();
 \ir cleanup.psql

@@ -72,8 +72,11 @@ select pgque.ticker('pk') is not null as ticked;
 select k as slot, m.payload, m.retry_count
   from generate_series(0, 2) k, lateral pgque.receive_partitioned('pk', 'proc', k, 3, 'w' || k) m;
 
--- the status view: one row per slot, with lease and this slot's pending share
-select slot, n, lease_owner, epoch > 0 as has_epoch, pending_events, last_receive_at is not null as polled
+-- the status view: one row per slot, with lease, the queue's events past
+-- the slot's cursor (PgQue's pending_events: a retried event is no new
+-- position) and this slot's own share of what it has to read
+select slot, n, lease_owner, epoch > 0 as has_epoch, pending_events, slot_pending_events,
+       last_receive_at is not null as polled
   from pgque.partition_slot_status order by slot;
 
 -- release: owner only; the epoch is kept and the next claim gets a larger one

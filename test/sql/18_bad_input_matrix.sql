@@ -88,6 +88,8 @@ select a, w, v, r::text[] from (values
     -- per-queue rights (ADR 0047)
     ('role',           null,      quote_literal('pgque_reader'), '{null}'),
     ('right',          null,      quote_literal('subscribe'), '{null,empty,huge}'),
+    -- per-consumer users (ADR 0058): a role not among bim_c's users
+    ('role_name',      null,      quote_literal('pgque_writer'), '{null}'),
     ('type_name',      null,      quote_literal('bim_t'),   '{null}'),
     ('ev_type',        null,      quote_literal('bim_t'),   '{}'),
     ('ev_data',        null,      quote_literal('d'),       '{}'),

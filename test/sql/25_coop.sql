@@ -118,7 +118,10 @@ select pgque_test.error_of($$select pgque.register_subconsumer('cq', 'part', 'a'
 select pgque_test.error_of($$select pgque.subscribe_slot('cq', 'grp', 0, 1)$$);
 select pgque_test.error_of($$select pgque.register_subconsumer('cq', 'part#0/1', 'a')$$);
 
--- a group belongs to the role that subscribed it: another reader is refused
+-- a group belongs to the role that subscribed it; one an admin subscribed
+-- is shared with pgque_reader (ADR 0058): made private, another reader is
+-- refused
+select pgque.revoke_consumer('cq', 'grp', 'pgque_reader') as made_private;
 create role coop_other in role pgque_reader;
 grant usage on schema pgque_test to coop_other;
 set role coop_other;

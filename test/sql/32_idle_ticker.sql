@@ -64,7 +64,7 @@ select q.queue_name, k, p.pending,
  where q.queue_name in ('it_pk', 'it_bk') and s.sub_queue = q.queue_id
    and c.co_name = pgque._slot_name('w', k, 4)
  order by 1, 2;
-select queue_name, sum(pending_events) as pending
+select queue_name, sum(slot_pending_events) as pending
   from pgque.partition_slot_status where queue_name in ('it_pk', 'it_bk') group by 1 order by 1;
 -- slots whose cursor tick is gone (a restore cut short, ADR 0022): their
 -- counts are NULL (unknown), the others' stay, in the same one read

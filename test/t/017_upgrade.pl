@@ -215,6 +215,11 @@ is($node->safe_psql('up', q{
     select (select count(*) from pgque.subscription where sub_owner = 'pgque_reader'::regrole)
            || ' ' || (select count(*) from pgque.partition_consumer where owner = 'pgque_reader'::regrole)}),
    '6 1', '0.1.0 consumers and slot consumers belong to pgque_reader, so every reader may still use them');
+# per-consumer users (ADR 0058): an update never widens who may use a consumer
+is($node->safe_psql('up', q{
+    select (select count(*) from pgque.subscription where sub_users <> '{}')
+           || ' ' || (select count(*) from pgque.partition_consumer where users <> '{}')}),
+   '0 0', 'the old consumers have no users after the update: private to their owner, as they were');
 
 # per-queue rights (ADR 0047): the update grants every old queue to the
 # documented roles, so their members keep sending, subscribing, receiving

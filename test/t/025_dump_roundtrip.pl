@@ -68,6 +68,10 @@ $node->safe_psql('src', q{
     select pgque.subscribe('dlq', 'c');
     select pgque.subscribe_slot('parts', 'pc', k, 2) from generate_series(0, 1) k;
     select pgque.register_subconsumer('coop', 'g', m) from unnest(array['m1', 'm2']) m;
+    -- consumer users (ADR 0058): an admin's consumers start with
+    -- pgque_reader; one more role by name, restored by name
+    create role rt_app;
+    select pgque.grant_consumer('jobs', 'open', 'rt_app'), pgque.grant_consumer('parts', 'pc', 'rt_app');
 });
 ok(workers_in('src'), 'the workers serve the source');
 $node->safe_psql('src', q{
@@ -241,6 +245,13 @@ for my $format ('custom', 'plain')
     # the event key-new sent is in every consumer's stream here, not in the
     # source's: take it out again before comparing
     my $new_id = $node->safe_psql($db, q{select event_id from pgque.idem where idem_key = 'key-new'});
+    is($node->safe_psql($db, q{
+        select string_agg(consumer_name || '=' || users::text, ' ' order by consumer_name)
+          from pgque.consumer_rights where consumer_name in ('open', 'pc')
+        union all
+        select count(*)::text from pgque.subscription where 'rt_app'::regrole = any (sub_users)}),
+       "open={pgque_reader,rt_app} pc={pgque_reader,rt_app}\n3",
+       "$format: the consumers' users are restored by name, the slots' copies too");
     is($node->safe_psql($db, q{select count(*) from pgque.get_partition_slot_info()
                                 where queue_name = 'parts' and lease_owner is not null}), '0',
        "$format: no slot is leased after the restore (leases live in shared memory)");

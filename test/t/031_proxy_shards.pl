@@ -120,11 +120,18 @@ for my $node (@shards)
 }
 is(err_of('app_producer', q{select * from pgque.subscribe('orders', 'sneaky')}),
    '42501 permission denied for function subscribe', 'the producer may not subscribe on the shards');
-# what the doc warns of: a consumer the admin subscribes is the admin's
+# what the doc says: a consumer the admin subscribes is the admin's, and
+# usable by every reader of the queue (PgQue's migration-role pattern, ADR
+# 0058) until it is made private on the shard
 sql_as('app_admin', q{select * from pgque.subscribe('orders', 'admins')});
-my ($rc0, $out0, $err0) = $shards[0]->psql('postgres', q{select count(*) from pgque.receive('orders', 'admins', 10)},
+my ($rc0, $out0, $err0) = $shards[0]->psql('postgres', q{select count(*) >= 0 from pgque.receive('orders', 'admins', 10)},
                                           extra_params => [ '-U', 'app_consumer' ]);
-like($err0, qr/permission denied/, 'a consumer subscribed through the proxy by app_admin is not app_consumer\'s');
+is("$rc0 $out0 $err0", '0 t ', 'a consumer subscribed through the proxy by app_admin is usable by app_consumer');
+is($shards[0]->safe_psql('postgres', q{select pgque.revoke_consumer('orders', 'admins', 'pgque_reader')}), '1',
+   'made private on shard 0');
+($rc0, $out0, $err0) = $shards[0]->psql('postgres', q{select count(*) from pgque.receive('orders', 'admins', 10)},
+                                       extra_params => [ '-U', 'app_consumer' ]);
+like($err0, qr/permission denied for consumer "admins"/, 'then app_consumer is refused there');
 is(sql_as('app_admin', q{select string_agg(shard || '=' || result, ',' order by shard)
                            from pgque.unsubscribe('orders', 'admins')}), '0=1,1=1,2=1', 'the admin unsubscribes it');
 is(sql_as('app_admin', q{select string_agg(distinct shard::text, ',') from pgque.status()

@@ -156,7 +156,7 @@ sub pending
 {
     my ($k) = @_;
     return $node->safe_psql('postgres', qq{
-        select coalesce(pending_events, -1) from pgque.partition_slot_status
+        select coalesce(slot_pending_events, -1) from pgque.partition_slot_status
          where queue_name = 'tp' and slot = $k});
 }
 
@@ -165,7 +165,7 @@ ok($node->poll_query_until('postgres', q{
    'the ticker runs');
 produce();
 ok($node->poll_query_until('postgres', q{
-       select count(*) = 3 from pgque.partition_slot_status where queue_name = 'tp' and pending_events > 0}),
+       select count(*) = 3 from pgque.partition_slot_status where queue_name = 'tp' and slot_pending_events > 0}),
    'the first window is ticked');
 
 # worker w freezes on slot k in the middle of its window: it claims, has the
