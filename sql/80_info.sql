@@ -70,15 +70,17 @@ $$;
 -- names and meanings (scripts parse them by component): postgresql and
 -- pgque (version()), scheduler, ticker, maintenance, pg_cron and
 -- pg_timetable (only when unavailable), queues, consumers; then ours:
--- library, workers, watchdog, alerts.  Where the workers run this
--- database's ticker, the ticker and maintenance rows are theirs (running,
--- pid, last pass, last error); else they say whether pg_cron jobs are seen.
+-- library, workers, watchdog, alerts.  Where the launcher serves this
+-- database, the ticker and maintenance rows are its workers' (running or
+-- stopped, pid, last pass, last error); else they say whether pg_cron jobs
+-- are seen.  Each component has one row.
 -- Rows that only inform say 'info' (PgQue's word).
 create function pgque.status(out component text, out status text, out detail text)
 returns setof record language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     workers_on boolean;
+    worker_rows boolean;             -- the launcher serves this database: its loops have rows
     cron_here  boolean := exists (select 1 from pg_catalog.pg_extension where extname = 'pg_cron');
     period     int4 := (select c.tick_period_ms from pgque.config c);
     jobs       text;
@@ -95,6 +97,7 @@ begin
 
     select pg_catalog.array_agg(x.component), pg_catalog.array_agg(x.status), pg_catalog.array_agg(x.detail)
       into wc, ws, wd from pgque._worker_status() x;
+    worker_rows := 'ticker' = any (wc);
     workers_on := pgque._workers_serve();
     select pg_catalog.string_agg(j.jobname || ' (job ' || j.jobid || ', ' || j.schedule || ')', ', ')
       into jobs from pgque._cron_jobs() j;
@@ -111,12 +114,12 @@ begin
 
     -- ticker, maintenance: the workers' rows, or the pg_cron job seen
     for i in 1 .. coalesce(pg_catalog.array_length(wc, 1), 0) loop
-        if workers_on and wc[i] in ('ticker', 'maintenance') then
+        if worker_rows and wc[i] in ('ticker', 'maintenance') then
             component := wc[i]; status := ws[i]; detail := wd[i];
             return next;
         end if;
     end loop;
-    if not workers_on then
+    if not worker_rows then
         for job in select k.kind, j.jobid, j.schedule
                      from (values ('ticker', 'pgque_ticker_'), ('maintenance', 'pgque_maint_')) k(kind, prefix)
                      left join pgque._cron_jobs() j on j.jobname = k.prefix || pg_catalog.current_database()
@@ -165,7 +168,7 @@ begin
     end if;
     return next;
     for i in 1 .. coalesce(pg_catalog.array_length(wc, 1), 0) loop
-        if not (workers_on and wc[i] in ('ticker', 'maintenance')) then
+        if not (worker_rows and wc[i] in ('ticker', 'maintenance')) then
             component := wc[i]; status := ws[i]; detail := wd[i];
             return next;
         end if;
