@@ -213,6 +213,12 @@ pgque_fmgr_hook(FmgrHookEventType event, FmgrInfo *flinfo, Datum *private)
 		prev_fmgr_hook(event, flinfo, private);
 	if (flinfo->fn_oid < FirstNormalObjectId)
 		return;
+	/*
+	 * Nothing to count under 'native' (the default: no lookup at all), nor
+	 * on the way out of a function entered under it.
+	 */
+	if (event == FHET_START ? pgque_error_codes != PGQUE_ERRCODES_PGQUE : pgque_fn_depth == 0)
+		return;
 	k = fn_kind(flinfo->fn_oid);
 	if (k == NULL || !k->ours)
 		return;
