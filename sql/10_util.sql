@@ -14,10 +14,14 @@ begin
         raise exception '% name must not be empty', i_kind
             using errcode = 'invalid_parameter_value';
     end if;
-    if pg_catalog.octet_length(i_name) > i_max_bytes then
-        raise exception '% name is too long (% bytes)', i_kind, pg_catalog.octet_length(i_name)
+    -- PgQue's words ("queue name too long: 58 bytes (max 57)"): scripts match them
+    if pg_catalog.octet_length(i_name) > i_max_bytes and i_kind = 'queue' then
+        raise exception 'queue name too long: % bytes (max %)', pg_catalog.octet_length(i_name), i_max_bytes
             using errcode = 'name_too_long',
-                  detail = pg_catalog.format('The limit is %s bytes.', i_max_bytes);
+                  detail = 'The NOTIFY channel pgque_<queue name> must fit in 63 bytes.';
+    elsif pg_catalog.octet_length(i_name) > i_max_bytes then
+        raise exception '% name too long: % bytes (max %)', i_kind, pg_catalog.octet_length(i_name), i_max_bytes
+            using errcode = 'name_too_long';
     end if;
 end $$;
 
@@ -121,9 +125,9 @@ create function pgque._refuse_slot_consumer(i_consumer_name text, i_func text)
 returns void language plpgsql as $$
 begin
     if pg_catalog.strpos(i_consumer_name, '#') > 0 then
-        raise exception 'consumer "%" is a partition slot consumer', i_consumer_name
+        raise exception 'consumer "%" is a partition slot consumer; use pgque.%_partitioned()', i_consumer_name, i_func
             using errcode = 'wrong_object_type',
-                  hint = pg_catalog.format('Use %s_partitioned() for slot consumers.', i_func);
+                  hint = 'Slot consumers are served by receive_partitioned(), ack_partitioned() and nack_partitioned().';
     end if;
 end $$;
 

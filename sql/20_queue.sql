@@ -346,7 +346,7 @@ begin
     elsif p = 'max_retries' then
         n := x_param_value::int4;
         if n is not null and n < 0 then
-            raise exception 'max_retries must be zero or positive, got %', n
+            raise exception 'max_retries must be >= 0, got %', n
                 using errcode = 'invalid_parameter_value';
         end if;
         update pgque.queue set queue_max_retries = n where queue_id = q.queue_id;

@@ -189,6 +189,13 @@ returns pgque.queue language plpgsql as $$
 declare
     q pgque.queue;
 begin
+    perform pgque._check_name('queue', i_queue_name, @PGQUE_QUEUE_NAME_MAX@);
+    if not exists (select from pgque.queue x where x.queue_name = i_queue_name) then
+        -- PgQ's ticker words ("no such queue"), which PgQue's scripts match,
+        -- with the text PgQue's clients classify (ADR 0016)
+        raise exception 'no such queue (queue not found: %)', i_queue_name
+            using errcode = 'undefined_object';
+    end if;
     q := pgque._queue(i_queue_name);
     if q.queue_ticker_paused then
         raise exception 'queue "%" is paused', i_queue_name

@@ -91,7 +91,7 @@ begin
     select * into pc from pgque.partition_consumer p
      where p.queue_id = q.queue_id and p.co_name = i_consumer;
     if not found then
-        raise exception 'consumer "%" has no partition slots on queue "%"', i_consumer, q.queue_name
+        raise exception 'consumer "%" is not a partitioned consumer of queue "%"', i_consumer, q.queue_name
             using errcode = 'undefined_object',
                   hint = 'Subscribe its slots with pgque.subscribe_slot().';
     end if;
@@ -100,7 +100,7 @@ begin
     if i_n is not null and i_n <> pn then
         -- the new n of a resize still draining: retry later (ADR 0030)
         perform pgque._resize_gate(q, i_consumer, i_n);
-        raise exception 'consumer "%" of queue "%" is pinned to n = %, not %', i_consumer, q.queue_name, pn, i_n
+        raise exception 'consumer "%" of queue "%" is pinned to n=%, not n=%', i_consumer, q.queue_name, pn, i_n
             using errcode = 'invalid_parameter_value',
                   hint = 'Its n may have changed (pgque.resize_partitioned): read n from pgque.partition_slot_status and claim again.';
     end if;
@@ -150,7 +150,7 @@ begin
     perform pgque._authorize(own, usr, q.queue_id, consumer_name);
     perform pgque._resize_refuse(q, consumer_name, 'subscribe_slot');
     if pn <> n then
-        raise exception 'consumer "%" of queue "%" is pinned to n = %, not %', consumer_name, queue_name, pn, n
+        raise exception 'consumer "%" of queue "%" is pinned to n=%, not n=%', consumer_name, queue_name, pn, n
             using errcode = 'invalid_parameter_value',
                   hint = 'Unsubscribe every slot first to choose another n.';
     end if;

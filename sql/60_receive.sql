@@ -16,7 +16,7 @@ returns void language plpgsql as $$
 begin
     perform pgque._check_not_null('max_return', i_max_return);
     if i_max_return < 1 then
-        raise exception 'max_return must be positive, got %', i_max_return
+        raise exception 'max_return must be >= 1, got %', i_max_return
             using errcode = 'invalid_parameter_value';
     end if;
 end $$;
@@ -117,7 +117,12 @@ set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     s pgque.subscription;
 begin
-    perform pgque._check_not_null('msg.msg_id', msg.msg_id);
+    if msg.msg_id is null then
+        -- PgQue's words for it, which its scripts match
+        raise exception 'msg_id <NULL> not found in batch %', batch_id
+            using errcode = 'null_value_not_allowed',
+                  detail = 'msg.msg_id must not be null.';
+    end if;
     perform pgque._check_interval('retry_after', retry_after, true);
     s := pgque._open_batch_or_raise(batch_id);
     perform pgque._refuse_slot_batch(s, 'nack');

@@ -27,6 +27,18 @@ begin
     if not pgque._rotation_due(q) then
         return 0;
     end if;
+    -- the latest tick older than the previous switch (an idle queue): tick
+    -- it now, as its ticker would at its idle period, unless it is paused or
+    -- ticked from outside, or a transaction older than the switch still
+    -- runs (no tick could pass it then).  Consumers pass the switch at their
+    -- next receive, instead of an idle period later; and a queue nobody
+    -- reads rotates (issue #27 item 3)
+    if pgque._ticked_by_worker(q)
+       and pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot()) > q.queue_switch_step2
+       and (select pg_catalog.pg_snapshot_xmin(t.tick_snapshot) from pgque.tick t
+             where t.tick_queue = q.queue_id order by t.tick_id desc limit 1) <= q.queue_switch_step2 then
+        perform pgque._tick(q);
+    end if;
     -- everything written before the previous switch must be consumed by all
     -- (a blocked key's tick counts as a cursor: its withheld events, ADR 0029)
     select min(pg_catalog.pg_snapshot_xmin(t.tick_snapshot)) into lowest
@@ -34,6 +46,13 @@ begin
             union all
             select pgque._blocked_ticks(q.queue_id)) c
       join pgque.tick t on t.tick_queue = q.queue_id and t.tick_id = c.tk;
+    -- nobody reads the queue: a consumer that subscribes now starts at the
+    -- latest tick, which stands for its cursor, so the events it would read
+    -- stay in the tables it reads (_event_source) and are not truncated
+    if not exists (select from pgque.subscription s where s.sub_queue = q.queue_id) then
+        select pg_catalog.pg_snapshot_xmin(t.tick_snapshot) into lowest
+          from pgque.tick t where t.tick_queue = q.queue_id order by t.tick_id desc limit 1;
+    end if;
     if lowest is not null and lowest <= q.queue_switch_step2 then
         return 0;
     end if;
@@ -54,10 +73,15 @@ begin
        set queue_cur_table = nxt, queue_switch_time = now(),
            queue_switch_step1 = pg_catalog.pg_current_xact_id(), queue_switch_step2 = null
      where queue_id = q.queue_id;
-    -- ticks older than every cursor and than the previous switch
+    -- ticks older than every cursor and than the previous switch, except the
+    -- latest: a queue that nobody reads and nothing ticks since would be left
+    -- with no tick, and the next step 1 could not tell which events a new
+    -- subscriber (who starts at the latest tick) may still read: it would
+    -- never rotate again (issue #27 item 3)
     delete from pgque.tick
      where tick_queue = q.queue_id
-       and pg_catalog.pg_snapshot_xmax(tick_snapshot) < q.queue_switch_step2;
+       and pg_catalog.pg_snapshot_xmax(tick_snapshot) < q.queue_switch_step2
+       and tick_id < (select max(x.tick_id) from pgque.tick x where x.tick_queue = q.queue_id);
     return 1;
 end $$;
 

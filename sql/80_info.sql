@@ -66,31 +66,38 @@ returns boolean language sql stable as $$
                     where w.component = 'ticker' and w.status = 'running');
 $$;
 
--- status() -> (component, status, detail): versions, whether the library
--- is preloaded, each worker (state, pid, last tick, last maintenance, last
--- error), the scheduler in effect, counts.  Rows that only inform say
--- 'info' (PgQue's word); the others say what state the part is in.
+-- status() -> (component, status, detail).  PgQue's rows first, with its
+-- names and meanings (scripts parse them by component): postgresql and
+-- pgque (version()), scheduler, ticker, maintenance, pg_cron and
+-- pg_timetable (only when unavailable), queues, consumers; then ours:
+-- library, workers, watchdog, alerts.  Where the launcher serves this
+-- database, the ticker and maintenance rows are its workers' (running or
+-- stopped, pid, last pass, last error); else they say whether pg_cron jobs
+-- are seen.  Each component has one row.
+-- Rows that only inform say 'info' (PgQue's word).
 create function pgque.status(out component text, out status text, out detail text)
 returns setof record language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     workers_on boolean;
-    jobs text;
+    worker_rows boolean;             -- the launcher serves this database: its loops have rows
+    cron_here  boolean := exists (select 1 from pg_catalog.pg_extension where extname = 'pg_cron');
+    period     int4 := (select c.tick_period_ms from pgque.config c);
+    jobs       text;
+    job        record;
+    wc         text[];              -- the workers' rows, read once
+    ws         text[];
+    wd         text[];
+    i          int4;
 begin
     component := 'postgresql'; status := 'info'; detail := pg_catalog.version();
     return next;
-    component := 'pgque'; status := 'info'; detail := 'pgque_bgw ' || pgque.version();
+    component := 'pgque'; status := 'info'; detail := pgque.version();
     return next;
-    component := 'library';
-    if pgque._preloaded() then
-        status := 'preloaded'; detail := 'pgque_bgw is in shared_preload_libraries';
-    else
-        status := 'not preloaded';
-        detail := 'add pgque_bgw to shared_preload_libraries for the background workers and slot leases';
-    end if;
-    return next;
-    return query select * from pgque._worker_status();
 
+    select pg_catalog.array_agg(x.component), pg_catalog.array_agg(x.status), pg_catalog.array_agg(x.detail)
+      into wc, ws, wd from pgque._worker_status() x;
+    worker_rows := 'ticker' = any (wc);
     workers_on := pgque._workers_serve();
     select pg_catalog.string_agg(j.jobname || ' (job ' || j.jobid || ', ' || j.schedule || ')', ', ')
       into jobs from pgque._cron_jobs() j;
@@ -104,17 +111,73 @@ begin
                                       ' (its jobs belong to the role that called it: that role sees them in cron.job)';
     end if;
     return next;
+
+    -- ticker, maintenance: the workers' rows, or the pg_cron job seen
+    for i in 1 .. coalesce(pg_catalog.array_length(wc, 1), 0) loop
+        if worker_rows and wc[i] in ('ticker', 'maintenance') then
+            component := wc[i]; status := ws[i]; detail := wd[i];
+            return next;
+        end if;
+    end loop;
+    if not worker_rows then
+        for job in select k.kind, j.jobid, j.schedule
+                     from (values ('ticker', 'pgque_ticker_'), ('maintenance', 'pgque_maint_')) k(kind, prefix)
+                     left join pgque._cron_jobs() j on j.jobname = k.prefix || pg_catalog.current_database()
+                    order by k.kind desc loop
+            component := job.kind;
+            if job.jobid is not null then
+                status := 'scheduled';
+                detail := pg_catalog.format('scheduler=pg_cron, job_id=%s, schedule %s', job.jobid, job.schedule);
+            elsif not cron_here then
+                status := 'stopped';
+                detail := 'not scheduled' || case when job.kind = 'ticker' then ' (tick_period_ms=' || period || ')' else '' end
+                          || ': the workers do not serve this database and pg_cron is not installed';
+            else
+                status := 'unknown';
+                detail := 'no job of pgque.start() is visible here'
+                          || case when job.kind = 'ticker' then ' (tick_period_ms=' || period || ')' else '' end
+                          || ': its jobs belong to the role that called it, which sees them in cron.job';
+            end if;
+            return next;
+        end loop;
+    end if;
+    if not cron_here then
+        component := 'pg_cron'; status := 'unavailable';
+        detail := 'the pgque_bgw background workers schedule without it; with them off, call pgque.ticker()'
+                  ' and pgque.maint() periodically (manual mode)';
+        return next;
+    end if;
+    component := 'pg_timetable'; status := 'unavailable';
+    detail := 'pgque_bgw does not schedule with pg_timetable: its background workers (or pg_cron, or'
+              ' pgque.ticker() and pgque.maint() called periodically) do';
+    return next;
+    component := 'queues'; status := 'info';
+    detail := (select count(*) from pgque.queue)::text || ' queues configured';
+    return next;
+    component := 'consumers'; status := 'info';
+    detail := (select count(*) from pgque.subscription)::text || ' active subscriptions';
+    return next;
+
+    -- ours
+    component := 'library';
+    if pgque._preloaded() then
+        status := 'preloaded'; detail := 'pgque_bgw is in shared_preload_libraries';
+    else
+        status := 'not preloaded';
+        detail := 'add pgque_bgw to shared_preload_libraries for the background workers and slot leases';
+    end if;
+    return next;
+    for i in 1 .. coalesce(pg_catalog.array_length(wc, 1), 0) loop
+        if not (worker_rows and wc[i] in ('ticker', 'maintenance')) then
+            component := wc[i]; status := ws[i]; detail := wd[i];
+            return next;
+        end if;
+    end loop;
     component := 'alerts';
     select case when count(*) = 0 then 'ok' else 'open' end,
            coalesce(pg_catalog.string_agg(a.kind || ' (' || pgque._alert_where(a) || ')', '; ' order by a.alert_id),
                     'no open alert')
       into status, detail from pgque.alert a where a.cleared_at is null;
-    return next;
-    component := 'queues'; status := 'info';
-    detail := (select count(*) from pgque.queue)::text || ' queue(s)';
-    return next;
-    component := 'consumers'; status := 'info';
-    detail := (select count(*) from pgque.subscription)::text || ' subscription(s)';
     return next;
 end $$;
 

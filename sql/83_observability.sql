@@ -30,6 +30,12 @@ declare
     span numeric;
 begin
     perform pgque._check_interval('period', i_period);
+    perform pgque._check_not_null('bucket_size', i_bucket_size);
+    if extract(epoch from i_bucket_size) <= 0 then
+        -- PgQue's words (throughput), which its scripts match
+        raise exception 'bucket size must be > 0, got %', i_bucket_size
+            using errcode = 'invalid_parameter_value';
+    end if;
     perform pgque._check_interval('bucket_size', i_bucket_size);
     bucket_secs := extract(epoch from i_bucket_size);
     span := extract(epoch from i_period);

@@ -53,7 +53,7 @@ begin
         return;
     end if;
     if not exists (select 1 from pg_catalog.pg_extension where extname = 'pg_cron') then
-        raise exception 'pg_cron is not installed in database "%"', db
+        raise exception 'pg_cron extension is not installed in database "%": PgQue itself works without pg_cron, but pgque.start() schedules cron jobs', db
             using errcode = 'object_not_in_prerequisite_state',
                   detail = 'pgque runs in manual mode: nothing ticks or maintains the queues by itself.',
                   hint = 'Call pgque.ticker() (or CALL pgque.ticker_loop()) and pgque.maint() periodically, '

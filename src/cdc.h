@@ -8,6 +8,7 @@
 #define PGQUE_CDC_H
 
 #include "postgres.h"
+#include "textdomain.h"
 
 #include "access/htup.h"
 #include "access/tupdesc.h"

@@ -41,11 +41,18 @@ int			pgque_restart_max = 5000;
 int			pgque_worker_down_after = 15;
 int			pgque_max_databases = 1024;
 int			pgque_worker_mode = PGQUE_MODE_AUTO;
+int			pgque_error_codes = PGQUE_ERRCODES_NATIVE;
 
 static const struct config_enum_entry worker_mode_options[] = {
 	{"auto", PGQUE_MODE_AUTO, false},
 	{"split", PGQUE_MODE_SPLIT, false},
 	{"combined", PGQUE_MODE_COMBINED, false},
+	{NULL, 0, false}
+};
+
+static const struct config_enum_entry error_codes_options[] = {
+	{"native", PGQUE_ERRCODES_NATIVE, false},
+	{"pgque", PGQUE_ERRCODES_PGQUE, false},
 	{NULL, 0, false}
 };
 
@@ -171,6 +178,12 @@ pgque_define_gucs(void)
 							 "combined (one process runs the three), or auto.",
 							 "auto: split while the budget allows three per database, combined otherwise.",
 							 &pgque_worker_mode, PGQUE_MODE_AUTO, worker_mode_options, PGC_SIGHUP, 0,
+							 NULL, NULL, NULL);
+	DefineCustomEnumVariable("pgque_bgw.error_codes",
+							 "SQLSTATEs of pgque's errors: native (meaningful codes) or pgque (P0001, as PgQue raises them).",
+							 "pgque: an error raised by pgque leaves its functions as P0001 (raise_exception), "
+							 "its own SQLSTATE named in the DETAIL (ADR 0059). Settable per role, database or session.",
+							 &pgque_error_codes, PGQUE_ERRCODES_NATIVE, error_codes_options, PGC_USERSET, 0,
 							 NULL, NULL, NULL);
 
 	/* sizes shared memory: only when preloaded (it cannot exist later) */

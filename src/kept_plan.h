@@ -7,6 +7,7 @@
 #define PGQUE_KEPT_PLAN_H
 
 #include "postgres.h"
+#include "textdomain.h"
 
 #include "executor/spi.h"
 

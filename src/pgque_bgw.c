@@ -69,6 +69,8 @@ _PG_init(void)
 	pgque_register_xact_callback();
 	/* who may attach a CDC trigger with expressions: in every backend that loaded us */
 	pgque_install_object_access_hook();
+	/* pgque_bgw.error_codes: in every backend that loaded us (ADR 0059) */
+	pgque_install_errcode_hooks();
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;

@@ -17,6 +17,7 @@
 #define PGQUE_BGW_H
 
 #include "postgres.h"
+#include "textdomain.h"
 
 #include "access/tupdesc.h"
 #include "datatype/timestamp.h"
@@ -46,6 +47,15 @@ extern int	pgque_restart_max;	/* ms: cap of the restart back-off */
 extern int	pgque_worker_down_after;	/* s */
 extern int	pgque_max_databases;
 extern int	pgque_worker_mode;	/* PgqueWorkerMode */
+
+/* pgque_bgw.error_codes (errcodes.c, ADR 0059) */
+typedef enum PgqueErrcodes
+{
+	PGQUE_ERRCODES_NATIVE,
+	PGQUE_ERRCODES_PGQUE
+} PgqueErrcodes;
+extern int	pgque_error_codes;	/* PgqueErrcodes */
+extern void pgque_install_errcode_hooks(void);
 typedef enum PgqueWorkerMode
 {
 	PGQUE_MODE_AUTO,

@@ -15,6 +15,7 @@
 #define PGQUE_PRODUCER_H
 
 #include "postgres.h"
+#include "textdomain.h"
 
 #include "executor/spi.h"
 

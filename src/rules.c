@@ -42,8 +42,8 @@ pgque_check_queue_name(struct varlena *name)
 	if (len > PGQUE_QUEUE_NAME_MAX)
 		ereport(ERROR,
 				(errcode(ERRCODE_NAME_TOO_LONG),
-				 errmsg("queue name is too long (%d bytes)", len),
-				 errdetail("The limit is %d bytes.", PGQUE_QUEUE_NAME_MAX)));
+				 errmsg("queue name too long: %d bytes (max %d)", len, PGQUE_QUEUE_NAME_MAX),
+				 errdetail("The NOTIFY channel pgque_<queue name> must fit in 63 bytes.")));
 }
 
 /*

@@ -99,7 +99,7 @@ like(err_of('postgres', q{select pgque.set_shards(array['dbname=a', 'dbname=b'])
      qr/^55000 the shard set has 3 shards; changing it to 2/, 'changing the shard count refused');
 is(err_of('app_producer', q{select pgque.send('nope', 'x', 'y', 'k1')}), '42704 queue not found: nope',
    'a shard\'s error comes back as the shard raised it');
-like(err_of('app_admin', q{select * from pgque.create_queue(repeat('q', 80))}), qr/^42622 queue name is too long/,
+like(err_of('app_admin', q{select * from pgque.create_queue(repeat('q', 80))}), qr/^42622 queue name too long: 80 bytes \(max 57\)/,
      'create_queue: the shard\'s name check');
 is(sql_as('app_producer', q{select pgque.shard_of(null) is null}), 't', 'a NULL key has no shard');
 
