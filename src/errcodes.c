@@ -126,8 +126,16 @@ pgque_needs_fmgr_hook(Oid fn_oid)
 
 	if (prev_needs_fmgr_hook && prev_needs_fmgr_hook(fn_oid))
 		return true;
-	/* PostgreSQL's own functions are never pgque's: no lookup for them */
-	if (fn_oid < FirstNormalObjectId)
+	/*
+	 * PostgreSQL's own functions are never pgque's: no lookup for them.
+	 * Under 'native' (the default) no function is routed through the hook:
+	 * send and insert_event keep their direct call, the producer's hot path
+	 * (issue #30).  The choice is made when a call is looked up (each
+	 * execution of a statement, each transaction of PL/pgSQL's simple
+	 * expressions), so a change of the setting takes effect from the next
+	 * statement on.
+	 */
+	if (fn_oid < FirstNormalObjectId || pgque_error_codes != PGQUE_ERRCODES_PGQUE)
 		return false;
 	k = fn_kind(fn_oid);
 	return k != NULL && k->needs_hook;
