@@ -598,6 +598,12 @@ begin
     perform pgque._check_not_null('prev_tick_id', i_prev_tick_id);
     perform pgque._check_not_null('prev_tick_time', i_prev_tick_time);
     perform pgque._check_not_null('prev_tick_seq', i_prev_tick_seq);
+    -- an event position (a sequence value): what no sequence reaches would
+    -- overflow the search below
+    if i_prev_tick_seq < 0 or i_prev_tick_seq > 4611686018427387904 then
+        raise exception 'prev_tick_seq must be between 0 and 4611686018427387904 (2^62), got %', i_prev_tick_seq
+            using errcode = 'invalid_parameter_value';
+    end if;
     if i_min_count is not null and (i_min_count < 1 or i_min_count > 2147483647) then
         raise exception 'min_count must be between 1 and 2147483647, got %', i_min_count
             using errcode = 'invalid_parameter_value';
