@@ -212,7 +212,8 @@ create type pgque.message as (
 -- PgQue's settings row: tick_period_ms is the period of ticker_loop(), the
 -- scheduler of the pg_cron and manual modes (the workers tick on commit).
 create table pgque.config (
-    one             boolean primary key default true check (one),
+    -- PgQue's name of the key that keeps this table to one row
+    singleton       boolean primary key default true check (singleton),
     tick_period_ms  int4 not null default 100
                     check (tick_period_ms between 1 and 1000 and 1000 % tick_period_ms = 0)
 );
@@ -224,7 +225,7 @@ insert into pgque.config default values;
 create function pgque._config_one_row() returns trigger language plpgsql
 set search_path = pgque, pg_catalog, pg_temp as $$
 begin
-    update pgque.config set tick_period_ms = new.tick_period_ms where one;
+    update pgque.config set tick_period_ms = new.tick_period_ms where singleton;
     if found then
         return null;
     end if;

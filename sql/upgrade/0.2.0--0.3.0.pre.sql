@@ -45,3 +45,8 @@ drop function pgque._alert_conditions(interval, interval, interval, interval, in
 alter table pgque.queue
     add column queue_senders regrole[],
     add column queue_subscribers regrole[];
+
+-- pgque.config's key has PgQue's name (issue #27: PgQue's tests read
+-- pgque.config.singleton), and its check the name a fresh install gives it.
+alter table pgque.config rename column one to singleton;
+alter table pgque.config rename constraint config_one_check to config_singleton_check;

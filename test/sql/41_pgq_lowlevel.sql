@@ -159,6 +159,9 @@ select pgque.seq_getval(:'seq') >= 1000 as admin_reads_queue_seq;
 select pgque_test.error_of($$select pgque.seq_setval('pgque.batch_id_seq', 1)$$) as admin_other_seq;
 reset role;
 
+-- pgque.config keeps PgQue's column names (its tests read singleton)
+select singleton, tick_period_ms from pgque.config;
+
 select pgque.drop_queue('ll', true);
 revoke usage on schema pgque_test from ll_reader, ll_admin;
 drop role ll_login, ll_admin, ll_reader, ll_writer;
