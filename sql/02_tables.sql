@@ -219,9 +219,14 @@ create type pgque.message as (
 -- PgQue's settings row: tick_period_ms is the period of ticker_loop(), the
 -- scheduler of the pg_cron and manual modes (the workers tick on commit).
 create table pgque.config (
+    -- the key that keeps this table to one row (0.2.0's name: its dumps
+    -- copy it by this name)
     one             boolean primary key default true check (one),
     tick_period_ms  int4 not null default 100
-                    check (tick_period_ms between 1 and 1000 and 1000 % tick_period_ms = 0)
+                    check (tick_period_ms between 1 and 1000 and 1000 % tick_period_ms = 0),
+    -- PgQue's name of the key (its tests read it); generated, so that no
+    -- dump carries it and 0.2.0's dumps load unchanged
+    singleton       boolean generated always as (one) stored
 );
 insert into pgque.config default values;
 

@@ -265,3 +265,101 @@ returns regrole[] language sql stable as $$
     select case when pgque._caller_is_admin() then '{pgque_reader}'::pg_catalog.regrole[]
                 else '{}'::pg_catalog.regrole[] end
 $$;
+
+-- quote_fqname(name) -> the name quoted for SQL (PgQ's helper): the first
+-- dot separates the schema, no dot means schema public.  Each part must be
+-- a usable identifier: 1..63 bytes.
+create function pgque.quote_fqname(i_name text)
+returns text language plpgsql immutable
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    pos  int4;
+    s    text;
+    n    text;
+begin
+    if i_name is null then
+        raise exception 'name must not be null'
+            using errcode = 'null_value_not_allowed';
+    end if;
+    pos := pg_catalog.strpos(i_name, '.');
+    if pos > 0 then
+        s := pg_catalog.substr(i_name, 1, pos - 1);
+        n := pg_catalog.substr(i_name, pos + 1);
+    else
+        s := 'public';
+        n := i_name;
+    end if;
+    if s = '' or n = '' then
+        raise exception 'name "%" has an empty part', pg_catalog.left(i_name, 200)
+            using errcode = 'invalid_parameter_value',
+                  hint = 'Pass "schema.name" or "name" (schema public).';
+    end if;
+    if pg_catalog.octet_length(s) > 63 or pg_catalog.octet_length(n) > 63 then
+        raise exception 'name is too long (% bytes)', pg_catalog.octet_length(i_name)
+            using errcode = 'name_too_long',
+                  detail = 'The limit is 63 bytes for the schema and for the name.';
+    end if;
+    return pg_catalog.quote_ident(s) || '.' || pg_catalog.quote_ident(n);
+end $$;
+
+-- The queue sequence named i_seq_name (PgQ's spelling: "schema.name", no
+-- dot for public): a queue's event or tick sequence, or a clear error.
+-- seq_getval and seq_setval act on these only: they run as pgque_owner,
+-- which must not read or move sequences on a caller's behalf.
+create function pgque._queue_seq(i_seq_name text)
+returns regclass language plpgsql stable as $$
+declare
+    seq  regclass;
+begin
+    perform pgque._check_name('sequence', i_seq_name, 127);
+    seq := pg_catalog.to_regclass(pgque.quote_fqname(i_seq_name));
+    if seq is null or not exists (select from pgque.queue q
+                                   where pg_catalog.to_regclass(q.queue_event_seq) = seq
+                                      or pg_catalog.to_regclass(q.queue_tick_seq) = seq) then
+        raise exception 'queue sequence not found: %', i_seq_name
+            using errcode = 'undefined_object',
+                  detail = 'seq_getval and seq_setval read and move the event and tick sequences of the queues (pgque.queue.queue_event_seq, queue_tick_seq) only.',
+                  hint = 'For another sequence use pg_catalog.pg_sequence_last_value() or setval() with your own rights.';
+    end if;
+    return seq;
+end $$;
+
+-- seq_getval(seq_name) -> the sequence's last_value, without moving it.
+create function pgque.seq_getval(i_seq_name text)
+returns bigint language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    res  bigint;
+begin
+    execute 'select last_value from ' || pgque._queue_seq(i_seq_name)::text into res;
+    return res;
+end $$;
+
+-- seq_setval(seq_name, new_value) -> the sequence's value: moved forward to
+-- new_value, never back (PgQ).  At most 2^62, so that one call cannot use
+-- up the sequence.  The queue's row is locked, as the ticker locks it, so
+-- that a tick never reads a sequence half moved; producers take event ids
+-- without a lock, so, as in PgQ, ids taken in the same instant as a move
+-- of the event sequence may be taken again: move it while nobody sends.
+create function pgque.seq_setval(i_seq_name text, i_new_value int8)
+returns bigint language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    seq  regclass := pgque._queue_seq(i_seq_name);
+    res  bigint;
+begin
+    perform pgque._check_not_null('new_value', i_new_value);
+    if i_new_value > 4611686018427387904 then
+        raise exception 'new_value must be at most 4611686018427387904 (2^62), got %', i_new_value
+            using errcode = 'invalid_parameter_value';
+    end if;
+    perform from pgque.queue q
+      where pg_catalog.to_regclass(q.queue_event_seq) = seq or pg_catalog.to_regclass(q.queue_tick_seq) = seq
+      for no key update;
+    execute 'select last_value from ' || seq::text into res;
+    if res < i_new_value then
+        perform pg_catalog.setval(seq, i_new_value);
+        return i_new_value;
+    end if;
+    return res;
+end $$;

@@ -1,5 +1,29 @@
 -- Queue lifecycle: create, drop, configure.
 
+-- The storage of a queue's event tables (children and buckets): append-only
+-- and reclaimed by TRUNCATE, so never vacuumed and packed full.  The one
+-- source of create_queue, the buckets and tune_storage.
+create function pgque._event_table_options()
+returns text language sql immutable as $$
+    select 'fillfactor = 100, autovacuum_enabled = off'::text
+$$;
+
+-- The rights on a queue's event tables (parent, children, buckets):
+-- admins read them; payloads are nobody else's (docs/security.md).  The
+-- one source of create_queue, the buckets and grant_perms.
+create function pgque._event_table_grants(i_queue_id int4)
+returns void language plpgsql as $$
+declare
+    r regclass;
+begin
+    for r in select c.oid::regclass from pg_catalog.pg_class c
+              where c.relnamespace = 'pgque'::pg_catalog.regnamespace and c.relkind = 'r'
+                and c.relname ~ ('^event_' || i_queue_id || '(_[0-9]+(_b[0-9]+)?)?$')
+              order by c.relname loop
+        execute pg_catalog.format('grant select on %s to pgque_admin', r);
+    end loop;
+end $$;
+
 -- create_queue(queue_name) -> 1 created, 0 already existed.
 create function pgque.create_queue(i_queue_name text)
 returns int4 language plpgsql security definer
@@ -37,14 +61,13 @@ begin
         -- Children are append-only and reclaimed by TRUNCATE: never vacuumed,
         -- packed full.  The ev_txid index serves the snapshot-window scan.
         execute pg_catalog.format(
-            'create table pgque.%I () inherits (pgque.%I) with (fillfactor = 100, autovacuum_enabled = off)',
-            pfx || '_' || i, pfx);
+            'create table pgque.%I () inherits (pgque.%I) with (%s)',
+            pfx || '_' || i, pfx, pgque._event_table_options());
         execute pg_catalog.format('alter table pgque.%I alter column ev_id set default pg_catalog.nextval(%L)',
             pfx || '_' || i, 'pgque.' || pfx || '_id_seq');
         execute pg_catalog.format('create index %I on pgque.%I (ev_txid)', pfx || '_' || i || '_txid_idx', pfx || '_' || i);
-        execute pg_catalog.format('grant select on pgque.%I to pgque_admin', pfx || '_' || i);
     end loop;
-    execute pg_catalog.format('grant select on pgque.%I to pgque_admin', pfx);
+    perform pgque._event_table_grants(qid);
     -- the sequences go with the queue's parent table (drop_queue, and
     -- DROP EXTENSION ... CASCADE)
     execute pg_catalog.format('alter sequence pgque.%I owned by pgque.%I.ev_id', pfx || '_id_seq', pfx);
@@ -132,12 +155,12 @@ begin
         for b in 0 .. i_buckets - 1 loop
             tbl := 'event_' || q.queue_id || '_' || t || '_b' || b;
             execute pg_catalog.format(
-                'create table pgque.%I () inherits (pgque.%I) with (fillfactor = 100, autovacuum_enabled = off)',
-                tbl, 'event_' || q.queue_id || '_' || t);
+                'create table pgque.%I () inherits (pgque.%I) with (%s)',
+                tbl, 'event_' || q.queue_id || '_' || t, pgque._event_table_options());
             execute pg_catalog.format('create index %I on pgque.%I (ev_txid)', tbl || '_txid_idx', tbl);
-            execute pg_catalog.format('grant select on pgque.%I to pgque_admin', tbl);
         end loop;
     end loop;
+    perform pgque._event_table_grants(q.queue_id);
     -- producers see the new layout through the queue row (relcache
     -- invalidation, src/queue_cache.c); rows some of them append meanwhile to
     -- the child tables themselves stay readable until buckets_step2 is past
@@ -172,6 +195,19 @@ begin
     end if;
 end $$;
 
+-- The child tables (numbers) that can hold events of the window between
+-- snapshots i_lo and i_hi (see _event_source below, and batch_event_tables).
+create function pgque._event_tables(q pgque.queue, i_lo pg_catalog.pg_snapshot, i_hi pg_catalog.pg_snapshot)
+returns int4[] language sql immutable as $$
+    select case
+        when pg_catalog.pg_snapshot_xmax(i_hi) < q.queue_switch_step1
+            then array[(q.queue_cur_table + q.queue_ntables - 1) % q.queue_ntables]
+        when q.queue_switch_step2 is not null and pg_catalog.pg_snapshot_xmin(i_lo) > q.queue_switch_step2
+            then array[q.queue_cur_table]
+        else array[(q.queue_cur_table + q.queue_ntables - 1) % q.queue_ntables, q.queue_cur_table]
+    end
+$$;
+
 -- The relations that can hold events of the window between snapshots i_lo
 -- and i_hi, as a FROM item; with i_n, only those of slot i_slot where the
 -- buckets allow it (the caller still filters by slot: it is exact either
@@ -184,18 +220,10 @@ create function pgque._event_source(q pgque.queue, i_lo pg_catalog.pg_snapshot, 
                                     i_n int4, i_slot int4)
 returns text language plpgsql stable as $$
 declare
-    prev   int4 := (q.queue_cur_table + q.queue_ntables - 1) % q.queue_ntables;
     nb     int4 := coalesce(q.queue_partition_buckets, 0);
-    tabs   int4[];
+    tabs   int4[] := pgque._event_tables(q, i_lo, i_hi);
     parts  text[];
 begin
-    if pg_catalog.pg_snapshot_xmax(i_hi) < q.queue_switch_step1 then
-        tabs := array[prev];
-    elsif q.queue_switch_step2 is not null and pg_catalog.pg_snapshot_xmin(i_lo) > q.queue_switch_step2 then
-        tabs := array[q.queue_cur_table];
-    else
-        tabs := array[prev, q.queue_cur_table];
-    end if;
     -- one statement builds it (the ticker and every receive call this)
     select pg_catalog.array_agg(src order by t, o) into parts
       from (
@@ -406,3 +434,37 @@ returns void language sql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
     select pgque.set_queue_config(i_queue_name, 'ticker_paused', 'false');
 $$;
+
+-- grant_perms(queue_name) -> 1: PgQ's "give the queue's tables their
+-- rights", here the rights every queue's tables have (_event_table_grants:
+-- admins read them), set again.  Never PUBLIC, which PgQ granted.
+create function pgque.grant_perms(x_queue_name text)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q pgque.queue := pgque._queue(x_queue_name);
+begin
+    -- not while the queue is being dropped (ADR 0020)
+    perform pgque._queue_share_wait(q.queue_id);
+    perform pgque._event_table_grants(q.queue_id);
+    return 1;
+end $$;
+
+-- tune_storage(queue_name) -> 1: the storage settings of every event table
+-- of the queue (children and buckets) set again (_event_table_options).
+create function pgque.tune_storage(i_queue_name text)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q pgque.queue := pgque._queue(i_queue_name);
+    r regclass;
+begin
+    perform pgque._queue_share_wait(q.queue_id);
+    for r in select c.oid::regclass from pg_catalog.pg_class c
+              where c.relnamespace = 'pgque'::pg_catalog.regnamespace and c.relkind = 'r'
+                and c.relname ~ ('^event_' || q.queue_id || '_[0-9]+(_b[0-9]+)?$')
+              order by c.relname loop
+        execute pg_catalog.format('alter table %s set (%s)', r, pgque._event_table_options());
+    end loop;
+    return 1;
+end $$;

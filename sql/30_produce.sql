@@ -164,3 +164,57 @@ create function pgque.insert_event_bulk(queue_name text, ev_type text, ev_data_l
 returns bigint[] language c security definer
 set search_path = pgque, pg_catalog, pg_temp
 as 'MODULE_PATHNAME', 'pgque_send_batch';
+
+-- current_event_table(queue_name) -> the queue's current event table
+-- (PgQ), e.g. to COPY into it or count what it holds; valid until the
+-- transaction ends (rotation may switch it).  The producer's rules apply:
+-- the caller's "send" right, and disable_insert unless
+-- session_replication_role = replica.  Keyed events of a bucketed queue
+-- are in the table's children (its partition buckets), which a query on
+-- the table reads too.
+create function pgque.current_event_table(x_queue_name text)
+returns text language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q pgque.queue := pgque._producer_queue(x_queue_name);
+begin
+    return pg_catalog.format('pgque.%I', 'event_' || q.queue_id || '_' || q.queue_cur_table);
+end $$;
+
+-- insert_event_raw(queue_name, ev_id, ev_time, ev_owner, ev_retry, ev_type,
+-- ev_data, ev_extra1..4) -> the event id.  PgQ's low-level append with
+-- every field chosen: NULL ev_id takes the next id; ev_owner, when set, is
+-- a subscription of the queue (its id, pgque.subscription.sub_id) that
+-- alone will receive the event, as a retry.  The producers' append
+-- (_insert_event, in C): "send" right, disable_insert, partition buckets.
+create function pgque.insert_event_raw(queue_name text, ev_id bigint, ev_time timestamptz,
+                                       ev_owner int4, ev_retry int4, ev_type text, ev_data text,
+                                       ev_extra1 text, ev_extra2 text, ev_extra3 text, ev_extra4 text)
+returns bigint language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q pgque.queue := pgque._queue(insert_event_raw.queue_name);
+begin
+    perform pgque._check_timestamp('ev_time', insert_event_raw.ev_time);
+    if insert_event_raw.ev_id is not null and insert_event_raw.ev_id < 1 then
+        raise exception 'ev_id must be positive, got %', insert_event_raw.ev_id
+            using errcode = 'invalid_parameter_value',
+                  hint = 'Pass NULL to take the next id of the queue.';
+    end if;
+    if insert_event_raw.ev_retry is not null and insert_event_raw.ev_retry < 0 then
+        raise exception 'ev_retry must be zero or positive, got %', insert_event_raw.ev_retry
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if insert_event_raw.ev_owner is not null
+       and not exists (select from pgque.subscription s
+                        where s.sub_id = insert_event_raw.ev_owner and s.sub_queue = q.queue_id) then
+        raise exception 'ev_owner % is not a subscription of queue "%"', insert_event_raw.ev_owner, q.queue_name
+            using errcode = 'invalid_parameter_value',
+                  hint = 'Pass NULL for every consumer, or a sub_id of the queue (pgque.subscription).';
+    end if;
+    return pgque._insert_event(q.queue_name, insert_event_raw.ev_id, insert_event_raw.ev_time,
+                               insert_event_raw.ev_owner, insert_event_raw.ev_retry,
+                               insert_event_raw.ev_type, insert_event_raw.ev_data,
+                               insert_event_raw.ev_extra1, insert_event_raw.ev_extra2,
+                               insert_event_raw.ev_extra3, insert_event_raw.ev_extra4, true);
+end $$;

@@ -541,3 +541,87 @@ begin
     end if;
     return s;
 end $$;
+
+-- batch_event_sql(batch_id) -> a SELECT of the open batch's events in
+-- ev_id order (PgQ).  It reads through get_batch_events, the one reader of
+-- every batch (ADR 0034), so that what it returns is what the consumer
+-- receives: a window handed out in parts, a partition slot's share, retries
+-- for this consumer only.  PgQ's statement over the event tables cannot say
+-- these.  Run it with the caller's rights, in the batch's lifetime.
+create function pgque.batch_event_sql(x_batch_id bigint)
+returns text language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._open_batch_or_raise(x_batch_id);
+    return pg_catalog.format(
+        'select ev_id, ev_time, ev_txid, ev_retry, ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4'
+        ' from pgque.get_batch_events(%s) order by 1', x_batch_id);
+end $$;
+
+-- batch_event_tables(batch_id) -> the event tables that can hold events of
+-- the open batch (PgQ): the previous and/or the current child table, by the
+-- rule every reader uses (_event_tables).  A bucketed table's buckets are
+-- its children: a query on it reads them too.
+create function pgque.batch_event_tables(x_batch_id bigint)
+returns setof text language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    s  pgque.subscription := pgque._open_batch_or_raise(x_batch_id);
+    q  pgque.queue;
+begin
+    select * into q from pgque.queue where queue_id = s.sub_queue;
+    return query
+        select pg_catalog.format('pgque.%I', 'event_' || q.queue_id || '_' || t)
+          from pgque.tick lo, pgque.tick hi,
+               pg_catalog.unnest(pgque._event_tables(q, lo.tick_snapshot, hi.tick_snapshot)) with ordinality u(t, o)
+         where lo.tick_queue = q.queue_id and lo.tick_id = s.sub_last_tick
+           and hi.tick_queue = q.queue_id and hi.tick_id = s.sub_next_tick
+         order by u.o;
+end $$;
+
+-- find_tick_helper(queue_id, prev_tick_id, prev_tick_time, prev_tick_seq,
+-- min_count, min_interval) -> (next_tick_id, next_tick_time, next_tick_seq):
+-- the tick that ends a next_batch_custom batch after the given one (PgQ's
+-- helper; the rule is _pick_tick's, next_batch_custom's own): the first
+-- tick past min_count events or min_interval; NULLs when there is none
+-- yet, or when neither limit is given.
+create function pgque.find_tick_helper(i_queue_id int4, i_prev_tick_id int8, i_prev_tick_time timestamptz,
+                                       i_prev_tick_seq int8, i_min_count int8, i_min_interval interval,
+                                       out next_tick_id int8, out next_tick_time timestamptz,
+                                       out next_tick_seq int8)
+language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    t  pgque.tick;
+begin
+    perform pgque._check_not_null('queue_id', i_queue_id);
+    perform pgque._check_not_null('prev_tick_id', i_prev_tick_id);
+    perform pgque._check_not_null('prev_tick_time', i_prev_tick_time);
+    perform pgque._check_not_null('prev_tick_seq', i_prev_tick_seq);
+    -- an event position (a sequence value): what no sequence reaches would
+    -- overflow the search below
+    if i_prev_tick_seq < 0 or i_prev_tick_seq > 4611686018427387904 then
+        raise exception 'prev_tick_seq must be between 0 and 4611686018427387904 (2^62), got %', i_prev_tick_seq
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if i_min_count is not null and (i_min_count < 1 or i_min_count > 2147483647) then
+        raise exception 'min_count must be between 1 and 2147483647, got %', i_min_count
+            using errcode = 'invalid_parameter_value';
+    end if;
+    if i_min_interval is not null then
+        perform pgque._check_interval('min_interval', i_min_interval);
+    end if;
+    if not exists (select from pgque.queue where queue_id = i_queue_id) then
+        raise exception 'queue not found: id %', i_queue_id
+            using errcode = 'undefined_object';
+    end if;
+    if i_min_count is null and i_min_interval is null then
+        return;
+    end if;
+    t := pgque._pick_tick(i_queue_id,
+                          row(i_queue_id, i_prev_tick_id, i_prev_tick_time, null, i_prev_tick_seq)::pgque.tick,
+                          null, i_min_count::int4, i_min_interval, null);
+    next_tick_id := t.tick_id;
+    next_tick_time := t.tick_time;
+    next_tick_seq := t.tick_event_seq;
+end $$;

@@ -215,3 +215,44 @@ begin
     get diagnostics n = row_count;
     return n;
 end $$;
+
+-- event_retry_raw(queue, consumer, retry_after, ev_id, ev_time, ev_retry,
+-- ev_type, ev_data, ev_extra1..4) -> the event id.  PgQ's primitive with
+-- every field chosen: the event is due again for this consumer only at
+-- retry_after (the retry mover appends it then, ev_owner set; for a
+-- cooperative group, to whichever member takes that window).  NULL ev_id
+-- takes the next id of the queue; an event of the same id already waiting
+-- for the consumer stays as it was.  ev_retry is stored as given.
+create function pgque.event_retry_raw(x_queue text, x_consumer text, x_retry_after timestamptz,
+                                      x_ev_id bigint, x_ev_time timestamptz, x_ev_retry int4,
+                                      x_ev_type text, x_ev_data text, x_ev_extra1 text, x_ev_extra2 text,
+                                      x_ev_extra3 text, x_ev_extra4 text)
+returns bigint language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    s   pgque.subscription := pgque._subscription(x_queue, x_consumer);
+    id  bigint := x_ev_id;
+begin
+    perform pgque._authorize(s.sub_owner, s.sub_queue, x_consumer);
+    perform pgque._check_timestamp('retry_after', x_retry_after);
+    perform pgque._check_timestamp('ev_time', x_ev_time);
+    if x_ev_id is not null and x_ev_id < 1 then
+        raise exception 'ev_id must be positive, got %', x_ev_id
+            using errcode = 'invalid_parameter_value',
+                  hint = 'Pass NULL to take the next id of the queue.';
+    end if;
+    if x_ev_retry is not null and x_ev_retry < 0 then
+        raise exception 'ev_retry must be zero or positive, got %', x_ev_retry
+            using errcode = 'invalid_parameter_value';
+    end if;
+    perform pgque._pause_refuse_primitive(s, 'event_retry_raw');
+    if id is null then
+        id := pg_catalog.nextval((select q.queue_event_seq from pgque.queue q where q.queue_id = s.sub_queue)::regclass);
+    end if;
+    insert into pgque.retry_queue (ev_retry_after, ev_queue, ev_id, ev_time, ev_txid, ev_owner, ev_retry,
+                                   ev_type, ev_data, ev_extra1, ev_extra2, ev_extra3, ev_extra4)
+    values (x_retry_after, s.sub_queue, id, x_ev_time, pg_catalog.pg_current_xact_id(), s.sub_id, x_ev_retry,
+            x_ev_type, x_ev_data, x_ev_extra1, x_ev_extra2, x_ev_extra3, x_ev_extra4)
+    on conflict (ev_owner, ev_id) do nothing;
+    return id;
+end $$;

@@ -303,3 +303,63 @@ begin
     return n;
 end $$;
 
+
+-- maint_tables_to_vacuum() -> the tables that need frequent vacuuming
+-- (PgQ): none while autovacuum is on (it handles them); else the catalog
+-- tables that maintenance and consumers update all the time.  The event
+-- tables are never vacuumed: rotation TRUNCATEs them.
+create function pgque.maint_tables_to_vacuum()
+returns setof text language sql stable
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select t from pg_catalog.unnest(array['pgque.subscription', 'pgque.queue', 'pgque.tick',
+                                          'pgque.retry_queue', 'pgque.delayed_event', 'pgque.coop_window',
+                                          'pgque.slot_batch', 'pgque.idem', 'pgque.consumer']) t
+     where pg_catalog.current_setting('autovacuum') <> 'on'
+       and pg_catalog.to_regclass(t) is not null
+$$;
+
+-- maint_operations() -> (func_name, func_arg): the maintenance to run now,
+-- one call each, in its own transaction, in this order (PgQ's contract:
+-- select func_name(func_arg), or VACUUM func_arg when func_name is
+-- 'vacuum').  The steps of the maintenance worker (src/maint.c), the
+-- queues from the list it reads (_maint_queue_steps): rotation step 1 of
+-- each queue whose rotation is due, step 2, retries and delayed events,
+-- tick history, expired idempotency claims; then maint() when a step
+-- without a function of its own has work (a queue's space reserve,
+-- cooperative groups, the queues' extra maintenance hooks, which run as
+-- pgque_owner only); then the tables to vacuum.  Nothing while the queue
+-- state is not whole (a restore is loading it, ADR 0022).
+create function pgque.maint_operations(out func_name text, out func_arg text)
+returns setof record language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    reserve boolean := false;
+    r       record;
+begin
+    if pgque._state_held() is not null then
+        return;
+    end if;
+    for r in select * from pgque._maint_queue_steps() loop
+        reserve := reserve or r.reserve;
+        if r.rotate then
+            func_name := 'pgque.maint_rotate_tables_step1';
+            func_arg := r.queue_name;
+            return next;
+        end if;
+    end loop;
+    func_arg := null;
+    foreach func_name in array array['pgque.maint_rotate_tables_step2', 'pgque.maint_retry_events',
+                                     'pgque.maint_tick_cleanup', 'pgque.maint_idem'] loop
+        return next;
+    end loop;
+    if reserve
+       or exists (select from pgque.subscription where sub_role = 'coop_main')
+       or exists (select from pgque.queue where queue_extra_maint is not null) then
+        func_name := 'pgque.maint';
+        return next;
+    end if;
+    func_name := 'vacuum';
+    for func_arg in select * from pgque.maint_tables_to_vacuum() loop
+        return next;
+    end loop;
+end $$;

@@ -370,3 +370,22 @@ create view pgque.delayed_events as
 select q.queue_name, d.ev_id, d.de_deliver_at as deliver_at, d.ev_time, d.ev_type
   from pgque.delayed_event d
   join pgque.queue q on q.queue_id = d.de_queue;
+
+-- upgrade_schema() -> the number of changes made (PgQ): always 0.  The
+-- extension's tables change only with ALTER EXTENSION pgque_bgw UPDATE; a
+-- NOTICE says when the installed version is behind the library's.
+create function pgque.upgrade_schema()
+returns int4 language plpgsql
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    have  text;
+    avail text;
+begin
+    select e.extversion into have from pg_catalog.pg_extension e where e.extname = 'pgque_bgw';
+    select a.default_version into avail from pg_catalog.pg_available_extensions a where a.name = 'pgque_bgw';
+    if have is distinct from avail then
+        raise notice 'pgque_bgw % is installed, % is available', have, avail
+            using hint = 'ALTER EXTENSION pgque_bgw UPDATE changes the schema; upgrade_schema() never does.';
+    end if;
+    return 0;
+end $$;

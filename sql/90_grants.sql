@@ -112,7 +112,16 @@ grant execute on function
     pgque.create_queue(text, jsonb), pgque.pause_queue(text), pgque.resume_queue(text),
     pgque.set_tick_period_ms(int4), pgque.maint_deliver_delayed(),
     pgque.event_dead(bigint, bigint, text, timestamptz, xid8, int4, text, text, text, text, text, text),
-    pgque.get_batch_cursor(bigint, text, int4), pgque.get_batch_cursor(bigint, text, int4, text)
+    pgque.get_batch_cursor(bigint, text, int4), pgque.get_batch_cursor(bigint, text, int4, text),
+    -- PgQ's low-level functions (PgQue: pgque_admin)
+    pgque.current_event_table(text), pgque.quote_fqname(text),
+    pgque.batch_event_sql(bigint), pgque.batch_event_tables(bigint),
+    pgque.seq_getval(text), pgque.seq_setval(text, int8),
+    pgque.maint_operations(), pgque.maint_tables_to_vacuum(),
+    pgque.insert_event_raw(text, bigint, timestamptz, int4, int4, text, text, text, text, text, text),
+    pgque.event_retry_raw(text, text, timestamptz, bigint, timestamptz, int4, text, text, text, text, text, text),
+    pgque.find_tick_helper(int4, int8, timestamptz, int8, int8, interval),
+    pgque.grant_perms(text), pgque.tune_storage(text), pgque.upgrade_schema()
   to pgque_admin;
 -- PgQue's internal insert_event_bulk() and uninstall() stay the owner's.
 grant select on pgque.delayed_events, pgque.config to pgque_admin;

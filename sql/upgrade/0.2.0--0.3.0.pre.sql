@@ -59,3 +59,8 @@ drop function pgque._register(pgque.queue, text, bigint, regrole);
 -- column slot_pending_events (ADR 0058): a new return type.
 drop view pgque.partition_slot_status;
 drop function pgque.get_partition_slot_info();
+
+-- pgque.config's key under PgQue's name too (issue #27: PgQue's tests read
+-- pgque.config.singleton): a generated column, so that 0.2.0's dumps, which
+-- copy the key as "one", still load.
+alter table pgque.config add column singleton boolean generated always as (one) stored;

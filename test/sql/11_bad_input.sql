@@ -145,7 +145,25 @@ insert into cases values
  ('uninstall()', 'no arguments',           $$select 'uninstall() takes no input'$$),
  ('logutriga()', 'called directly',        $$select pgque.logutriga()$$),
  ('jsontriga()', 'called directly',        $$select pgque.jsontriga()$$),
- ('sqltriga()', 'called directly',         $$select pgque.sqltriga()$$);
+ ('sqltriga()', 'called directly',         $$select pgque.sqltriga()$$),
+ -- PgQ's low-level functions (issue #27 item 7; regress 41 has the rest)
+ ('current_event_table(text)', 'unknown',  $$select pgque.current_event_table('nope')$$),
+ ('quote_fqname(text)', 'empty part',      $$select pgque.quote_fqname('.t')$$),
+ ('batch_event_sql(bigint)', 'unknown',    $$select pgque.batch_event_sql(424242)$$),
+ ('batch_event_tables(bigint)', 'null',    $$select * from pgque.batch_event_tables(null)$$),
+ ('seq_getval(text)', 'not a queue sequence', $$select pgque.seq_getval('pgque.batch_id_seq')$$),
+ ('seq_setval(text,bigint)', 'null name',  $$select pgque.seq_setval(null, 1)$$),
+ ('maint_operations()', 'no arguments',    $$select 'maint_operations() takes no input'$$),
+ ('maint_tables_to_vacuum()', 'no arguments', $$select 'maint_tables_to_vacuum() takes no input'$$),
+ ('upgrade_schema()', 'no arguments',      $$select 'upgrade_schema() takes no input'$$),
+ ('insert_event_raw(text,bigint,timestamp with time zone,integer,integer,text,text,text,text,text,text)', 'negative retry',
+                                           $$select pgque.insert_event_raw('bi', null, now(), null, -1, 't', 'd', null, null, null, null)$$),
+ ('event_retry_raw(text,text,timestamp with time zone,bigint,timestamp with time zone,integer,text,text,text,text,text,text)', 'unknown consumer',
+                                           $$select pgque.event_retry_raw('bi', 'nope', now(), null, now(), 0, 't', 'd', null, null, null, null)$$),
+ ('find_tick_helper(integer,bigint,timestamp with time zone,bigint,bigint,interval)', 'null queue id',
+                                           $$select * from pgque.find_tick_helper(null, 1, now(), 0, 1, null)$$),
+ ('grant_perms(text)', 'unknown',          $$select pgque.grant_perms('nope')$$),
+ ('tune_storage(text)', 'null',            $$select pgque.tune_storage(null)$$);
 
 select func, what, pgque_test.error_of(sql) as error from cases order by func, what;
 

@@ -106,6 +106,19 @@ select a, w, v, r::text[] from (values
     ('ev_time',        null,      'now()',                  '{null}'),
     ('ev_txid',        null,      'null',                   '{}'),
     ('ev_retry',       null,      '0',                      '{}'),
+    -- PgQ's low-level functions (issue #27 item 7)
+    ('ev_id',          null,      'null',                   '{negative,zero}'),
+    ('ev_owner',       null,      'null',                   '{negative,zero}'),
+    ('retry_after',    'event_retry_raw', 'now() + interval ''1 minute''', '{null,infinity,-infinity,far}'),
+    ('name',           null,      quote_literal('pgque.queue'), '{null,empty,huge}'),
+    ('seq_name',       null,      (select quote_literal(queue_event_seq) from pgque.queue where queue_name = 'bim'),
+                                                            '{null,empty,huge,unknown,odd_chars}'),
+    ('new_value',      null,      '1',                      '{null,max}'),
+    ('queue_id',       null,      (select queue_id from pgque.queue where queue_name = 'bim')::text, '{null}'),
+    ('prev_tick_id',   null,      (select min(tick_id) from pgque.tick t join pgque.queue q on q.queue_id = t.tick_queue
+                                    where q.queue_name = 'bim')::text, '{null}'),
+    ('prev_tick_time', null,      'now()',                  '{null}'),
+    ('prev_tick_seq',  null,      '0',                      '{null,negative,max}'),
     ('ev_data_list',   null,      quote_literal('{a,b}'),   '{null,two_dim}'),
     ('cursor_name',    null,      quote_literal('bim_cur'), '{null,empty,huge}'),
     ('quick_limit',    null,      '1',                      '{null,negative}'),
@@ -438,7 +451,9 @@ select what, pgque_test.error_of(sql) as error from (values
  ('16 send_batch of a two-dimensional jsonb[] (was: flattened; text[] was refused)',
   $$select pgque.send_batch('bim', '{{1,2},{3,4}}'::jsonb[])$$),
  ('17 claim_slot ttl 1000000 years (was: accepted, lease_until overflowed)',
-  $$select pgque.claim_slot('bim', 'bim_p', 0, 'w', '1000000 years')$$)) v(what, sql)
+  $$select pgque.claim_slot('bim', 'bim_p', 0, 'w', '1000000 years')$$),
+ ('18 find_tick_helper at event position 2^63-1 (was: bigint out of range)',
+  $$select pgque.find_tick_helper(1, 1, now(), 9223372036854775807, 1, null)$$)) v(what, sql)
  order by what collate "C";
 -- the limits themselves are accepted
 select count(*) >= 0 as max_return_max_ok from pgque.receive('bim', 'bim_c', 2147483647);

@@ -59,9 +59,11 @@ select pgque.ticker('codes_nope');
 -- caller's SQL, not pgque's)
 select pg_temp.pgque_style($$select 1 / 0$$);
 -- and so does a privilege error (PgQue's are PostgreSQL's, 42501): a
--- reader that does not own the consumer
+-- reader that may not use the consumer (a superuser subscribed it, so it
+-- was shared with pgque_reader, ADR 0058: made private first)
 create role codes_other;
 grant pgque_reader to codes_other;
+select pgque.revoke_consumer('codes_q', 'c', 'pgque_reader');
 set role codes_other;
 select pg_temp.pgque_style($$select * from pgque.receive('codes_q', 'c', 10)$$);
 do $$
