@@ -1,0 +1,76 @@
+# The docs point at files that exist (issue #29 item 5): every repository
+# path, bare C file or SQL part cited in docs/*.md, docs/adr/*.md and
+# README.md, and every relative link, names a file of this tree; and
+# docs/system-design.md's map of the code ("Where the code is") names every
+# C file and every SQL part.  No server: a few milliseconds.
+use strict;
+use warnings;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $root = "$ENV{PGQUE_SRC}/..";
+my @docs = (glob("$root/docs/*.md"), glob("$root/docs/adr/*.md"), "$root/README.md");
+ok(@docs > 10, scalar(@docs) . ' documents read');
+
+# a placeholder or a pattern, not a file: sql/NN_*.sql, A--B, test/t/NNN_<name>
+sub placeholder
+{
+	my ($p) = @_;
+	return $p =~ /NN|\*|<|\bA--B\b|\bB--C\b|\.\.\./;
+}
+
+my @missing;
+for my $doc (@docs)
+{
+	my $text = slurp_file($doc);
+	(my $name = $doc) =~ s{^\Q$root\E/}{};
+	my $dir = $doc =~ m{^(.*)/[^/]+$} ? $1 : $root;
+	# repository paths: src/x.c, sql/70_maint.sql, test/t/017_upgrade.pl, ...
+	while ($text =~ m{(?<![\w/.-])((?:src|sql|test|docs|monitoring|examples|benchmark|debian)/[\w./<>-]*\w)(\*?)}g)
+	{
+		my ($p, $star) = ($1, $2);
+		my $before = substr($text, 0, pos($text) - length($p) - length($star));
+		# another project's file (PgQue's `docs/reference.md`)
+		next if $before =~ /PgQue's `?\z/;
+		next if placeholder($p);
+		# a family of files: benchmark/results/<stamp>*
+		my $found = $star ? scalar(my @g = glob("$root/$p*")) : -e "$root/$p";
+		push @missing, "$name: $p$star" unless $found;
+	}
+	# a bare C file or header in backquotes: `maint.c`, `slots.h` (not
+	# PostgreSQL's `extension.c`); a file that is gone is named unquoted
+	while ($text =~ m{(PostgreSQL's )?`(\w+\.[ch])(?::[\d,-]+)?`}g)
+	{
+		next if $1;
+		push @missing, "$name: $2" unless -e "$root/src/$2";
+	}
+	# a bare SQL part: `70_maint.sql`
+	while ($text =~ m{`(\d\d_\w+\.sql)(?::[\d,-]+)?`}g)
+	{
+		push @missing, "$name: $1" unless -e "$root/sql/$1";
+	}
+	# relative links: [text](adr/0001-....md#anchor)
+	while ($text =~ m{\]\(([^)\s#:]+)(?:#[^)]*)?\)}g)
+	{
+		my $p = $1;
+		push @missing, "$name: link $p" unless -e "$dir/$p";
+	}
+}
+is(join("\n", @missing), '', 'every file the docs cite exists');
+
+# the map of the code names every C file and header and every SQL part
+my ($map) = slurp_file("$root/docs/system-design.md") =~ /^## Where the code is\n(.*?)(?=^## |\z)/ms;
+ok(defined $map, 'docs/system-design.md has a section "Where the code is"');
+$map //= '';
+my @unlisted;
+for my $f (map { m{([^/]+)$} } glob("$root/src/*.[ch]"))
+{
+	push @unlisted, $f unless $map =~ /`\Q$f\E`/;
+}
+for my $f (map { m{([^/]+)\.sql$} } glob("$root/sql/[0-9][0-9]_*.sql"))
+{
+	push @unlisted, "$f.sql" unless $map =~ /`\Q$f\E(?:\.sql)?`/;
+}
+is(join(', ', @unlisted), '', 'the map of the code names every C file, header and SQL part');
+
+done_testing();
