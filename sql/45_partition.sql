@@ -382,40 +382,8 @@ begin
     return res;
 end $$;
 
--- This slot's share of the events after its cursor (up to the latest tick).
-create function pgque._slot_pending(i_sub_id int4, i_n int4, i_slot int4)
-returns bigint language plpgsql stable as $$
-declare
-    r  record;
-    n  bigint;
-begin
-    -- one statement, so the queue row and the ticks come from one snapshot
-    select qq as q, t1.tick_snapshot as snap1,
-           (select t.tick_snapshot from pgque.tick t where t.tick_queue = s.sub_queue
-               and t.tick_id <= coalesce(pgque._resize_cap(s.sub_id), t.tick_id)
-             order by t.tick_id desc limit 1) as snap2
-      into r
-      from pgque.subscription s
-      join pgque.queue qq on qq.queue_id = s.sub_queue
-      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = pgque._slot_cursor(s)
-     where s.sub_id = i_sub_id;
-    if not found then
-        return null;
-    end if;
-    execute pg_catalog.format(
-        'select count(*) from %s ev'
-        ' where ((ev.ev_txid >= $1 and ev.ev_txid < $2) or ev.ev_txid = any($3))'
-        '   and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, $4)'
-        '   and (ev.ev_owner is null or ev.ev_owner = $5)'
-        '   and pgque._slot_of(ev.ev_extra1, $6) = $7', pgque._event_source(r.q, r.snap1, r.snap2, i_n, i_slot))
-    into n
-    using pg_catalog.pg_snapshot_xmax(r.snap1), pg_catalog.pg_snapshot_xmax(r.snap2),
-          array(select pg_catalog.pg_snapshot_xip(r.snap1)), r.snap2, i_sub_id, i_n, i_slot;
-    return n;
-end $$;
-
 -- Every slot's share of the events after its cursor (up to the latest
--- tick), as _slot_pending counts it, with one read of the window per
+-- tick), with one read of the window per
 -- partitioned consumer instead of one per slot (ADR 0031), and none for a
 -- consumer whose slots are all at the latest tick.  An event counts for its
 -- slot when its own cursor's snapshot does not see it: the window read is

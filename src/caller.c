@@ -43,7 +43,7 @@
 #include "utils/lsyscache.h"
 #include "utils/syscache.h"
 
-#include "pgque_bgw.h"
+#include "caller.h"
 
 PG_FUNCTION_INFO_V1(pgque_caller);
 

@@ -46,6 +46,7 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "caller.h"
 #include "coop.h"
 #include "rules.h"
 

@@ -14,13 +14,15 @@
 #include "utils/guc.h"
 #include "utils/varlena.h"
 
+#include <limits.h>
+
 #include "compat.h"
-#include "pgque_bgw.h"
+#include "guc.h"
 #include "coop.h"
 #include "slots.h"
 
 bool		pgque_enabled = true;
-char	   *pgque_databases = NULL;
+static char *pgque_databases = NULL;
 int			pgque_launcher_naptime = 10;
 int			pgque_tick_interval = 10;
 int			pgque_maint_interval = 10;
@@ -32,11 +34,11 @@ int			pgque_slot_stale_after = 30;
 int			pgque_lag_alert_after = 300;
 int			pgque_ticker_stalled_after = 20;
 int			pgque_ticker_probe_interval = 10;
-int			pgque_long_transaction_after = 300;
+static int	pgque_long_transaction_after = 300;
 static int	pgque_key_blocked_after = 300;
 static int	pgque_worker_memory_limit = 64 * 1024;	/* kB */
 int			pgque_alert_retention = 7 * 24 * 3600;
-int			pgque_resize_stalled_after = 600;
+static int	pgque_resize_stalled_after = 600;
 int			pgque_restart_max = 5000;
 int			pgque_worker_down_after = 15;
 int			pgque_max_databases = 1024;

@@ -24,7 +24,10 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
-#include "pgque_bgw.h"
+#include "guc.h"
+#include "state.h"
+#include "wake.h"
+#include "worker.h"
 
 typedef struct MaintPass
 {

@@ -50,7 +50,7 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
-#include "pgque_bgw.h"
+#include "caller.h"
 #include "rules.h"
 #include "slots.h"
 

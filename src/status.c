@@ -20,6 +20,9 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "guc.h"
+#include "state.h"
+#include "wake.h"
 
 PG_FUNCTION_INFO_V1(pgque_worker_status);
 
@@ -118,7 +121,7 @@ pgque_worker_status(PG_FUNCTION_ARGS)
 						 copy.unserved[0] != '\0' ? "; not fully served: " : "", copy.unserved));
 		for (k = 0; k < PGQUE_NKINDS; k++)
 		{
-			PgqueWorkerSlot *w = &copy.workers[k];
+			PgqueWorkerEntry *w = &copy.workers[k];
 			pid_t		pid = copy.combined ? copy.workers[PGQUE_TICKER].pid : w->pid;
 			StringInfoData buf;
 
@@ -128,7 +131,7 @@ pgque_worker_status(PG_FUNCTION_ARGS)
 								 (int) pid, ts_text(w->started_at), ts_text(w->last_run));
 			else
 			{
-				PgqueWorkerSlot *r = copy.combined ? &copy.workers[PGQUE_TICKER] : w;
+				PgqueWorkerEntry *r = copy.combined ? &copy.workers[PGQUE_TICKER] : w;
 
 				appendStringInfo(&buf, "not running; restarts after %s (%d short runs in a row)",
 								 ts_text(r->restart_at), r->failures);
@@ -189,8 +192,8 @@ pgque_launcher_workers(PG_FUNCTION_ARGS)
 
 		for (k = 0; k < PGQUE_NKINDS; k++)
 		{
-			PgqueWorkerSlot *w = &db->workers[k];
-			PgqueWorkerSlot *proc = db->combined ? &db->workers[PGQUE_TICKER] : w;
+			PgqueWorkerEntry *w = &db->workers[k];
+			PgqueWorkerEntry *proc = db->combined ? &db->workers[PGQUE_TICKER] : w;
 			Datum		values[11];
 			bool		nulls[11] = {false};
 
@@ -337,9 +340,9 @@ pgque_worker_memory(PG_FUNCTION_ARGS)
 		}
 		else
 		{
-			PgqueWorkerSlot *w = have_db ? &copy.workers[k] : NULL;
+			PgqueWorkerEntry *w = have_db ? &copy.workers[k] : NULL;
 
-			/* the combined worker is one process, published in the ticker's slot */
+			/* the combined worker is one process, published in the ticker's entry */
 			if (w == NULL || (copy.combined && k != PGQUE_TICKER))
 				continue;
 			name = copy.combined ? "combined" : pgque_kind_name(k);

@@ -31,6 +31,9 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "guc.h"
+#include "state.h"
+#include "worker.h"
 
 typedef struct WatchPass
 {

@@ -1,7 +1,7 @@
 /*
  * worker.c
  *		The skeleton every per-database worker runs: connecting and attaching
- *		to its slot in the state table, the loop (interrupts and reload at
+ *		to its entry in the state table, the loop (interrupts and reload at
  *		the top of every pass, exit checks, statistics flush, sleep until the
  *		loop's next deadline or a latch), and one unit of work in one
  *		transaction with errors caught, logged and recorded.
@@ -54,19 +54,23 @@
 #include "utils/wait_event.h"
 
 #include "compat.h"
-#include "pgque_bgw.h"
+#include "guc.h"
+#include "state.h"
+#include "wake.h"
+#include "worker.h"
+#include "caller.h"
 
 PgqueDb    *pgque_worker_db = NULL;
 PgqueWorkerKind pgque_worker_kind;
 
 /*
- * The slots this process runs: its own kind's, or all three for the combined
- * worker (which records its pid in the ticker's slot only: the launcher
+ * The entries this process runs: its own kind's, or all three for the combined
+ * worker (which records its pid in the ticker's entry only: the launcher
  * counts one process).
  */
 static bool pgque_worker_combined = false;
 
-/* before_shmem_exit: the slots no longer name this process; they are down */
+/* before_shmem_exit: the entries no longer name this process; they are down */
 static void
 worker_detach(int code, Datum arg)
 {
@@ -78,18 +82,18 @@ worker_detach(int code, Datum arg)
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
 	for (k = 0; k < PGQUE_NKINDS; k++)
 	{
-		PgqueWorkerSlot *slot = &pgque_worker_db->workers[k];
+		PgqueWorkerEntry *entry = &pgque_worker_db->workers[k];
 
 		if (!pgque_worker_combined && k != (int) pgque_worker_kind)
 			continue;
-		if (slot->pid == MyProcPid)
+		if (entry->pid == MyProcPid)
 		{
-			slot->pid = 0;
-			slot->pgprocno = -1;
+			entry->pid = 0;
+			entry->pgprocno = -1;
 		}
 		/* the launcher clears it again if the worker is not wanted */
-		if (slot->down_since == 0)
-			slot->down_since = now;
+		if (entry->down_since == 0)
+			entry->down_since = now;
 	}
 	LWLockRelease(pgque_shared->lock);
 	pgque_wake_launcher();
@@ -281,26 +285,7 @@ pgque_worker_run(const PgqueLoop *const *loops, int nloops)
 	}
 }
 
-/*
- * A worker is up again: the outage it ends is recorded when it lasted past
- * pgque_bgw.worker_down_after, for the worker_down alert (ADR 0028).  The
- * caller holds the lock.
- */
-void
-pgque_slot_mark_up(PgqueWorkerSlot *slot, TimestampTz now)
-{
-	if (slot->down_since != 0 &&
-		TimestampDifferenceExceeds(slot->down_since, now, pgque_worker_down_after * 1000))
-	{
-		slot->outage_from = slot->down_since;
-		slot->outage_to = now;
-		slot->outages++;
-	}
-	slot->down_since = 0;
-	slot->down_logged = false;
-}
-
-/* Record this process in its slot(s), and make sure it is removed at exit. */
+/* Record this process in its entry (or entries), and make sure it is removed at exit. */
 void
 pgque_worker_attach(PgqueWorkerKind kind)
 {
@@ -314,19 +299,19 @@ pgque_worker_attach(PgqueWorkerKind kind)
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
 	for (k = 0; k < PGQUE_NKINDS; k++)
 	{
-		PgqueWorkerSlot *slot = &pgque_worker_db->workers[k];
+		PgqueWorkerEntry *entry = &pgque_worker_db->workers[k];
 
 		if (!pgque_worker_combined && k != (int) kind)
 			continue;
 		if (k == (int) pgque_worker_kind)
 		{
-			slot->pid = MyProcPid;
-			slot->pgprocno = pgque_my_procno();
+			entry->pid = MyProcPid;
+			entry->pgprocno = pgque_my_procno();
 		}
-		slot->started_at = now;
-		slot->memory = 0;		/* the last process's; this one's after its first pass */
-		slot->memory_at = 0;
-		pgque_slot_mark_up(slot, now);
+		entry->started_at = now;
+		entry->memory = 0;		/* the last process's; this one's after its first pass */
+		entry->memory_at = 0;
+		pgque_entry_mark_up(entry, now);
 	}
 	LWLockRelease(pgque_shared->lock);
 
@@ -548,7 +533,7 @@ pgque_memory_in_use(void)
 /*
  * Publish this process's memory after a pass, for pgque._worker_memory()
  * (status(), metrics() and the worker_memory alert, ADR 0035).  The
- * combined worker is one process: its figure goes to the ticker's slot,
+ * combined worker is one process: its figure goes to the ticker's entry,
  * the one with its pid.
  */
 void
@@ -556,11 +541,11 @@ pgque_publish_memory(void)
 {
 	uint64		bytes = pgque_memory_in_use();
 	int			k = pgque_worker_combined ? PGQUE_TICKER : (int) pgque_worker_kind;
-	PgqueWorkerSlot *slot = &pgque_worker_db->workers[k];
+	PgqueWorkerEntry *entry = &pgque_worker_db->workers[k];
 
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
-	slot->memory = bytes;
-	slot->memory_at = GetCurrentTimestamp();
+	entry->memory = bytes;
+	entry->memory_at = GetCurrentTimestamp();
 	LWLockRelease(pgque_shared->lock);
 }
 
@@ -634,7 +619,7 @@ int			pgque_unit_sqlerrcode;
 /*
  * One unit of work in one transaction, run as the extension's owner (see the
  * file header).  Errors are caught: logged with what was being done,
- * recorded in the slot, the transaction aborted (which also undoes the
+ * recorded in the entry, the transaction aborted (which also undoes the
  * user switch and the search_path); the caller's loop goes on.  Returns true
  * when the unit committed.
  */
@@ -677,7 +662,7 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 	PG_CATCH();
 	{
 		ErrorData  *edata;
-		PgqueWorkerSlot *slot;
+		PgqueWorkerEntry *entry;
 		char	   *msg;
 
 		MemoryContextSwitchTo(oldcxt);
@@ -705,9 +690,9 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 
 			msg = psprintf("%s: %s", what, edata->message);
 			LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
-			slot = &pgque_worker_db->workers[pgque_worker_kind];
-			copy_clipped(slot->last_error, msg);
-			slot->last_error_at = GetCurrentTimestamp();
+			entry = &pgque_worker_db->workers[pgque_worker_kind];
+			copy_clipped(entry->last_error, msg);
+			entry->last_error_at = GetCurrentTimestamp();
 			LWLockRelease(pgque_shared->lock);
 			pfree(msg);
 		}
