@@ -149,7 +149,7 @@ begin
     return query select * from pgque._resize_conditions();
     -- keys of pausing partitioned consumers blocked for too long (ADR 0029)
     return query select * from pgque._pause_alert_conditions(
-                                   pgque._guc_interval('pgque_bgw.key_blocked_after', null));
+                                   pgque._guc_interval('pgque_bgw.key_blocked_after'));
     -- blocked keys and retries no slot will ever read (ADR 0038)
     return query select * from pgque._pause_orphan_conditions();
     -- workers that hold more memory than pgque_bgw.worker_memory_limit (ADR 0035)

@@ -103,8 +103,8 @@ set search_path = pgque, pg_catalog, pg_temp as $$
      where i_limit > 0 and m.bytes > i_limit
 $$;
 
--- pgque_bgw.worker_memory_limit in bytes (NULL: the library is not loaded)
+-- pgque_bgw.worker_memory_limit in bytes (its default is guc.c's)
 create function pgque._worker_memory_limit()
 returns int8 language sql stable as $$
-    select pg_catalog.pg_size_bytes(pg_catalog.current_setting('pgque_bgw.worker_memory_limit', true))
+    select pgque._setting('pgque_bgw.worker_memory_limit')::pg_catalog.int8
 $$;

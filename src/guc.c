@@ -9,6 +9,7 @@
  */
 #include "postgres.h"
 
+#include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -253,4 +254,59 @@ pgque_database_allowed(const char *dbname)
 	list_free(names);
 	pfree(copy);
 	return found;
+}
+
+/*
+ * pgque._setting(name): an integer pgque_bgw.* setting in its base unit
+ * (seconds for a time, bytes for a size), for the SQL that reads the
+ * thresholds (the alerts, queue_health).  Calling it loads this library,
+ * which defines the settings, so an unset one reads as its default here:
+ * the defaults are written once, above, never again in SQL.
+ */
+PG_FUNCTION_INFO_V1(pgque_setting_sql);
+Datum
+pgque_setting_sql(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	const char *value;
+	int			flags;
+	char	   *end;
+	long		v;
+	double		scale;
+
+	if (strncmp(name, "pgque_bgw.", strlen("pgque_bgw.")) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"%s\" is not a pgque_bgw setting", name),
+				 errhint("Pass the name of an integer pgque_bgw.* setting (docs/gucs.md).")));
+	value = GetConfigOption(name, true, false);
+	if (value == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("unrecognized setting \"%s\"", name),
+				 errhint("docs/gucs.md lists the pgque_bgw.* settings.")));
+	errno = 0;
+	v = strtol(value, &end, 10);
+	if (errno != 0 || end == value || *end != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("setting \"%s\" is not an integer", name),
+				 errdetail("Its value is \"%s\".", value)));
+	flags = GetConfigOptionFlags(name, false);
+	switch (flags & (GUC_UNIT_MEMORY | GUC_UNIT_TIME))
+	{
+		case GUC_UNIT_MS:
+			scale = 0.001;
+			break;
+		case GUC_UNIT_MIN:
+			scale = 60;
+			break;
+		case GUC_UNIT_KB:
+			scale = 1024;
+			break;
+		default:				/* seconds, bytes, or no unit */
+			scale = 1;
+			break;
+	}
+	PG_RETURN_FLOAT8(v * scale);
 }

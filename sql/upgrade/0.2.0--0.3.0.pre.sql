@@ -49,3 +49,7 @@ alter table pgque.queue
 -- The per-slot count was kept only as a test oracle: regress 32 holds it
 -- now; every reader counts with _slot_pending_all (issue #29).
 drop function pgque._slot_pending(int4, int4, int4);
+
+-- Settings are read through pgque._setting() (src/guc.c), whose defaults
+-- are the only ones: the threshold reader loses its default argument.
+drop function pgque._guc_interval(text, interval);
