@@ -219,7 +219,7 @@ set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     r      record;
     fn     regprocedure;
-    owner  oid := (select n.nspowner from pg_catalog.pg_namespace n where n.nspname = 'pgque');
+    owner  oid := pgque._owner();    -- pgque_owner (ADR 0042; src/caller.c)
     n      int4 := 0;
     got    int4;
 begin

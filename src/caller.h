@@ -14,7 +14,8 @@ extern Oid	pgque_quota_role(void);
 extern int	pgque_caller_privileged(void);
 /* the role the workers, the producer and CDC run as: pgque_owner */
 extern Oid	pgque_run_as_role(void);
-/* the installing role, pg_extension.extowner */
+/* the installing role, pg_extension.extowner; and that row's oid and version */
 extern Oid	pgque_extension_owner(void);
+extern Oid	pgque_extension_row(char **version, Oid *extoid);
 
 #endif							/* PGQUE_CALLER_H */

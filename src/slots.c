@@ -523,7 +523,7 @@ pgque_slot_claim(const SlotKey *key, const char *worker, int64 ttl_ms, int64 (*n
 	Oid			role = pgque_quota_role();
 	int			created = -1;	/* index of its undo record: the array may move */
 
-	Assert(ttl_ms >= 1000 && ttl_ms <= PGQUE_LEASE_TTL_MAX_MS);
+	Assert(ttl_ms >= PGQUE_LEASE_TTL_MIN_MS && ttl_ms <= PGQUE_LEASE_TTL_MAX_MS);
 	register_callbacks();
 	for (;;)
 	{

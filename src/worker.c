@@ -380,50 +380,6 @@ bool		pgque_schema_current = true;
 int			pgque_schema_version = INT_MAX;
 
 /*
- * Read extension pgque_bgw's row of pg_extension (one index probe), in the
- * caller's transaction: its owner (InvalidOid when it is not installed)
- * and, when version is not NULL, its version (palloc'd in the current
- * context; NULL when it is not installed).
- */
-static Oid
-extension_row(char **version, Oid *extoid)
-{
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tup;
-	Oid			owner = InvalidOid;
-
-	if (version != NULL)
-		*version = NULL;
-	if (extoid != NULL)
-		*extoid = InvalidOid;
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
-				CStringGetDatum("pgque_bgw"));
-	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-	{
-		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
-		if (extoid != NULL)
-			*extoid = ((Form_pg_extension) GETSTRUCT(tup))->oid;
-		if (version != NULL)
-		{
-			bool		isnull;
-			Datum		d = heap_getattr(tup, Anum_pg_extension_extversion,
-										 RelationGetDescr(rel), &isnull);
-
-			if (!isnull)
-				*version = TextDatumGetCString(d);
-		}
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return owner;
-}
-
-/*
  * Is the extension installed (and committed) in this database?  Also notes
  * its version in pgque_schema_current.
  */
@@ -437,7 +393,7 @@ pgque_extension_present(void)
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	present = OidIsValid(extension_row(&version, NULL));
+	present = OidIsValid(pgque_extension_row(&version, NULL));
 	if (version != NULL)
 		copy = MemoryContextStrdup(caller, version);
 	CommitTransactionCommand();
@@ -581,11 +537,11 @@ bool		pgque_unit_abandoned = false;
  * extension may have been dropped and created again since the last one.
  */
 static Oid
-extension_owner(void)
+unit_role(void)
 {
 	Oid			extoid;
 	char	   *version = NULL;
-	Oid			owner = extension_row(NULL, &extoid);
+	Oid			owner = pgque_extension_row(NULL, &extoid);
 
 	/*
 	 * Wait while the owner updates or drops the extension (the utility hook
@@ -597,7 +553,7 @@ extension_owner(void)
 	if (OidIsValid(owner))
 	{
 		LockDatabaseObject(ExtensionRelationId, extoid, PGQUE_EXTENSION_DDL_SUBID, AccessShareLock);
-		owner = extension_row(&version, NULL);
+		owner = pgque_extension_row(&version, NULL);
 	}
 	if (!OidIsValid(owner) ||
 		(version != NULL && pgque_schema_version != INT_MAX &&
@@ -639,7 +595,7 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 		int			save_nestlevel;
 
 		GetUserIdAndSecContext(&save_userid, &save_sec_context);
-		SetUserIdAndSecContext(extension_owner(),
+		SetUserIdAndSecContext(unit_role(),
 							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
 							   SECURITY_RESTRICTED_OPERATION);
 		save_nestlevel = NewGUCNestLevel();

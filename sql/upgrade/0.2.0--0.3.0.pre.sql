@@ -53,3 +53,7 @@ drop function pgque._slot_pending(int4, int4, int4);
 -- Settings are read through pgque._setting() (src/guc.c), whose defaults
 -- are the only ones: the threshold reader loses its default argument.
 drop function pgque._guc_interval(text, interval);
+
+-- The lease ttl's bounds are checked once, in C: _slot_claim takes the
+-- interval itself (was milliseconds, checked in SQL and again in C).
+drop function pgque._slot_claim(int4, text, int4, text, int8);
