@@ -2,11 +2,10 @@
  * watchdog.c
  *		The watchdog worker: every pgque_bgw.watchdog_interval it reads the
  *		catalogs (cursors, ticks) and the slot lease table, publishes what it
- *		sees for status(), and opens and clears alerts (slot_unpolled,
- *		slot_stale, consumer_lagging, coop_member_silent, rotation_pinned,
- *		ticker_stalled, long_transaction, maint_failed) with
- *		pgque._watchdog_pass() (sql/42_alerts.sql, 43_alert_causes.sql),
- *		thresholds from the pgque_bgw.*_after settings, and worker_down
+ *		sees for status(), and opens and clears the alerts of every kind of
+ *		the registry pgque._alert_kinds() (sql/42_alerts.sql) with
+ *		pgque._watchdog_pass(), the thresholds of the kinds it reads in one
+ *		pass passed from the pgque_bgw.*_after settings, and worker_down
  *		(supervise.c, sql/43_worker_alerts.sql); and it reclaims the
  *		shared-memory entries that protect nothing (reclaim.c).
  *

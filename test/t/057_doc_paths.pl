@@ -2,7 +2,10 @@
 # path, bare C file or SQL part cited in docs/*.md, docs/adr/*.md and
 # README.md, and every relative link, names a file of this tree; and
 # docs/system-design.md's map of the code ("Where the code is") names every
-# C file and every SQL part.  No server: a few milliseconds.
+# C file and every SQL part; and the alert-kind registry
+# (pgque._alert_kinds() in sql/42_alerts.sql) is what docs/alerts.md
+# documents, its thresholds settings of docs/gucs.md, its conditions
+# functions defined.  No server: a few milliseconds.
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
@@ -72,5 +75,34 @@ for my $f (map { m{([^/]+)\.sql$} } glob("$root/sql/[0-9][0-9]_*.sql"))
 	push @unlisted, "$f.sql" unless $map =~ /`\Q$f\E(?:\.sql)?`/;
 }
 is(join(', ', @unlisted), '', 'the map of the code names every C file, header and SQL part');
+
+# the alert kinds: the registry's rows, read from its source
+my $alerts_sql = slurp_file("$root/sql/42_alerts.sql");
+my ($registry) = $alerts_sql =~ /create function pgque\._alert_kinds\(.*?\n    values\n(.*?)\n\$\$;/s;
+ok(defined $registry, 'sql/42_alerts.sql defines the registry pgque._alert_kinds()');
+$registry //= '';
+my (%severity, %threshold, %conditions);
+while ($registry =~ /^\s*\('([a-z_]+)', '([a-z]+)', (null|'[a-z_.]+'),.*?(null|'[a-z_.]+')\)(?:,|\z)/msg)
+{
+	my ($kind, $sev, $thr, $fn) = ($1, $2, $3, $4);
+	$severity{$kind} = $sev;
+	($threshold{$kind} = $thr) =~ s/'//g;
+	($conditions{$kind} = $fn) =~ s/'//g;
+}
+my @kinds = sort keys %severity;
+cmp_ok(scalar(@kinds), '>=', 10, 'registry kinds: ' . join(' ', @kinds));
+my ($table) = slurp_file("$root/docs/alerts.md") =~ /^## The alerts\n(.*?)^## /ms;
+my @documented = sort(($table // '') =~ /^\| `([a-z_]+)` \|/mg);
+is(join(' ', @documented), join(' ', @kinds), 'docs/alerts.md documents exactly the kinds of the registry');
+my $gucs = slurp_file("$root/docs/gucs.md");
+my $parts = join('', map { slurp_file($_) } glob("$root/sql/[0-9][0-9]_*.sql"));
+for my $kind (@kinds)
+{
+	like($severity{$kind}, qr/^(warning|critical)$/, "$kind: severity warning or critical");
+	ok($threshold{$kind} eq 'null' || $gucs =~ /`\Q$threshold{$kind}\E`/,
+	   "$kind: its threshold $threshold{$kind} is documented in docs/gucs.md");
+	ok($conditions{$kind} eq 'null' || $parts =~ /create function \Q$conditions{$kind}\E\(/,
+	   "$kind: its conditions function $conditions{$kind} is defined");
+}
 
 done_testing();
