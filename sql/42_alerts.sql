@@ -58,7 +58,7 @@ returns setof record language sql immutable as $$
      'The consumer is behind: check that it runs and keeps up, or add workers.', null),
     ('coop_member_silent', 'warning', 'pgque_bgw.slot_stale_after',
      'A cooperative member holding a batch is silent: another member takes the window over after dead_interval, or restart it.', null),
-    ('rotation_pinned', 'warning', 'pgque_bgw.maint_interval',
+    ('rotation_pinned', 'critical', 'pgque_bgw.maint_interval',
      'A subscription is not consuming and holds rotation: fix its consumer or unsubscribe it.', null),
     ('long_transaction', 'critical', 'pgque_bgw.long_transaction_after',
      'A transaction holds the queue''s rotation back: end it (COMMIT, ROLLBACK, pg_terminate_backend(pid), or ROLLBACK PREPARED for a prepared one) and fix what leaves it open.', null),

@@ -5,7 +5,7 @@
 # C file and every SQL part; and the alert-kind registry
 # (pgque._alert_kinds() in sql/42_alerts.sql) is what docs/alerts.md
 # documents, its thresholds settings of docs/gucs.md, its conditions
-# functions defined.  No server: a few milliseconds.
+# functions defined, its severities those of monitoring/prometheus-alerts.yml.  No server: a few milliseconds.
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
@@ -95,6 +95,7 @@ my ($table) = slurp_file("$root/docs/alerts.md") =~ /^## The alerts\n(.*?)^## /m
 my @documented = sort(($table // '') =~ /^\| `([a-z_]+)` \|/mg);
 is(join(' ', @documented), join(' ', @kinds), 'docs/alerts.md documents exactly the kinds of the registry');
 my $gucs = slurp_file("$root/docs/gucs.md");
+my $rules = slurp_file("$root/monitoring/prometheus-alerts.yml");
 my $parts = join('', map { slurp_file($_) } glob("$root/sql/[0-9][0-9]_*.sql"));
 for my $kind (@kinds)
 {
@@ -103,6 +104,8 @@ for my $kind (@kinds)
 	   "$kind: its threshold $threshold{$kind} is documented in docs/gucs.md");
 	ok($conditions{$kind} eq 'null' || $parts =~ /create function \Q$conditions{$kind}\E\(/,
 	   "$kind: its conditions function $conditions{$kind} is defined");
+	my ($rule_severity) = $rules =~ /kind="\Q$kind\E"\}\s*\n\s*labels:\s*\n\s*severity: (\w+)/;
+	is($rule_severity // 'no rule', $severity{$kind}, "$kind: its Prometheus rule has the registry's severity");
 }
 
 done_testing();
