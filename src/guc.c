@@ -19,8 +19,6 @@
 
 #include "compat.h"
 #include "guc.h"
-#include "coop.h"
-#include "slots.h"
 
 bool		pgque_enabled = true;
 static char *pgque_databases = NULL;
@@ -30,6 +28,11 @@ int			pgque_maint_interval = 10;
 int			pgque_watchdog_interval = 10;
 int			pgque_max_workers = 100;
 int			pgque_max_slots = 4096;
+int			pgque_max_slots_per_database = 1024;
+int			pgque_max_slots_per_consumer = 1024;
+int			pgque_max_slots_per_role = 512;
+int			pgque_max_coop_members_per_database = 1024;
+int			pgque_max_coop_members_per_role = 512;
 int			pgque_slot_unpolled_after = 60;
 int			pgque_slot_stale_after = 30;
 int			pgque_lag_alert_after = 300;

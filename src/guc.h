@@ -24,6 +24,13 @@ extern int	pgque_alert_retention;	/* s */
 extern int	pgque_restart_max;	/* ms: cap of the restart back-off */
 extern int	pgque_worker_down_after;	/* s */
 extern int	pgque_max_databases;
+/* the shared-memory tables' sizes and caps (slots.c, coop.c; ADR 0041) */
+extern int	pgque_max_slots;
+extern int	pgque_max_slots_per_database;
+extern int	pgque_max_slots_per_consumer;
+extern int	pgque_max_slots_per_role;
+extern int	pgque_max_coop_members_per_database;
+extern int	pgque_max_coop_members_per_role;
 extern int	pgque_worker_mode;	/* PgqueWorkerMode */
 typedef enum PgqueWorkerMode
 {

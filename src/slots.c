@@ -51,6 +51,7 @@
 
 #include "compat.h"
 #include "caller.h"
+#include "guc.h"
 #include "rules.h"
 #include "slots.h"
 
@@ -101,10 +102,6 @@ typedef struct SlotUndo
 	int64		epoch;			/* ours: undo only if it is still this */
 	SlotLease	prev;			/* the entry before the takeover */
 } SlotUndo;
-
-int			pgque_max_slots_per_database = 1024;
-int			pgque_max_slots_per_consumer = 1024;
-int			pgque_max_slots_per_role = 512;
 
 static HTAB *slot_table = NULL;
 static HTAB *quota_table = NULL;

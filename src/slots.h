@@ -49,10 +49,6 @@ typedef enum SlotVerdict
 #define PGQUE_LEASE_TTL_MIN_MS ((int64) 1000)
 #define PGQUE_LEASE_TTL_MAX_MS ((int64) 24 * 3600 * 1000)
 
-extern int	pgque_max_slots;
-extern int	pgque_max_slots_per_database;
-extern int	pgque_max_slots_per_consumer;
-extern int	pgque_max_slots_per_role;
 extern void pgque_slots_request(void);
 extern void pgque_slots_startup(void);
 extern bool pgque_slots_available(void);
