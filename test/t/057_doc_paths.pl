@@ -76,6 +76,31 @@ for my $f (map { m{([^/]+)\.sql$} } glob("$root/sql/[0-9][0-9]_*.sql"))
 }
 is(join(', ', @unlisted), '', 'the map of the code names every C file, header and SQL part');
 
+# ADRs as decisions: an ADR whose status says it replaces, amends, extends
+# or supersedes an earlier one is named in that one's status, so a reader
+# of the earlier decision learns it changed
+my %adr_status;
+for my $f (glob("$root/docs/adr/[0-9][0-9][0-9][0-9]-*.md"))
+{
+	my ($n) = $f =~ m{/(\d{4})-[^/]+$};
+	my ($status) = slurp_file($f) =~ /^Status:(.*?)(?:\n\n|\z)/ms;
+	$adr_status{$n} = $status // '';
+}
+my @unmarked;
+for my $n (sort keys %adr_status)
+{
+	my $st = $adr_status{$n};
+	while ($st =~ /\b(?:replaces|amends|extends|supersedes)\b([^;)]*)/g)
+	{
+		for my $old ($1 =~ /ADR\s+(\d{4})/g)
+		{
+			push @unmarked, "ADR $old does not name its successor ADR $n"
+			  if exists $adr_status{$old} && $adr_status{$old} !~ /ADR\s+$n\b/;
+		}
+	}
+}
+is(join("\n", @unmarked), '', 'every replaced, amended or extended ADR names its successor in its status');
+
 # the alert kinds: the registry's rows, read from its source
 my $alerts_sql = slurp_file("$root/sql/42_alerts.sql");
 my ($registry) = $alerts_sql =~ /create function pgque\._alert_kinds\(.*?\n    values\n(.*?)\n\$\$;/s;
