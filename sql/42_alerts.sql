@@ -37,6 +37,8 @@ create type pgque.alert_condition as (
 --   severity    warning or critical (the Prometheus rules' severity)
 --   threshold   the setting that bounds it (docs/gucs.md), or NULL
 --   hint        the hint of the WARNING it opens with
+--   docs        its runbook: its row of docs/alerts.md (the Prometheus
+--               rules' runbook annotation)
 --   conditions  a function () -> setof pgque.alert_condition that says
 --               when it holds, reading its threshold itself
 --               (pgque._guc_interval(threshold)); the watchdog's pass calls
@@ -47,9 +49,12 @@ create type pgque.alert_condition as (
 -- A new kind is one conditions function, one row here, its docs and its
 -- test (docs/monitoring.md, "Adding an alert kind").
 create function pgque._alert_kinds(out kind text, out severity text, out threshold text, out hint text,
-                                   out conditions text)
+                                   out docs text, out conditions text)
 returns setof record language sql immutable as $$
-    values
+    select k.kind, k.severity, k.threshold, k.hint,
+           -- the runbook: the kind's row of the table of docs/alerts.md
+           'docs/alerts.md#the-alerts (' || k.kind || ')', k.conditions
+      from (values
     ('slot_unpolled', 'warning', 'pgque_bgw.slot_unpolled_after',
      'Make sure workers poll every slot (cycle over all slots, or run as many workers as slots).', null),
     ('slot_stale', 'warning', 'pgque_bgw.slot_stale_after',
@@ -81,6 +86,7 @@ returns setof record language sql immutable as $$
     ('worker_memory', 'warning', 'pgque_bgw.worker_memory_limit',
      'A pgque_bgw process holds more memory than pgque_bgw.worker_memory_limit: watch pgque_worker_memory_bytes; if it keeps growing, report it with the output of pg_log_backend_memory_contexts(pid); a superuser''s pg_terminate_backend(pid) frees it (the launcher restarts the worker).',
      'pgque._worker_memory_conditions')
+    ) k(kind, severity, threshold, hint, conditions)
 $$;
 
 -- The conditions true now, one row per (kind, subject).  The sequences and

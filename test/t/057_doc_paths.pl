@@ -103,7 +103,7 @@ is(join("\n", @unmarked), '', 'every replaced, amended or extended ADR names its
 
 # the alert kinds: the registry's rows, read from its source
 my $alerts_sql = slurp_file("$root/sql/42_alerts.sql");
-my ($registry) = $alerts_sql =~ /create function pgque\._alert_kinds\(.*?\n    values\n(.*?)\n\$\$;/s;
+my ($registry) = $alerts_sql =~ /create function pgque\._alert_kinds\(.*?\n      from \(values\n(.*?)\n    \) k\(/s;
 ok(defined $registry, 'sql/42_alerts.sql defines the registry pgque._alert_kinds()');
 $registry //= '';
 my (%severity, %threshold, %conditions);
@@ -131,6 +131,8 @@ for my $kind (@kinds)
 	   "$kind: its conditions function $conditions{$kind} is defined");
 	my ($rule_severity) = $rules =~ /kind="\Q$kind\E"\}\s*\n\s*labels:\s*\n\s*severity: (\w+)/;
 	is($rule_severity // 'no rule', $severity{$kind}, "$kind: its Prometheus rule has the registry's severity");
+	like($rules, qr/kind="\Q$kind\E"\}.*?runbook: "docs\/alerts\.md#the-alerts \(\Q$kind\E\)"/s,
+	     "$kind: its Prometheus rule's runbook is the registry's docs anchor");
 }
 
 done_testing();
