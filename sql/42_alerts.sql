@@ -277,11 +277,35 @@ returns text language sql immutable as $$
            operator(pg_catalog.||) coalesce(', slot ' operator(pg_catalog.||) a.slot::pg_catalog.text, '')
 $$;
 
--- Open what became true, clear what stopped being true.  -> (opened, cleared)
-create function pgque._watchdog_pass(i_slot_unpolled_after interval, i_slot_stale_after interval,
-                                     i_lag_alert_after interval, i_ticker_stalled_after interval,
-                                     i_rotation_grace interval,
-                                     out opened int4, out cleared int4)
+-- The bound ticker_stalled opens at: one watchdog pass early, so that it
+-- is open before a waiting event's latency reaches ticker_stalled_after
+-- (ADR 0028); never earlier than half the threshold, which stays well
+-- above a healthy ticker's worst case (ticker_max_lag, 3 s by default).
+create function pgque._ticker_stalled_lead()
+returns interval language sql stable as $$
+    select greatest(pgque._guc_interval('pgque_bgw.ticker_stalled_after')
+                      operator(pg_catalog.-) pgque._guc_interval('pgque_bgw.watchdog_interval'),
+                    pgque._guc_interval('pgque_bgw.ticker_stalled_after') operator(pg_catalog./) 2)
+$$;
+
+-- The grace of rotation_pinned and long_transaction: two maintenance
+-- passes and a watchdog pass.
+create function pgque._rotation_grace()
+returns interval language sql stable as $$
+    select 2 operator(pg_catalog.*) pgque._guc_interval('pgque_bgw.maint_interval')
+           operator(pg_catalog.+) pgque._guc_interval('pgque_bgw.watchdog_interval')
+$$;
+
+-- Open what became true, clear what stopped being true.  The thresholds
+-- are the settings' (the watchdog passes none); a test passes its own.
+-- -> (opened, cleared)
+create function pgque._watchdog_pass(
+    i_slot_unpolled_after interval default pgque._guc_interval('pgque_bgw.slot_unpolled_after'),
+    i_slot_stale_after interval default pgque._guc_interval('pgque_bgw.slot_stale_after'),
+    i_lag_alert_after interval default pgque._guc_interval('pgque_bgw.lag_alert_after'),
+    i_ticker_stalled_after interval default pgque._ticker_stalled_lead(),
+    i_rotation_grace interval default pgque._rotation_grace(),
+    out opened int4, out cleared int4)
 language plpgsql
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare

@@ -62,6 +62,16 @@ select k.kind, p.prorettype = 'pgque.alert_condition'::regtype as returns_condit
 select k.kind, pgque_test.error_of(format('select count(*) from %s()', k.conditions)) as error
   from pgque._alert_kinds() k where k.conditions is not null order by 1;
 
+-- the watchdog's thresholds are the settings', read in SQL: ticker_stalled
+-- one watchdog pass early (at least half its bound), rotation's grace two
+-- maintenance passes and a watchdog pass; a pass with no argument runs
+select pgque._ticker_stalled_lead() as ticker_stalled_lead, pgque._rotation_grace() as rotation_grace;
+select pgque._ticker_stalled_lead() = greatest(pgque._guc_interval('pgque_bgw.ticker_stalled_after')
+                                               - pgque._guc_interval('pgque_bgw.watchdog_interval'),
+                                               pgque._guc_interval('pgque_bgw.ticker_stalled_after') / 2)
+         as lead_rule;
+select opened >= 0 and cleared >= 0 as pass_with_the_settings from pgque._watchdog_pass();
+
 -- the window predicate: C's text with the caller's parameter numbers
 select pgque._window_where(1, 2, 6, 7) like '%$1%$2%any($6)%$7)' as numbered;
 select v.what, pgque_test.error_of(v.sql) as error from (values
