@@ -171,6 +171,24 @@ begin
     end if;
 end $$;
 
+-- A pgque_bgw.* integer setting in its base unit (seconds, bytes), read in
+-- C (src/guc.c): calling it loads the library, which defines the settings,
+-- so the defaults are written once, there, and never copied here.
+create function pgque._setting(i_name text)
+returns float8 language c stable strict as 'MODULE_PATHNAME', 'pgque_setting_sql';
+
+-- A threshold setting of the watchdog as an interval.
+create function pgque._guc_interval(i_name text)
+returns interval language sql stable strict as $$
+    select pg_catalog.make_interval(secs => pgque._setting(i_name))
+$$;
+
+-- The role the extension's own work runs as: pgque_owner, the owner of
+-- schema pgque and of every object in it (ADR 0014, 0042).  C's lookup
+-- (src/caller.c), the one the workers, the producer and CDC use.
+create function pgque._owner()
+returns regrole language c stable as 'MODULE_PATHNAME', 'pgque_owner_sql';
+
 -- Per-consumer authorization.  A consumer (its subscription, its partition
 -- slots, its batches) belongs to the role that subscribed it.  The caller
 -- is not current_user (inside the SECURITY DEFINER API that is the owner)

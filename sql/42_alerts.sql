@@ -28,6 +28,67 @@ create view pgque.alerts as
 create type pgque.alert_condition as (
     kind text, subject text, queue_name text, consumer text, slot int4, details jsonb);
 
+-- The alert kinds: one row each, the one list that the watchdog (the hint
+-- of its WARNING, and the kinds evaluated by a function of their own),
+-- metrics() (a pgque_alerts_open series per kind) and the tests of the
+-- docs and of the monitoring kit (TAP 023: docs/alerts.md's table,
+-- monitoring/prometheus-alerts.yml) read.  Columns:
+--   kind        the alert's kind (pgque.alert.kind)
+--   severity    warning or critical (the Prometheus rules' severity)
+--   threshold   the setting that bounds it (docs/gucs.md), or NULL
+--   hint        the hint of the WARNING it opens with
+--   docs        its runbook: its row of docs/alerts.md (the Prometheus
+--               rules' runbook annotation)
+--   conditions  a function () -> setof pgque.alert_condition that says
+--               when it holds, reading its threshold itself
+--               (pgque._guc_interval(threshold)); the watchdog's pass calls
+--               it.  NULL: _alert_conditions' shared reads below evaluate
+--               it (one read of the slots' pending events for several
+--               kinds), or the worker supervision (worker_down,
+--               sql/43_worker_alerts.sql).
+-- A new kind is one conditions function, one row here, its docs and its
+-- test (docs/monitoring.md, "Adding an alert kind").
+create function pgque._alert_kinds(out kind text, out severity text, out threshold text, out hint text,
+                                   out docs text, out conditions text)
+returns setof record language sql immutable as $$
+    select k.kind, k.severity, k.threshold, k.hint,
+           -- the runbook: the kind's row of the table of docs/alerts.md
+           'docs/alerts.md#the-alerts (' || k.kind || ')', k.conditions
+      from (values
+    ('slot_unpolled', 'warning', 'pgque_bgw.slot_unpolled_after',
+     'Make sure workers poll every slot (cycle over all slots, or run as many workers as slots).', null),
+    ('slot_stale', 'warning', 'pgque_bgw.slot_stale_after',
+     'A worker holding the lease stopped; another worker will take the slot over with claim_slot().', null),
+    ('consumer_lagging', 'warning', 'pgque_bgw.lag_alert_after',
+     'The consumer is behind: check that it runs and keeps up, or add workers.', null),
+    ('coop_member_silent', 'warning', 'pgque_bgw.slot_stale_after',
+     'A cooperative member holding a batch is silent: another member takes the window over after dead_interval, or restart it.', null),
+    ('rotation_pinned', 'critical', 'pgque_bgw.maint_interval',
+     'A subscription is not consuming and holds rotation: fix its consumer or unsubscribe it.', null),
+    ('long_transaction', 'critical', 'pgque_bgw.long_transaction_after',
+     'A transaction holds the queue''s rotation back: end it (COMMIT, ROLLBACK, pg_terminate_backend(pid), or ROLLBACK PREPARED for a prepared one) and fix what leaves it open.', null),
+    ('maint_failed', 'critical', null,
+     'A maintenance step fails: see the error in the details and the server log; on "No space left on device" add space to the event tables'' tablespace (docs/operations.md).', null),
+    ('ticker_stalled', 'critical', 'pgque_bgw.ticker_stalled_after',
+     'Check the ticker: pgque.status(), ticker_paused, pgque_bgw.enabled.', null),
+    ('worker_down', 'critical', 'pgque_bgw.worker_down_after',
+     'See pgque.status() and pgque.launcher_workers(): the launcher restarts a stopped worker within pgque_bgw.worker_restart_max; a worker that is not started says why (worker budget, max_worker_processes).',
+     null),
+    ('resize_stalled', 'warning', 'pgque_bgw.resize_stalled_after',
+     'Old-layout slots of a resize are not drained: make sure workers serve the old n (pgque.partition_resize_status lists the slots).',
+     'pgque._resize_conditions'),
+    ('key_blocked', 'warning', 'pgque_bgw.key_blocked_after',
+     'A key of a partitioned consumer with failure policy pause waits for its failed event: fix what makes it fail, or let it reach the dead-letter queue (pgque.blocked_keys).',
+     'pgque._pause_alert_conditions'),
+    ('key_state_orphaned', 'critical', null,
+     'Blocked keys or retries of a partitioned consumer that no slot will read: their events are not delivered; see the details and docs/alerts.md before unsubscribing anything.',
+     'pgque._pause_orphan_conditions'),
+    ('worker_memory', 'warning', 'pgque_bgw.worker_memory_limit',
+     'A pgque_bgw process holds more memory than pgque_bgw.worker_memory_limit: watch pgque_worker_memory_bytes; if it keeps growing, report it with the output of pg_log_backend_memory_contexts(pid); a superuser''s pg_terminate_backend(pid) frees it (the launcher restarts the worker).',
+     'pgque._worker_memory_conditions')
+    ) k(kind, severity, threshold, hint, conditions)
+$$;
+
 -- The conditions true now, one row per (kind, subject).  The sequences and
 -- event tables of the queues in i_skip are not read (the watchdog's pass
 -- could not take their DDL lock, ADR 0040).
@@ -37,6 +98,7 @@ create function pgque._alert_conditions(i_slot_unpolled_after interval, i_slot_s
 returns setof pgque.alert_condition language plpgsql as $$
 declare
     now_ts timestamptz := pg_catalog.clock_timestamp();
+    fn     text;
     p_subs int4[];
     p_counts int8[];
 begin
@@ -145,15 +207,14 @@ begin
     -- transactions holding rotation back, failed maintenance steps (ADR 0024)
     return query select * from pgque._alert_cause_conditions(i_rotation_grace);
 
-    -- resizes of partitioned consumers still draining (ADR 0030)
-    return query select * from pgque._resize_conditions();
-    -- keys of pausing partitioned consumers blocked for too long (ADR 0029)
-    return query select * from pgque._pause_alert_conditions(
-                                   pgque._guc_interval('pgque_bgw.key_blocked_after', null));
-    -- blocked keys and retries no slot will ever read (ADR 0038)
-    return query select * from pgque._pause_orphan_conditions();
-    -- workers that hold more memory than pgque_bgw.worker_memory_limit (ADR 0035)
-    return query select * from pgque._worker_memory_conditions(pgque._worker_memory_limit());
+    -- the kinds with a conditions function of their own (_alert_kinds):
+    -- resizes still draining (ADR 0030), keys blocked too long (ADR 0029),
+    -- state no slot will read (ADR 0038), workers over their memory limit
+    -- (ADR 0035), ...
+    for fn in select distinct k.conditions from pgque._alert_kinds() k
+               where k.conditions is not null order by 1 loop
+        return query execute pg_catalog.format('select * from %s()', fn::pg_catalog.regproc);
+    end loop;
 
     -- queues with new events and no tick for too long
     return query
@@ -216,11 +277,35 @@ returns text language sql immutable as $$
            operator(pg_catalog.||) coalesce(', slot ' operator(pg_catalog.||) a.slot::pg_catalog.text, '')
 $$;
 
--- Open what became true, clear what stopped being true.  -> (opened, cleared)
-create function pgque._watchdog_pass(i_slot_unpolled_after interval, i_slot_stale_after interval,
-                                     i_lag_alert_after interval, i_ticker_stalled_after interval,
-                                     i_rotation_grace interval,
-                                     out opened int4, out cleared int4)
+-- The bound ticker_stalled opens at: one watchdog pass early, so that it
+-- is open before a waiting event's latency reaches ticker_stalled_after
+-- (ADR 0028); never earlier than half the threshold, which stays well
+-- above a healthy ticker's worst case (ticker_max_lag, 3 s by default).
+create function pgque._ticker_stalled_lead()
+returns interval language sql stable as $$
+    select greatest(pgque._guc_interval('pgque_bgw.ticker_stalled_after')
+                      operator(pg_catalog.-) pgque._guc_interval('pgque_bgw.watchdog_interval'),
+                    pgque._guc_interval('pgque_bgw.ticker_stalled_after') operator(pg_catalog./) 2)
+$$;
+
+-- The grace of rotation_pinned and long_transaction: two maintenance
+-- passes and a watchdog pass.
+create function pgque._rotation_grace()
+returns interval language sql stable as $$
+    select 2 operator(pg_catalog.*) pgque._guc_interval('pgque_bgw.maint_interval')
+           operator(pg_catalog.+) pgque._guc_interval('pgque_bgw.watchdog_interval')
+$$;
+
+-- Open what became true, clear what stopped being true.  The thresholds
+-- are the settings' (the watchdog passes none); a test passes its own.
+-- -> (opened, cleared)
+create function pgque._watchdog_pass(
+    i_slot_unpolled_after interval default pgque._guc_interval('pgque_bgw.slot_unpolled_after'),
+    i_slot_stale_after interval default pgque._guc_interval('pgque_bgw.slot_stale_after'),
+    i_lag_alert_after interval default pgque._guc_interval('pgque_bgw.lag_alert_after'),
+    i_ticker_stalled_after interval default pgque._ticker_stalled_lead(),
+    i_rotation_grace interval default pgque._rotation_grace(),
+    out opened int4, out cleared int4)
 language plpgsql
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
@@ -266,22 +351,9 @@ begin
         returning * into a;
         where_text := pgque._alert_where(a);
         raise warning 'pgque_bgw alert % opened: %: %', c.kind, where_text, c.details
-            using hint = case c.kind
-                when 'slot_unpolled' then 'Make sure workers poll every slot (cycle over all slots, or run as many workers as slots).'
-                when 'slot_stale' then 'A worker holding the lease stopped; another worker will take the slot over with claim_slot().'
-                when 'consumer_lagging' then 'The consumer is behind: check that it runs and keeps up, or add workers.'
-                when 'rotation_pinned' then 'A subscription is not consuming and holds rotation: fix its consumer or unsubscribe it.'
-                when 'ticker_stalled' then 'Check the ticker: pgque.status(), ticker_paused, pgque_bgw.enabled.'
-                when 'coop_member_silent' then 'A cooperative member holding a batch is silent: another member takes the window over after dead_interval, or restart it.'
-                when 'long_transaction' then 'A transaction holds the queue''s rotation back: end it (COMMIT, ROLLBACK, pg_terminate_backend(pid), or ROLLBACK PREPARED for a prepared one) and fix what leaves it open.'
-                when 'resize_stalled' then 'Old-layout slots of a resize are not drained: make sure workers serve the old n (pgque.partition_resize_status lists the slots).'
-                when 'key_blocked' then 'A key of a partitioned consumer with failure policy pause waits for its failed event: fix what makes it fail, or let it reach the dead-letter queue (pgque.blocked_keys).'
-                when 'key_state_orphaned' then 'Blocked keys or retries of a partitioned consumer that no slot will read: their events are not delivered; see the details and docs/alerts.md before unsubscribing anything.'
-                when 'worker_memory' then 'A pgque_bgw process holds more memory than pgque_bgw.worker_memory_limit: watch pgque_worker_memory_bytes; if it keeps growing, report it with the output of pg_log_backend_memory_contexts(pid); a superuser''s pg_terminate_backend(pid) frees it (the launcher restarts the worker).'
-                when 'maint_failed' then 'A maintenance step fails: see the error in the details and the server log; on "No space left on device" add space to the event tables'' tablespace (docs/operations.md).'
-                -- a NULL hint would make RAISE fail and with it the whole pass
-                else 'See docs/alerts.md for what to do.'
-                end;
+            -- a NULL hint would make RAISE fail and with it the whole pass
+            using hint = coalesce((select k.hint from pgque._alert_kinds() k where k.kind = c.kind),
+                                  'See docs/alerts.md for what to do.');
         -- any role may LISTEN: the payload names the alert, pgque.alerts
         -- (which needs pgque rights) has what it is about
         perform pg_catalog.pg_notify('pgque_alert', pg_catalog.jsonb_build_object(

@@ -124,7 +124,7 @@ set search_path = pgque, pg_catalog, pg_temp as $$
                'started_before_switch', case when h.xact_start is null and h.gid is null and h.holds = 'xid'
                                              then true end))
       from pgque._rotation_holders(i_rotation_grace) h
-     where h.since < pg_catalog.clock_timestamp() - pgque._guc_interval('pgque_bgw.long_transaction_after', null)
+     where h.since < pg_catalog.clock_timestamp() - pgque._guc_interval('pgque_bgw.long_transaction_after')
     union all
     select 'maint_failed', f.mf_subject, f.mf_queue, null, null,
            pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(

@@ -8,9 +8,7 @@
 
 create function pgque._worker_down_hint()
 returns text language sql immutable as $$
-    select 'See pgque.status() and pgque.launcher_workers(): the launcher restarts a stopped worker '
-           'within pgque_bgw.worker_restart_max; a worker that is not started says why '
-           '(worker budget, max_worker_processes).'::text
+    select k.hint from pgque._alert_kinds() k where k.kind = 'worker_down'
 $$;
 
 -- i_kind[k], i_down_since[k], i_up_at[k]: one row per outage; i_up_at null:
@@ -86,13 +84,19 @@ create function pgque._worker_memory(out worker text, out pid int4, out bytes in
 returns setof record language c strict
 as 'MODULE_PATHNAME', 'pgque_worker_memory';
 
+-- pgque_bgw.worker_memory_limit in bytes (its default is guc.c's)
+create function pgque._worker_memory_limit()
+returns int8 language sql stable as $$
+    select pgque._setting('pgque_bgw.worker_memory_limit')::pg_catalog.int8
+$$;
+
 -- The worker_memory alert (ADR 0035): a pgque_bgw process of this database
 -- (or the launcher) that holds more than i_limit bytes after a pass, as it
 -- published (pgque._worker_memory()).  i_limit is
--- pgque_bgw.worker_memory_limit (0 or NULL, the library not loaded: none).
+-- pgque_bgw.worker_memory_limit (0 or NULL: none).
 -- One alert per process kind; it clears when the figure is back under the
 -- limit, or the process is gone (a restarted one starts small).
-create function pgque._worker_memory_conditions(i_limit int8)
+create function pgque._worker_memory_conditions(i_limit int8 default pgque._worker_memory_limit())
 returns setof pgque.alert_condition language sql stable
 set search_path = pgque, pg_catalog, pg_temp as $$
     select 'worker_memory'::text, m.worker, null::text, null::text, null::int4,
@@ -103,8 +107,3 @@ set search_path = pgque, pg_catalog, pg_temp as $$
      where i_limit > 0 and m.bytes > i_limit
 $$;
 
--- pgque_bgw.worker_memory_limit in bytes (NULL: the library is not loaded)
-create function pgque._worker_memory_limit()
-returns int8 language sql stable as $$
-    select pg_catalog.pg_size_bytes(pg_catalog.current_setting('pgque_bgw.worker_memory_limit', true))
-$$;

@@ -26,8 +26,9 @@ select pg_catalog.pg_extension_config_dump('pgque.partition_consumer', '');
 create sequence pgque.slot_epoch_seq;
 select pg_catalog.pg_extension_config_dump('pgque.slot_epoch_seq', '');
 
-create function pgque._slot_claim(i_queue_id int4, i_consumer text, i_slot int4, i_worker text, i_ttl_ms int8)
-returns bigint language c strict as 'MODULE_PATHNAME', 'pgque_slot_claim_sql';
+-- _slot_claim checks the ttl (1 second to 1 day): the one check, in C.
+create function pgque._slot_claim(i_queue_id int4, i_consumer text, i_slot int4, i_worker text, i_ttl interval)
+returns bigint language c strict as 'MODULE_PATHNAME', 'pgque_slot_claim_ttl_sql';
 create function pgque._slot_release(i_queue_id int4, i_consumer text, i_slot int4, i_worker text)
 returns boolean language c strict as 'MODULE_PATHNAME', 'pgque_slot_release_sql';
 create function pgque._slot_check(i_queue_id int4, i_consumer text, i_slot int4, i_worker text,
@@ -216,13 +217,8 @@ begin
     perform pgque._partitioned(q, consumer_name, null, slot);
     perform pgque._check_worker(worker);
     perform pgque._check_not_null('ttl', ttl);
-    if ttl < interval '1 second' or ttl > interval '1 day' then
-        raise exception 'ttl must be between 1 second and 1 day, got %', ttl
-            using errcode = 'invalid_parameter_value',
-                  hint = 'A worker renews its lease with every receive and ack; a short ttl hands a dead worker''s slots over sooner.';
-    end if;
-    return pgque._slot_claim(q.queue_id, consumer_name, slot, worker,
-                             (extract(epoch from ttl) * 1000)::int8);
+    -- the ttl's bounds are checked there (src/slot_sql.c)
+    return pgque._slot_claim(q.queue_id, consumer_name, slot, worker, ttl);
 end $$;
 
 -- release_slot: owner only (false otherwise); the epoch is kept.  Release
@@ -389,46 +385,16 @@ begin
     return res;
 end $$;
 
--- This slot's share of the events after its cursor (up to the latest tick).
-create function pgque._slot_pending(i_sub_id int4, i_n int4, i_slot int4)
-returns bigint language plpgsql stable as $$
-declare
-    r  record;
-    n  bigint;
-begin
-    -- one statement, so the queue row and the ticks come from one snapshot
-    select qq as q, t1.tick_snapshot as snap1,
-           (select t.tick_snapshot from pgque.tick t where t.tick_queue = s.sub_queue
-               and t.tick_id <= coalesce(pgque._resize_cap(s.sub_id), t.tick_id)
-             order by t.tick_id desc limit 1) as snap2
-      into r
-      from pgque.subscription s
-      join pgque.queue qq on qq.queue_id = s.sub_queue
-      join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = pgque._slot_cursor(s)
-     where s.sub_id = i_sub_id;
-    if not found then
-        return null;
-    end if;
-    execute pg_catalog.format(
-        'select count(*) from %s ev'
-        ' where ((ev.ev_txid >= $1 and ev.ev_txid < $2) or ev.ev_txid = any($3))'
-        '   and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, $4)'
-        '   and (ev.ev_owner is null or ev.ev_owner = $5)'
-        '   and pgque._slot_of(ev.ev_extra1, $6) = $7', pgque._event_source(r.q, r.snap1, r.snap2, i_n, i_slot))
-    into n
-    using pg_catalog.pg_snapshot_xmax(r.snap1), pg_catalog.pg_snapshot_xmax(r.snap2),
-          array(select pg_catalog.pg_snapshot_xip(r.snap1)), r.snap2, i_sub_id, i_n, i_slot;
-    return n;
-end $$;
-
 -- Every slot's share of the events after its cursor (up to the latest
--- tick), as _slot_pending counts it, with one read of the window per
+-- tick), with one read of the window per
 -- partitioned consumer instead of one per slot (ADR 0031), and none for a
 -- consumer whose slots are all at the latest tick.  An event counts for its
 -- slot when its own cursor's snapshot does not see it: the window read is
 -- the oldest cursor's.  -> (sub_id, pending); pending NULL when the slot's
 -- cursor tick is gone.  The queues in i_skip (the watchdog's: their DDL
 -- lock is taken, ADR 0040) are not read: their slots are left out.
+-- The window is the readers' (pgque._window_where, written once in C:
+-- src/window.c).
 create function pgque._slot_pending_all(i_skip int4[] default '{}', out sub_id int4, out pending bigint)
 returns setof record language plpgsql stable as $$
 declare
@@ -471,12 +437,12 @@ begin
             '                  pg_catalog.unnest($5::pg_catalog.pg_snapshot[])) x(slot, sub, snap1)'
             '  left join (select ev.ev_txid, ev.ev_owner, pgque._slot_of(ev.ev_extra1, $8) as slot'
             '               from %s ev'
-            '              where ((ev.ev_txid >= $1 and ev.ev_txid < $2) or ev.ev_txid = any($6))'
-            '                and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, $7)) e'
+            '              where %s) e'
             '    on e.slot = x.slot'
             '   and not pg_catalog.pg_visible_in_snapshot(e.ev_txid, x.snap1)'
             '   and (e.ev_owner is null or e.ev_owner = x.sub)'
-            ' group by x.sub', pgque._event_source(g.q, g.lo_snap, g.hi_snap, null, null))
+            ' group by x.sub', pgque._event_source(g.q, g.lo_snap, g.hi_snap, null, null),
+            pgque._window_where(1, 2, 6, 7))
         using pg_catalog.pg_snapshot_xmax(g.lo_snap), pg_catalog.pg_snapshot_xmax(g.hi_snap),
               g.slots, g.subs, g.snaps, array(select pg_catalog.pg_snapshot_xip(g.lo_snap)),
               g.hi_snap, g.n;

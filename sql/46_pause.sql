@@ -357,9 +357,9 @@ create view pgque.blocked_keys as
     select * from pgque.get_blocked_keys();
 
 -- key_blocked alerts (ADR 0029): one per slot holding a key blocked longer
--- than i_after (pgque_bgw.key_blocked_after; NULL when the library is not
--- loaded: none then).
-create function pgque._pause_alert_conditions(i_after interval)
+-- than i_after (pgque_bgw.key_blocked_after; NULL: none).
+create function pgque._pause_alert_conditions(
+    i_after interval default pgque._guc_interval('pgque_bgw.key_blocked_after'))
 returns setof pgque.alert_condition language sql stable
 set search_path = pgque, pg_catalog, pg_temp as $$
     select 'key_blocked'::text, x.queue_name || '/' || x.consumer || '/' || x.slot,

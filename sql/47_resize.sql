@@ -387,5 +387,5 @@ begin
       from pgque.partition_resize r
       join pgque.queue q on q.queue_id = r.queue_id
      where r.started_at < pg_catalog.clock_timestamp()
-                          operator(pg_catalog.-) pgque._guc_interval('pgque_bgw.resize_stalled_after', interval '10 minutes');
+                          operator(pg_catalog.-) pgque._guc_interval('pgque_bgw.resize_stalled_after');
 end $$;

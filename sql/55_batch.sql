@@ -272,6 +272,13 @@ create function pgque._window_rows(i_source text, i_lo_xmax xid8, i_hi_xmax xid8
 returns setof pgque.event_template language c volatile
 as 'MODULE_PATHNAME', 'pgque_window_rows';
 
+-- The window predicate with the caller's parameter numbers (lo's xmax,
+-- hi's xmax, lo's xip, hi), for SQL that counts a window's events itself
+-- (_slot_pending_all): the rule is C's, src/window.c, written once.
+create function pgque._window_where(i_lo_xmax int4, i_hi_xmax int4, i_lo_xip int4, i_hi int4)
+returns text language c immutable strict
+as 'MODULE_PATHNAME', 'pgque_window_where_sql';
+
 -- Where an open batch's events are: the relations (_event_source) and the
 -- window's bounds, read in one statement so that the queue row and the
 -- ticks come from one snapshot.  No row: the batch is not open.

@@ -243,7 +243,7 @@ set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     r      record;
     fn     regprocedure;
-    owner  oid := (select n.nspowner from pg_catalog.pg_namespace n where n.nspname = 'pgque');
+    owner  oid := pgque._owner();    -- pgque_owner (ADR 0042; src/caller.c)
     n      int4 := 0;
     got    int4;
 begin
@@ -266,41 +266,98 @@ begin
     return n;
 end $$;
 
--- maint(): every maintenance step, for every queue (rotation and its space
--- reserve, retries and delayed events, tick history, expired idempotency keys, the queues'
--- extra maintenance hooks).  Rotation step 2 of a
--- switch made by an earlier transaction runs first, then step 1 where due,
--- so repeated maint() calls (one transaction each) keep rotating.
--- -> number of actions taken.
+-- The maintenance steps, one list that both walkers take in this order:
+-- the maintenance worker (src/maint.c: each step in a transaction of its
+-- own, failures recorded for maint_failed) and maint() below (every step
+-- in the caller's transaction).  ADR 0065 says why this order:
+--   rotation step 2 first stamps switches made by earlier transactions,
+--     the only stamp a single transaction can give (ADR 0007);
+--   rotation step 1 and the space reserve, per queue;
+--   rotation step 2 again stamps this pass's switches where the walker
+--     commits between steps (the worker: the next switch can come one pass
+--     later, not two); in maint() it finds nothing: step 2 skips the
+--     switches of the current transaction;
+--   retries and delayed events, then cooperative groups (their cursors),
+--   then the tick history (it reads the cursors), the queues' hooks, the
+--   expired idempotency keys (bounded batches) and the alert retention.
+-- Columns:
+--   step          the name a failure is recorded under (pgque.maint_failure)
+--   call          the expression run (select <call>); $1 is the queue's name
+--   per_queue     run per queue; consecutive per-queue steps run queue by
+--                 queue.  A negative result: it freed space and must run
+--                 again in a later transaction (the worker at once, maint()
+--                 at its next call, skipping the queue's later steps)
+--   due           per-queue: the column of _maint_queue_steps() that makes
+--                 the worker visit a queue for it (maint() visits every
+--                 queue); a step that acted makes the queue's later steps due
+--   counted       its result counts in maint()'s number of actions
+--   again_at      run again (the worker: in a new transaction) while the
+--                 result reaches this; NULL: once
+--   wakes_ticker  a positive result made events: the worker wakes the ticker
+--   report        the label of its results in the worker's status() line
+create function pgque._maint_steps(out step_no int4, out step text, out call text, out per_queue boolean,
+                                   out due text, out counted boolean, out again_at int4,
+                                   out wakes_ticker boolean, out report text)
+returns setof record language sql immutable as $$
+    values
+    (1,  'rotation step 2', 'pgque.maint_rotate_tables_step2()', false, null, true, null, false, null),
+    (2,  'rotation step 1', 'pgque._maint_rotate_step1($1)', true, 'rotate', true, null, false, 'switched'),
+    (3,  'space reserve', 'pgque._space_reserve_keep($1)', true, 'reserve', false, null, false, null),
+    (4,  'rotation step 2', 'pgque.maint_rotate_tables_step2()', false, null, true, null, false, null),
+    (5,  'moving retries and delayed events', 'pgque.maint_retry_events()', false, null, true, null, true, 'moved'),
+    (6,  'cooperative groups', 'pgque._coop_maint()', false, null, true, null, false, null),
+    (7,  'tick history cleanup', 'pgque.maint_tick_cleanup()', false, null, true, null, false, null),
+    (8,  'extra maintenance hooks', 'pgque._maint_extra()', false, null, true, null, false, null),
+    (9,  'reaping expired idempotency keys', 'pgque._maint_idem_batch(10000)', false, null, true, 10000, false,
+     'idem_reaped'),
+    (10, 'alert retention', 'pgque.maint_alerts(pgque._guc_interval(''pgque_bgw.alert_retention''))', false, null,
+     false, null, false, null)
+$$;
+
+-- maint(): every maintenance step, for every queue, in the order of
+-- _maint_steps() (the worker's order, above).  Successive maint() calls
+-- (one transaction each) keep rotating: step 2 stamps at the start what
+-- an earlier call switched.  -> number of actions taken.
 create function pgque.maint()
 returns int4 language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
-    n    int4;
-    r    int4;
+    n    int8 := 0;
+    r    int8;
+    s    record;
     qn   text;
+    skip text[];
 begin
     -- nothing while the queue state is not whole: a restore is loading it
     -- (ADR 0022; the workers ask the same)
     if pgque._state_held() is not null then
         return 0;
     end if;
-    n := pgque.maint_rotate_tables_step2();
-    for qn in select queue_name from pgque.queue order by queue_id loop
-        -- -1: a full disk made it free the queue's space reserve; the next
-        -- call (a later transaction) rotates (ADR 0025)
-        r := pgque._maint_rotate_step1(qn);
-        if r >= 0 then
-            n := n + r;
-            perform pgque._space_reserve_keep(qn);   -- not counted: no action on events
+    for s in select * from pgque._maint_steps() order by step_no loop
+        if s.per_queue then
+            for qn in select queue_name from pgque.queue order by queue_id loop
+                -- a queue whose earlier step must run again in a later
+                -- transaction (-1: a full disk freed its space reserve,
+                -- ADR 0025) waits for the next call
+                continue when qn = any (skip);
+                execute 'select (' || s.call || ')::pg_catalog.int8' into r using qn;
+                if r < 0 then
+                    skip := skip || qn;
+                elsif s.counted then
+                    n := n + r;
+                end if;
+            end loop;
+        else
+            loop
+                execute 'select (' || s.call || ')::pg_catalog.int8' into r;
+                if s.counted then
+                    n := n + r;
+                end if;
+                exit when s.again_at is null or r < s.again_at;
+            end loop;
         end if;
     end loop;
-    n := n + pgque.maint_retry_events();
-    n := n + pgque._coop_maint();
-    n := n + pgque.maint_tick_cleanup();
-    n := n + pgque.maint_idem();
-    n := n + pgque._maint_extra();
-    return n;
+    return n::int4;
 end $$;
 
 
@@ -363,3 +420,4 @@ begin
         return next;
     end loop;
 end $$;
+

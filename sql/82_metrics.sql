@@ -71,15 +71,11 @@ set search_path = pgque, pg_catalog, pg_temp as $$
            l.epoch::float8
       from pgque._slot_leases() l join pgque.queue q on q.queue_id = l.queue_id
     union all
-    -- alerts: every kind of docs/alerts.md (0 when none is open), and any
-    -- other kind that has an open alert
+    -- alerts: every kind of the registry (_alert_kinds; 0 when none is
+    -- open), and any other kind that has an open alert
     select 'pgque_alerts_open', jsonb_build_object('kind', k.kind),
            (select count(*) from pgque.alert a where a.cleared_at is null and a.kind = k.kind)::float8
-      from (select v.kind from (values ('slot_unpolled'), ('slot_stale'), ('consumer_lagging'),
-                                       ('coop_member_silent'), ('rotation_pinned'), ('long_transaction'),
-                                       ('maint_failed'), ('ticker_stalled'), ('worker_down'),
-                                       ('resize_stalled'), ('key_blocked'),
-                                       ('key_state_orphaned'), ('worker_memory')) v(kind)
+      from (select r.kind from pgque._alert_kinds() r
             union
             select o.kind from pgque.alert o where o.cleared_at is null) k
     union all

@@ -12,13 +12,6 @@
 -- declared stable, so a write would be an error, and they run in a
 -- read-only transaction (test/sql/22_observability.sql).
 
--- A threshold GUC of the watchdog (integer seconds), or its default when
--- the library is not loaded.
-create function pgque._guc_interval(i_name text, i_default interval)
-returns interval language sql stable as $$
-    select coalesce(pg_catalog.current_setting(i_name, true)::interval, i_default)
-$$;
-
 -- The buckets of throughput() and error_rate(): aligned to multiples of
 -- bucket_size since the epoch, covering [now() - period, now()].  Refuses
 -- NULL, non-positive and oversize intervals, a bucket longer than the
@@ -259,8 +252,8 @@ language plpgsql stable security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 #variable_conflict use_column
 declare
-    stalled_after interval := pgque._guc_interval('pgque_bgw.ticker_stalled_after', '20 seconds');
-    lag_after     interval := pgque._guc_interval('pgque_bgw.lag_alert_after', '5 minutes');
+    stalled_after interval := pgque._guc_interval('pgque_bgw.ticker_stalled_after');
+    lag_after     interval := pgque._guc_interval('pgque_bgw.lag_alert_after');
 begin
     return query
     with qs0 as (

@@ -32,7 +32,8 @@
 #include "storage/shmem.h"
 
 #include "compat.h"
-#include "pgque_bgw.h"
+#include "guc.h"
+#include "state.h"
 
 /* the server's array; NULL until found, and for good when it does not fit */
 static PgqueBgwArray *bgw_array = NULL;

@@ -39,11 +39,13 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/acl.h"
+#include "utils/builtins.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
+#include "utils/rel.h"
 #include "utils/syscache.h"
 
-#include "pgque_bgw.h"
+#include "caller.h"
 
 PG_FUNCTION_INFO_V1(pgque_caller);
 
@@ -73,12 +75,15 @@ pgque_run_as_role(void)
 }
 
 /*
- * The role that installed the extension (pg_extension.extowner), which owns
- * no object of it since ADR 0042 but holds the three roles' rights by name
- * (sql/90_grants.sql); InvalidOid when the extension is not installed.
+ * Extension pgque_bgw's row of pg_extension (one index probe), in the
+ * caller's transaction: its owner, the installing role (InvalidOid when it
+ * is not installed); its oid when extoid is not NULL; its version when
+ * version is not NULL (palloc'd in the current context; NULL when it is
+ * not installed).  The one reader of that row (the workers read the
+ * version and wait on the oid's lock, ADR 0046).
  */
 Oid
-pgque_extension_owner(void)
+pgque_extension_row(char **version, Oid *extoid)
 {
 	Relation	rel;
 	ScanKeyData key;
@@ -86,16 +91,52 @@ pgque_extension_owner(void)
 	HeapTuple	tup;
 	Oid			owner = InvalidOid;
 
+	if (version != NULL)
+		*version = NULL;
+	if (extoid != NULL)
+		*extoid = InvalidOid;
 	rel = table_open(ExtensionRelationId, AccessShareLock);
 	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
 				CStringGetDatum("pgque_bgw"));
 	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
 	tup = systable_getnext(scan);
 	if (HeapTupleIsValid(tup))
+	{
 		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
+		if (extoid != NULL)
+			*extoid = ((Form_pg_extension) GETSTRUCT(tup))->oid;
+		if (version != NULL)
+		{
+			bool		isnull;
+			Datum		d = heap_getattr(tup, Anum_pg_extension_extversion,
+										 RelationGetDescr(rel), &isnull);
+
+			if (!isnull)
+				*version = TextDatumGetCString(d);
+		}
+	}
 	systable_endscan(scan);
 	table_close(rel, AccessShareLock);
 	return owner;
+}
+
+/*
+ * The role that installed the extension (pg_extension.extowner), which owns
+ * no object of it since ADR 0042 but holds the three roles' rights by name
+ * (sql/90_grants.sql); InvalidOid when the extension is not installed.
+ */
+Oid
+pgque_extension_owner(void)
+{
+	return pgque_extension_row(NULL, NULL);
+}
+
+/* pgque._owner(): pgque_run_as_role() for SQL (the hooks' owner check) */
+PG_FUNCTION_INFO_V1(pgque_owner_sql);
+Datum
+pgque_owner_sql(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_OID(pgque_run_as_role());
 }
 
 /* The role a new shared-memory entry is charged to: the login role. */
@@ -120,22 +161,12 @@ int
 pgque_caller_privileged(void)
 {
 	Oid			caller = GetOuterUserId();
-	Oid			nsp;
-	HeapTuple	tup;
-	bool		owner = false;
 
 	if (superuser_arg(caller) || superuser_arg(GetSessionUserId()))
 		return PGQUE_PRIV_RESERVE;
-	nsp = get_namespace_oid("pgque", true);
-	if (!OidIsValid(nsp))
+	if (!OidIsValid(get_namespace_oid("pgque", true)))
 		return PGQUE_PRIV_NONE;
-	tup = SearchSysCache1(NAMESPACEOID, ObjectIdGetDatum(nsp));
-	if (HeapTupleIsValid(tup))
-	{
-		owner = has_privs_of_role(caller, ((Form_pg_namespace) GETSTRUCT(tup))->nspowner);
-		ReleaseSysCache(tup);
-	}
-	if (owner)
+	if (has_privs_of_role(caller, pgque_run_as_role()))
 		return PGQUE_PRIV_RESERVE;
 	/* the installing role (ADR 0042: it owns nothing, but runs the extension) */
 	if (OidIsValid(pgque_extension_owner()) && has_privs_of_role(caller, pgque_extension_owner()))

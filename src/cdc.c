@@ -67,7 +67,9 @@
 #include "utils/syscache.h"
 
 #include "compat.h"
-#include "pgque_bgw.h"
+#include "caller.h"
+#include "producer.h"
+#include "rules.h"
 #include "cdc.h"
 
 /* the event fields, in the order pgque_insert_fields() takes them */

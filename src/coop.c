@@ -46,6 +46,8 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "caller.h"
+#include "guc.h"
 #include "coop.h"
 #include "rules.h"
 
@@ -99,9 +101,6 @@ typedef struct CoopUndo
 	CoopKey		key;
 	uint64		gen;
 } CoopUndo;
-
-int			pgque_max_coop_members_per_database = 1024;
-int			pgque_max_coop_members_per_role = 512;
 
 static HTAB *coop_table = NULL;
 static HTAB *coop_quota = NULL;

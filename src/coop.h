@@ -8,8 +8,6 @@
 /* entries of the whole table: all databases, all groups */
 #define PGQUE_COOP_MEMBERS_MAX 4096
 
-extern int	pgque_max_coop_members_per_database;
-extern int	pgque_max_coop_members_per_role;
 extern void pgque_coop_request(void);
 extern void pgque_coop_startup(void);
 extern int	pgque_coop_reclaim(void);

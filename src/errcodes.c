@@ -39,6 +39,7 @@
 #include "utils/syscache.h"
 
 #include "compat.h"
+#include "guc.h"
 #include "pgque_bgw.h"
 
 static needs_fmgr_hook_type prev_needs_fmgr_hook = NULL;

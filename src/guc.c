@@ -9,34 +9,40 @@
  */
 #include "postgres.h"
 
+#include "fmgr.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/varlena.h"
 
+#include <limits.h>
+
 #include "compat.h"
-#include "pgque_bgw.h"
-#include "coop.h"
-#include "slots.h"
+#include "guc.h"
 
 bool		pgque_enabled = true;
-char	   *pgque_databases = NULL;
+static char *pgque_databases = NULL;
 int			pgque_launcher_naptime = 10;
 int			pgque_tick_interval = 10;
 int			pgque_maint_interval = 10;
 int			pgque_watchdog_interval = 10;
 int			pgque_max_workers = 100;
 int			pgque_max_slots = 4096;
+int			pgque_max_slots_per_database = 1024;
+int			pgque_max_slots_per_consumer = 1024;
+int			pgque_max_slots_per_role = 512;
+int			pgque_max_coop_members_per_database = 1024;
+int			pgque_max_coop_members_per_role = 512;
 int			pgque_slot_unpolled_after = 60;
 int			pgque_slot_stale_after = 30;
 int			pgque_lag_alert_after = 300;
 int			pgque_ticker_stalled_after = 20;
 int			pgque_ticker_probe_interval = 10;
-int			pgque_long_transaction_after = 300;
+static int	pgque_long_transaction_after = 300;
 static int	pgque_key_blocked_after = 300;
 static int	pgque_worker_memory_limit = 64 * 1024;	/* kB */
 int			pgque_alert_retention = 7 * 24 * 3600;
-int			pgque_resize_stalled_after = 600;
+static int	pgque_resize_stalled_after = 600;
 int			pgque_restart_max = 5000;
 int			pgque_worker_down_after = 15;
 int			pgque_max_databases = 1024;
@@ -312,4 +318,59 @@ pgque_warn_inconsistent_settings(void)
 				 errdetail("Events written into an event table without pgque's commit hook wait up to "
 						   "ticker_probe_interval for a tick, so they can open ticker_stalled."),
 				 errhint("Set pgque_bgw.ticker_probe_interval below pgque_bgw.ticker_stalled_after and reload.")));
+}
+
+/*
+ * pgque._setting(name): an integer pgque_bgw.* setting in its base unit
+ * (seconds for a time, bytes for a size), for the SQL that reads the
+ * thresholds (the alerts, queue_health).  Calling it loads this library,
+ * which defines the settings, so an unset one reads as its default here:
+ * the defaults are written once, above, never again in SQL.
+ */
+PG_FUNCTION_INFO_V1(pgque_setting_sql);
+Datum
+pgque_setting_sql(PG_FUNCTION_ARGS)
+{
+	char	   *name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	const char *value;
+	int			flags;
+	char	   *end;
+	long		v;
+	double		scale;
+
+	if (strncmp(name, "pgque_bgw.", strlen("pgque_bgw.")) != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"%s\" is not a pgque_bgw setting", name),
+				 errhint("Pass the name of an integer pgque_bgw.* setting (docs/gucs.md).")));
+	value = GetConfigOption(name, true, false);
+	if (value == NULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("unrecognized setting \"%s\"", name),
+				 errhint("docs/gucs.md lists the pgque_bgw.* settings.")));
+	errno = 0;
+	v = strtol(value, &end, 10);
+	if (errno != 0 || end == value || *end != '\0')
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("setting \"%s\" is not an integer", name),
+				 errdetail("Its value is \"%s\".", value)));
+	flags = GetConfigOptionFlags(name, false);
+	switch (flags & (GUC_UNIT_MEMORY | GUC_UNIT_TIME))
+	{
+		case GUC_UNIT_MS:
+			scale = 0.001;
+			break;
+		case GUC_UNIT_MIN:
+			scale = 60;
+			break;
+		case GUC_UNIT_KB:
+			scale = 1024;
+			break;
+		default:				/* seconds, bytes, or no unit */
+			scale = 1;
+			break;
+	}
+	PG_RETURN_FLOAT8(v * scale);
 }

@@ -30,7 +30,7 @@
  * Split or combined (ADR 0026): three processes per database while the
  * budget allows three for every database with the extension, otherwise one
  * process per database running the three loops (the combined worker sits
- * in the ticker's slot and handle).  While databases are still probing and
+ * in the ticker's entry and handle).  While databases are still probing and
  * three each might not fit, the others keep to their ticker, so the mode is
  * chosen once the probes know which databases have the extension.  Workers
  * are dynamic and BGW_NEVER_RESTART: the launcher, not the postmaster,
@@ -73,6 +73,10 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "guc.h"
+#include "state.h"
+#include "wake.h"
+#include "worker.h"
 #include "coop.h"
 #include "slots.h"
 
@@ -205,25 +209,25 @@ reset_db_entry(PgqueDb *db, Oid dboid, const char *name, PgqueDbState state)
 static bool
 stop_worker(int dbidx, PgqueWorkerKind kind)
 {
-	PgqueWorkerSlot *slot = &pgque_shared->dbs[dbidx].workers[kind];
+	PgqueWorkerEntry *entry = &pgque_shared->dbs[dbidx].workers[kind];
 	BackgroundWorkerHandle *h = handles[dbidx * PGQUE_NKINDS + kind];
 
 	if (h != NULL)
 	{
-		if (!slot->stop_requested)
+		if (!entry->stop_requested)
 			TerminateBackgroundWorker(h);
-		slot->stop_requested = true;
+		entry->stop_requested = true;
 		return true;
 	}
-	if (slot->pid > 0)
+	if (entry->pid > 0)
 	{
 		/*
 		 * Started by an earlier launcher (this one restarted): no handle
 		 * here, only the pid it recorded.
 		 */
-		if (!slot->stop_requested)
-			kill(slot->pid, SIGTERM);
-		slot->stop_requested = true;
+		if (!entry->stop_requested)
+			kill(entry->pid, SIGTERM);
+		entry->stop_requested = true;
 		return true;
 	}
 	return false;
@@ -462,30 +466,30 @@ supervise_db(PgqueDb *db, TimestampTz now)
 
 	for (k = 0; k < PGQUE_NKINDS; k++)
 	{
-		PgqueWorkerSlot *slot = &db->workers[k];
+		PgqueWorkerEntry *entry = &db->workers[k];
 		bool		wanted = all || (k == PGQUE_TICKER && pgque_enabled && db->state == PGQUE_DB_UNKNOWN);
-		pid_t		pid = db->combined ? db->workers[PGQUE_TICKER].pid : slot->pid;
+		pid_t		pid = db->combined ? db->workers[PGQUE_TICKER].pid : entry->pid;
 
 		if (!wanted)
 		{
-			slot->down_since = 0;
-			slot->down_logged = false;
+			entry->down_since = 0;
+			entry->down_logged = false;
 		}
-		else if (pid == 0 && slot->down_since == 0)
-			slot->down_since = now;
-		else if (pid != 0 && slot->down_since != 0 && db->combined && k != PGQUE_TICKER)
-			pgque_slot_mark_up(slot, now);	/* the combined worker marked them at attach */
+		else if (pid == 0 && entry->down_since == 0)
+			entry->down_since = now;
+		else if (pid != 0 && entry->down_since != 0 && db->combined && k != PGQUE_TICKER)
+			pgque_entry_mark_up(entry, now);	/* the combined worker marked them at attach */
 	}
 	unwatched = db->workers[PGQUE_WATCHDOG].down_since != 0 &&
 		db->workers[PGQUE_TICKER].down_since != 0;
 	for (k = 0; k < PGQUE_NKINDS && all; k++)
 	{
-		PgqueWorkerSlot *slot = &db->workers[k];
+		PgqueWorkerEntry *entry = &db->workers[k];
 		TimestampTz due;
 
-		if (slot->down_since == 0 || slot->down_logged || !unwatched)
+		if (entry->down_since == 0 || entry->down_logged || !unwatched)
 			continue;
-		due = TimestampTzPlusMilliseconds(slot->down_since, pgque_worker_down_after * 1000L);
+		due = TimestampTzPlusMilliseconds(entry->down_since, pgque_worker_down_after * 1000L);
 		if (due > now)
 		{
 			next_ms = Min(next_ms, TimestampDifferenceMilliseconds(now, due) + 1);
@@ -493,10 +497,10 @@ supervise_db(PgqueDb *db, TimestampTz now)
 		}
 		ereport(WARNING,
 				(errmsg("pgque_bgw alert worker_down: the %s of database \"%s\" has not run since %s",
-						pgque_kind_name(k), db->dbname, timestamptz_to_str(slot->down_since)),
+						pgque_kind_name(k), db->dbname, timestamptz_to_str(entry->down_since)),
 				 errdetail("No worker of the database runs to record the alert; it is written to pgque.alert when one is back."),
 				 db->unserved[0] != '\0' ? errhint("Not started: %s.", db->unserved) : 0));
-		slot->down_logged = true;
+		entry->down_logged = true;
 	}
 	return next_ms;
 }
@@ -599,21 +603,21 @@ manage_workers(bool scanned)
 		for (k = 0; k < PGQUE_NKINDS; k++)
 		{
 			BackgroundWorkerHandle **h = &handles[i * PGQUE_NKINDS + k];
-			PgqueWorkerSlot *slot = &db->workers[k];
+			PgqueWorkerEntry *entry = &db->workers[k];
 			pid_t		pid;
 
 			if (*h != NULL && GetBackgroundWorkerPid(*h, &pid) == BGWH_STOPPED)
 			{
-				long		ran_ms = TimestampDifferenceMilliseconds(slot->started_at, now);
+				long		ran_ms = TimestampDifferenceMilliseconds(entry->started_at, now);
 
 				pfree(*h);
 				*h = NULL;
-				slot->registered = false;
-				if (slot->stop_requested)
+				entry->registered = false;
+				if (entry->stop_requested)
 				{
 					/* stopped on purpose (paused, rebalanced, off): no back-off */
-					slot->stop_requested = false;
-					slot->restart_at = 0;
+					entry->stop_requested = false;
+					entry->restart_at = 0;
 				}
 				else
 				{
@@ -621,22 +625,22 @@ manage_workers(bool scanned)
 					 * 0.5 s doubling per short run, capped; a run of
 					 * SHORT_RUN_MS or more was healthy and resets it
 					 */
-					slot->failures = ran_ms < SHORT_RUN_MS ? Min(slot->failures + 1, 20) : 0;
-					slot->restart_at = TimestampTzPlusMilliseconds(now,
-																   Min((long) BACKOFF_MIN_MS << Min(slot->failures, 15),
+					entry->failures = ran_ms < SHORT_RUN_MS ? Min(entry->failures + 1, 20) : 0;
+					entry->restart_at = TimestampTzPlusMilliseconds(now,
+																   Min((long) BACKOFF_MIN_MS << Min(entry->failures, 15),
 																	   (long) pgque_restart_max));
 				}
-				if (slot->pid != 0 && kill(slot->pid, 0) != 0)
+				if (entry->pid != 0 && kill(entry->pid, 0) != 0)
 				{
 					/* died without running its exit callback */
-					slot->pid = 0;
-					slot->pgprocno = -1;
+					entry->pid = 0;
+					entry->pgprocno = -1;
 				}
 			}
 			if (worker_present(i, k))
 			{
 				running++;		/* it takes budget until it is gone */
-				if (slot->stop_requested)
+				if (entry->stop_requested)
 					stopping++;
 				else
 					held[i]++;
@@ -727,15 +731,15 @@ manage_workers(bool scanned)
 			for (i = 0; i < ndbs; i++)
 			{
 				PgqueDb    *db = &pgque_shared->dbs[i];
-				PgqueWorkerSlot *slot = &db->workers[k];
+				PgqueWorkerEntry *entry = &db->workers[k];
 
 				if (db->state == PGQUE_DB_UNUSED || k >= wanted_kinds(db, hold) || worker_present(i, k))
 					continue;
 				if (pass == 0 && held[i] >= share)
 					continue;
-				if (slot->restart_at > now)
+				if (entry->restart_at > now)
 				{
-					next_ms = Min(next_ms, TimestampDifferenceMilliseconds(now, slot->restart_at) + 1);
+					next_ms = Min(next_ms, TimestampDifferenceMilliseconds(now, entry->restart_at) + 1);
 					continue;
 				}
 				if (running >= budget)

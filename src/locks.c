@@ -34,7 +34,6 @@
 #include "utils/lsyscache.h"
 
 #include "compat.h"
-#include "pgque_bgw.h"
 
 /* the key fills the object (32 bits) and sub-object (16 bits) fields */
 #define PGQUE_LOCK_KEY_MAX ((INT64CONST(1) << 48) - 1)

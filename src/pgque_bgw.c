@@ -18,6 +18,10 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "guc.h"
+#include "state.h"
+#include "wake.h"
+#include "worker.h"
 #include "slots.h"
 #include "coop.h"
 

@@ -39,7 +39,7 @@
 #include "utils/lsyscache.h"
 
 #include "compat.h"
-#include "pgque_bgw.h"
+#include "wake.h"
 #include "producer.h"
 #include "rules.h"
 

@@ -35,6 +35,9 @@ typedef struct QueueInfo
 } QueueInfo;
 
 /* ---- queue_cache.c ---- */
+/* produce.c: the append the CDC triggers use (cdc.c), as the given producer */
+extern int64 pgque_insert_fields(struct varlena *queue_name, const Datum *fields,
+								 const bool *nulls, Oid producer);
 extern void pgque_lookup_queue(text *queue_name, QueueInfo *info);
 extern Oid	pgque_producer_owner(void);
 

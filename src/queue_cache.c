@@ -39,7 +39,7 @@
 #include "utils/syscache.h"
 
 #include "kept_plan.h"
-#include "pgque_bgw.h"
+#include "caller.h"
 #include "producer.h"
 #include "rules.h"
 

@@ -17,7 +17,7 @@
 #include "executor/spi.h"
 #include "utils/builtins.h"
 
-#include "pgque_bgw.h"
+#include "worker.h"
 
 /* the extension whose state was found whole */
 static Oid	whole_extension = InvalidOid;

@@ -15,7 +15,7 @@
 #include "utils/builtins.h"
 
 #include "compat.h"
-#include "pgque_bgw.h"
+#include "caller.h"
 #include "rules.h"
 
 PG_FUNCTION_INFO_V1(pgque_slot_of_sql);

@@ -64,21 +64,63 @@ make_key(FunctionCallInfo fcinfo, SlotKey *key)
 	pgque_slot_key(key, PG_GETARG_INT32(0), text_to_cstring(PG_GETARG_TEXT_PP(1)), PG_GETARG_INT32(2));
 }
 
-/* pgque._slot_claim(queue_id, consumer, slot, worker, ttl_ms) -> epoch or NULL */
+/*
+ * The lease ttl a claim may ask for: between 1 second and 1 day
+ * (docs/partition-keys.md), checked once, here, for claim_slot and for any
+ * direct caller, so that lease_until cannot overflow.  -> milliseconds.
+ * An interval's month counts 30 days, as interval comparison does.
+ */
+static int64
+lease_ttl_ms(Interval *ttl)
+{
+	double		usecs = (double) ttl->time + (double) ttl->day * USECS_PER_DAY +
+		(double) ttl->month * DAYS_PER_MONTH * USECS_PER_DAY;
+
+	if (usecs < PGQUE_LEASE_TTL_MIN_MS * 1000.0 || usecs > PGQUE_LEASE_TTL_MAX_MS * 1000.0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("ttl must be between 1 second and 1 day, got %s",
+						DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(ttl)))),
+				 errhint("A worker renews its lease with every receive and ack; a short ttl hands a dead worker's slots over sooner.")));
+	return (int64) (usecs / 1000.0);
+}
+
+/*
+ * pgque._slot_claim(queue_id, consumer, slot, worker, ttl interval) -> epoch
+ * or NULL.  0.2.0's SQL (a database not yet updated, ADR 0019) declares it
+ * with the ttl in milliseconds, int8, under the symbol pgque_slot_claim_sql:
+ * that one stays, so that an old declaration never reads its int8 as an
+ * interval; its bounds are the same constants.
+ */
+static Datum slot_claim(FunctionCallInfo fcinfo, int64 ttl_ms);
+
+PG_FUNCTION_INFO_V1(pgque_slot_claim_ttl_sql);
+Datum
+pgque_slot_claim_ttl_sql(PG_FUNCTION_ARGS)
+{
+	return slot_claim(fcinfo, lease_ttl_ms(PG_GETARG_INTERVAL_P(4)));
+}
+
+/* 0.2.0's declaration: the ttl in milliseconds */
 Datum
 pgque_slot_claim_sql(PG_FUNCTION_ARGS)
 {
-	SlotKey		key;
-	int64		epoch;
 	int64		ttl_ms = PG_GETARG_INT64(4);
 
-	require_slots();
-	/* checked here too, so that no caller can make lease_until overflow */
-	if (ttl_ms < 1000 || ttl_ms > PGQUE_LEASE_TTL_MAX_MS)
+	if (ttl_ms < PGQUE_LEASE_TTL_MIN_MS || ttl_ms > PGQUE_LEASE_TTL_MAX_MS)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("lease ttl must be between 1 second and 1 day, got " INT64_FORMAT " ms", ttl_ms),
-				 errhint("A worker renews its lease with every receive and ack; a short ttl hands a dead worker's slots over sooner.")));
+				 errmsg("lease ttl must be between 1 second and 1 day, got " INT64_FORMAT " ms", ttl_ms)));
+	return slot_claim(fcinfo, ttl_ms);
+}
+
+static Datum
+slot_claim(FunctionCallInfo fcinfo, int64 ttl_ms)
+{
+	SlotKey		key;
+	int64		epoch;
+
+	require_slots();
 	make_key(fcinfo, &key);
 	epoch = pgque_slot_claim(&key, text_to_cstring(PG_GETARG_TEXT_PP(3)), ttl_ms, next_epoch);
 	if (epoch < 0)

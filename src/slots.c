@@ -50,7 +50,8 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
-#include "pgque_bgw.h"
+#include "caller.h"
+#include "guc.h"
 #include "rules.h"
 #include "slots.h"
 
@@ -101,10 +102,6 @@ typedef struct SlotUndo
 	int64		epoch;			/* ours: undo only if it is still this */
 	SlotLease	prev;			/* the entry before the takeover */
 } SlotUndo;
-
-int			pgque_max_slots_per_database = 1024;
-int			pgque_max_slots_per_consumer = 1024;
-int			pgque_max_slots_per_role = 512;
 
 static HTAB *slot_table = NULL;
 static HTAB *quota_table = NULL;
@@ -523,7 +520,7 @@ pgque_slot_claim(const SlotKey *key, const char *worker, int64 ttl_ms, int64 (*n
 	Oid			role = pgque_quota_role();
 	int			created = -1;	/* index of its undo record: the array may move */
 
-	Assert(ttl_ms >= 1000 && ttl_ms <= PGQUE_LEASE_TTL_MAX_MS);
+	Assert(ttl_ms >= PGQUE_LEASE_TTL_MIN_MS && ttl_ms <= PGQUE_LEASE_TTL_MAX_MS);
 	register_callbacks();
 	for (;;)
 	{

@@ -45,13 +45,10 @@ typedef enum SlotVerdict
 	SLOT_FENCED					/* another worker holds or took over the lease */
 } SlotVerdict;
 
-/* the longest lease claim_slot accepts: one day (docs/partition-keys.md) */
+/* the lease ttl claim_slot accepts: 1 second to 1 day (slot_sql.c checks it) */
+#define PGQUE_LEASE_TTL_MIN_MS ((int64) 1000)
 #define PGQUE_LEASE_TTL_MAX_MS ((int64) 24 * 3600 * 1000)
 
-extern int	pgque_max_slots;
-extern int	pgque_max_slots_per_database;
-extern int	pgque_max_slots_per_consumer;
-extern int	pgque_max_slots_per_role;
 extern void pgque_slots_request(void);
 extern void pgque_slots_startup(void);
 extern bool pgque_slots_available(void);

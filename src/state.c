@@ -18,7 +18,8 @@
 #include "storage/shmem.h"
 
 #include "compat.h"
-#include "pgque_bgw.h"
+#include "guc.h"
+#include "state.h"
 
 PgqueShared *pgque_shared = NULL;
 
@@ -131,4 +132,23 @@ pgque_wake_launcher(void)
 	procno = pgque_shared->launcher_pgprocno;
 	if (procno >= 0)
 		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+}
+
+/*
+ * A worker is up again: the outage it ends is recorded when it lasted past
+ * pgque_bgw.worker_down_after, for the worker_down alert (ADR 0028).  The
+ * caller holds the lock.
+ */
+void
+pgque_entry_mark_up(PgqueWorkerEntry *entry, TimestampTz now)
+{
+	if (entry->down_since != 0 &&
+		TimestampDifferenceExceeds(entry->down_since, now, pgque_worker_down_after * 1000))
+	{
+		entry->outage_from = entry->down_since;
+		entry->outage_to = now;
+		entry->outages++;
+	}
+	entry->down_since = 0;
+	entry->down_logged = false;
 }

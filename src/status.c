@@ -20,6 +20,9 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "guc.h"
+#include "state.h"
+#include "wake.h"
 
 PG_FUNCTION_INFO_V1(pgque_worker_status);
 
@@ -129,7 +132,7 @@ pgque_worker_status(PG_FUNCTION_ARGS)
 						 copy.unserved[0] != '\0' ? "; not fully served: " : "", copy.unserved));
 		for (k = 0; k < PGQUE_NKINDS; k++)
 		{
-			PgqueWorkerSlot *w = &copy.workers[k];
+			PgqueWorkerEntry *w = &copy.workers[k];
 			pid_t		pid = copy.combined ? copy.workers[PGQUE_TICKER].pid : w->pid;
 			StringInfoData buf;
 
@@ -140,7 +143,7 @@ pgque_worker_status(PG_FUNCTION_ARGS)
 								 when_text("last pass", w->last_run, "no pass yet"));
 			else
 			{
-				PgqueWorkerSlot *r = copy.combined ? &copy.workers[PGQUE_TICKER] : w;
+				PgqueWorkerEntry *r = copy.combined ? &copy.workers[PGQUE_TICKER] : w;
 
 				if (r->restart_at == 0 || r->restart_at <= GetCurrentTimestamp())
 					appendStringInfo(&buf, "not running; the launcher starts it at its next pass (%d short runs in a row)",
@@ -205,8 +208,8 @@ pgque_launcher_workers(PG_FUNCTION_ARGS)
 
 		for (k = 0; k < PGQUE_NKINDS; k++)
 		{
-			PgqueWorkerSlot *w = &db->workers[k];
-			PgqueWorkerSlot *proc = db->combined ? &db->workers[PGQUE_TICKER] : w;
+			PgqueWorkerEntry *w = &db->workers[k];
+			PgqueWorkerEntry *proc = db->combined ? &db->workers[PGQUE_TICKER] : w;
 			Datum		values[11];
 			bool		nulls[11] = {false};
 
@@ -380,9 +383,9 @@ pgque_worker_memory(PG_FUNCTION_ARGS)
 		}
 		else
 		{
-			PgqueWorkerSlot *w = have_db ? &copy.workers[k] : NULL;
+			PgqueWorkerEntry *w = have_db ? &copy.workers[k] : NULL;
 
-			/* the combined worker is one process, published in the ticker's slot */
+			/* the combined worker is one process, published in the ticker's entry */
 			if (w == NULL || (copy.combined && k != PGQUE_TICKER))
 				continue;
 			name = copy.combined ? "combined" : pgque_kind_name(k);

@@ -3,7 +3,7 @@
  *		The worker_down alert (ADR 0028): a worker of this database that is
  *		wanted and has not been running for pgque_bgw.worker_down_after.
  *
- * What is down is in the shared-memory state table (down_since per slot,
+ * What is down is in the shared-memory state table (down_since per worker entry,
  * kept by the launcher and the workers themselves); the alert rows are
  * written by pgque._worker_down_pass() (sql/43_worker_alerts.sql), which
  * follows ADR 0012: open once, clear once.  The watchdog runs the pass every
@@ -11,7 +11,7 @@
  * (so the watchdog's own outage is alerted); when neither runs, the
  * launcher logs the alert and status() shows it, and the outage is written
  * as an opened-and-cleared row by the first pass after a worker is back
- * (each slot keeps its last outage longer than the threshold).
+ * (each entry keeps its last outage longer than the threshold).
  */
 #include "postgres.h"
 
@@ -23,7 +23,9 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
-#include "pgque_bgw.h"
+#include "guc.h"
+#include "state.h"
+#include "worker.h"
 
 typedef struct DownPass
 {
@@ -36,10 +38,10 @@ typedef struct DownPass
 } DownPass;
 
 static bool
-down_past(const PgqueWorkerSlot *slot, TimestampTz now)
+down_past(const PgqueWorkerEntry *entry, TimestampTz now)
 {
-	return slot->down_since != 0 &&
-		TimestampDifferenceExceeds(slot->down_since, now, pgque_worker_down_after * 1000);
+	return entry->down_since != 0 &&
+		TimestampDifferenceExceeds(entry->down_since, now, pgque_worker_down_after * 1000);
 }
 
 /*
@@ -50,7 +52,7 @@ down_past(const PgqueWorkerSlot *slot, TimestampTz now)
 bool
 pgque_worker_alerts_due(bool for_watchdog)
 {
-	PgqueWorkerSlot *w;
+	PgqueWorkerEntry *w;
 	bool		due;
 
 	if (for_watchdog)
@@ -108,20 +110,20 @@ pgque_worker_alerts_pass(void)
 	LWLockAcquire(pgque_shared->lock, LW_SHARED);
 	for (k = 0; k < PGQUE_NKINDS; k++)
 	{
-		PgqueWorkerSlot *slot = &pgque_worker_db->workers[k];
+		PgqueWorkerEntry *entry = &pgque_worker_db->workers[k];
 
-		p.seen[k] = slot->outages;
-		if (slot->outages != slot->outages_reported)
+		p.seen[k] = entry->outages;
+		if (entry->outages != entry->outages_reported)
 		{
 			p.kinds[p.n] = CStringGetTextDatum(pgque_kind_name(k));
-			p.from[p.n] = TimestampTzGetDatum(slot->outage_from);
-			p.to[p.n] = TimestampTzGetDatum(slot->outage_to);
+			p.from[p.n] = TimestampTzGetDatum(entry->outage_from);
+			p.to[p.n] = TimestampTzGetDatum(entry->outage_to);
 			p.n++;
 		}
-		if (down_past(slot, now))
+		if (down_past(entry, now))
 		{
 			p.kinds[p.n] = CStringGetTextDatum(pgque_kind_name(k));
-			p.from[p.n] = TimestampTzGetDatum(slot->down_since);
+			p.from[p.n] = TimestampTzGetDatum(entry->down_since);
 			p.to_null[p.n] = true;
 			p.n++;
 		}

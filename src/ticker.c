@@ -37,7 +37,9 @@
 #include "utils/timestamp.h"
 
 #include "compat.h"
-#include "pgque_bgw.h"
+#include "guc.h"
+#include "state.h"
+#include "worker.h"
 
 /* more queues than this to visit in a pass: TICK_CHUNK per transaction */
 #define VISIT_ONE_BY_ONE 8

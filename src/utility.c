@@ -37,6 +37,9 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "state.h"
+#include "wake.h"
+#include "worker.h"
 #include "cdc.h"
 
 static ProcessUtility_hook_type prev_utility_hook = NULL;

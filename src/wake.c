@@ -26,7 +26,8 @@
 #include "storage/proc.h"
 
 #include "compat.h"
-#include "pgque_bgw.h"
+#include "state.h"
+#include "wake.h"
 #include "coop.h"
 #include "slots.h"
 

@@ -2,11 +2,10 @@
  * watchdog.c
  *		The watchdog worker: every pgque_bgw.watchdog_interval it reads the
  *		catalogs (cursors, ticks) and the slot lease table, publishes what it
- *		sees for status(), and opens and clears alerts (slot_unpolled,
- *		slot_stale, consumer_lagging, coop_member_silent, rotation_pinned,
- *		ticker_stalled, long_transaction, maint_failed) with
- *		pgque._watchdog_pass() (sql/42_alerts.sql, 43_alert_causes.sql),
- *		thresholds from the pgque_bgw.*_after settings, and worker_down
+ *		sees for status(), and opens and clears the alerts of every kind of
+ *		the registry pgque._alert_kinds() (sql/42_alerts.sql) with
+ *		pgque._watchdog_pass(), which reads its thresholds from the
+ *		pgque_bgw.*_after settings, and worker_down
  *		(supervise.c, sql/43_worker_alerts.sql); and it reclaims the
  *		shared-memory entries that protect nothing (reclaim.c).
  *
@@ -31,6 +30,9 @@
 
 #include "compat.h"
 #include "pgque_bgw.h"
+#include "guc.h"
+#include "state.h"
+#include "worker.h"
 
 typedef struct WatchPass
 {
@@ -70,38 +72,37 @@ observe(void *arg)
 }
 
 /*
- * ticker_stalled opens one watchdog pass early, so that it is open before a
- * waiting event's latency reaches ticker_stalled_after (ADR 0028); never
- * earlier than half the threshold, which stays well above a healthy
- * ticker's worst case (ticker_max_lag, 3 s by default).
+ * The SQL of 0.3.0 reads the thresholds itself, from the settings
+ * (pgque._watchdog_pass()'s defaults: _ticker_stalled_lead, _rotation_grace
+ * in sql/42_alerts.sql).  An older SQL not yet updated (ADR 0019) takes
+ * them as arguments, computed here as its own worker did.
  */
-static double
-ticker_stalled_lead(void)
-{
-	return Max((double) pgque_ticker_stalled_after - pgque_watchdog_interval,
-			   pgque_ticker_stalled_after / 2.0);
-}
-
 static void
 evaluate_alerts(void *arg)
 {
 	WatchPass  *w = arg;
-	Oid			argtypes[5] = {FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID};
-	Datum		args[5];
 	int			ret;
 	bool		null;
 
-	args[0] = Float8GetDatum((double) pgque_slot_unpolled_after);
-	args[1] = Float8GetDatum((double) pgque_slot_stale_after);
-	args[2] = Float8GetDatum((double) pgque_lag_alert_after);
-	args[3] = Float8GetDatum(ticker_stalled_lead());
-	/* rotation gets two maintenance passes and a watchdog pass of slack */
-	args[4] = Float8GetDatum(2.0 * pgque_maint_interval + pgque_watchdog_interval);
-	ret = SPI_execute_with_args("select opened, cleared from pgque._watchdog_pass("
-								"pg_catalog.make_interval(secs => $1), pg_catalog.make_interval(secs => $2), "
-								"pg_catalog.make_interval(secs => $3), pg_catalog.make_interval(secs => $4), "
-								"pg_catalog.make_interval(secs => $5))",
-								5, argtypes, args, NULL, false, 1);
+	if (PGQUE_SQL_HAS(PGQUE_SQL_0_3_0))
+		ret = SPI_execute("select opened, cleared from pgque._watchdog_pass()", false, 1);
+	else
+	{
+		Oid			argtypes[5] = {FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID, FLOAT8OID};
+		Datum		args[5];
+
+		args[0] = Float8GetDatum((double) pgque_slot_unpolled_after);
+		args[1] = Float8GetDatum((double) pgque_slot_stale_after);
+		args[2] = Float8GetDatum((double) pgque_lag_alert_after);
+		args[3] = Float8GetDatum(Max((double) pgque_ticker_stalled_after - pgque_watchdog_interval,
+									 pgque_ticker_stalled_after / 2.0));
+		args[4] = Float8GetDatum(2.0 * pgque_maint_interval + pgque_watchdog_interval);
+		ret = SPI_execute_with_args("select opened, cleared from pgque._watchdog_pass("
+									"pg_catalog.make_interval(secs => $1), pg_catalog.make_interval(secs => $2), "
+									"pg_catalog.make_interval(secs => $3), pg_catalog.make_interval(secs => $4), "
+									"pg_catalog.make_interval(secs => $5))",
+									5, argtypes, args, NULL, false, 1);
+	}
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "evaluating alerts failed");
 	w->opened = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));

@@ -103,6 +103,43 @@ window_plans_trim(TimestampTz now)
 }
 
 /*
+ * The window predicate: the events of a batch window (lo, hi] are those
+ * whose txid is at or past lo's xmax and below hi's, or in progress at lo
+ * (its xip), and that hi sees committed.  Written once, here, for the C
+ * reader below and for SQL (pgque._window_where: _slot_pending_all), with
+ * the parameter numbers of the caller's statement.
+ */
+void
+pgque_window_where(StringInfo buf, int lo_xmax, int hi_xmax, int lo_xip, int hi)
+{
+	appendStringInfo(buf,
+					 "((ev.ev_txid operator(pg_catalog.>=) $%d and ev.ev_txid operator(pg_catalog.<) $%d)"
+					 "  or ev.ev_txid operator(pg_catalog.=) any($%d))"
+					 " and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, $%d)",
+					 lo_xmax, hi_xmax, lo_xip, hi);
+}
+
+PG_FUNCTION_INFO_V1(pgque_window_where_sql);
+Datum
+pgque_window_where_sql(PG_FUNCTION_ARGS)
+{
+	StringInfoData buf;
+	int			i;
+
+	for (i = 0; i < 4; i++)
+	{
+		if (PG_GETARG_INT32(i) < 1 || PG_GETARG_INT32(i) > 100)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("parameter number %d is out of range", PG_GETARG_INT32(i)),
+					 errdetail("Each must be between 1 and 100.")));
+	}
+	initStringInfo(&buf);
+	pgque_window_where(&buf, PG_GETARG_INT32(0), PG_GETARG_INT32(1), PG_GETARG_INT32(2), PG_GETARG_INT32(3));
+	PG_RETURN_TEXT_P(cstring_to_text(buf.data));
+}
+
+/*
  * The kept plan of a window read from source: ordered by ev_id and
  * limited ($8), or unordered and whole (the plain receive sorts what it
  * keeps itself, ADR 0033).
@@ -150,11 +187,9 @@ window_plan_for(const char *source, bool ordered)
 	 * share.
 	 */
 	initStringInfo(&sql);
+	appendStringInfo(&sql, "select * from %s ev where ", source);
+	pgque_window_where(&sql, 1, 2, 3, 4);
 	appendStringInfo(&sql,
-					 "select * from %s ev"
-					 " where ((ev.ev_txid operator(pg_catalog.>=) $1 and ev.ev_txid operator(pg_catalog.<) $2)"
-					 "        or ev.ev_txid operator(pg_catalog.=) any($3))"
-					 "   and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, $4)"
 					 "   and ($5::pg_catalog.int4 is null or ev.ev_owner is null"
 					 "        or ev.ev_owner operator(pg_catalog.=) $5)"
 					 "   and ($6::pg_catalog.int8 is null or ev.ev_id operator(pg_catalog.>) $6)"
@@ -162,7 +197,7 @@ window_plan_for(const char *source, bool ordered)
 					 "   and ($9::pg_catalog.int4 is null"
 					 "        or pgque._slot_of(ev.ev_extra1, $9) operator(pg_catalog.=) $10)"
 					 "%s",
-					 source, ordered ? " order by ev.ev_id limit $8" : "");
+					 ordered ? " order by ev.ev_id limit $8" : "");
 	/* a generic plan: planned once, whatever the window's bounds */
 	plan = pgque_kept_plan_prepare(sql.data, WINDOW_NPARAMS, argtypes, CURSOR_OPT_GENERIC_PLAN);
 	pfree(sql.data);

@@ -94,4 +94,7 @@ extern void pgque_window_cache_seal(WindowCache *c);
 extern int	pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only,
 							  bool ordered, DestReceiver *dest);
 
+/* the window predicate, written once (window.c; SQL: pgque._window_where) */
+extern void pgque_window_where(StringInfo buf, int lo_xmax, int hi_xmax, int lo_xip, int hi);
+
 #endif							/* PGQUE_WINDOW_H */

@@ -1,7 +1,7 @@
 /*
  * worker.c
  *		The skeleton every per-database worker runs: connecting and attaching
- *		to its slot in the state table, the loop (interrupts and reload at
+ *		to its entry in the state table, the loop (interrupts and reload at
  *		the top of every pass, exit checks, statistics flush, sleep until the
  *		loop's next deadline or a latch), and one unit of work in one
  *		transaction with errors caught, logged and recorded.
@@ -54,19 +54,23 @@
 #include "utils/wait_event.h"
 
 #include "compat.h"
-#include "pgque_bgw.h"
+#include "guc.h"
+#include "state.h"
+#include "wake.h"
+#include "worker.h"
+#include "caller.h"
 
 PgqueDb    *pgque_worker_db = NULL;
 PgqueWorkerKind pgque_worker_kind;
 
 /*
- * The slots this process runs: its own kind's, or all three for the combined
- * worker (which records its pid in the ticker's slot only: the launcher
+ * The entries this process runs: its own kind's, or all three for the combined
+ * worker (which records its pid in the ticker's entry only: the launcher
  * counts one process).
  */
 static bool pgque_worker_combined = false;
 
-/* before_shmem_exit: the slots no longer name this process; they are down */
+/* before_shmem_exit: the entries no longer name this process; they are down */
 static void
 worker_detach(int code, Datum arg)
 {
@@ -78,18 +82,18 @@ worker_detach(int code, Datum arg)
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
 	for (k = 0; k < PGQUE_NKINDS; k++)
 	{
-		PgqueWorkerSlot *slot = &pgque_worker_db->workers[k];
+		PgqueWorkerEntry *entry = &pgque_worker_db->workers[k];
 
 		if (!pgque_worker_combined && k != (int) pgque_worker_kind)
 			continue;
-		if (slot->pid == MyProcPid)
+		if (entry->pid == MyProcPid)
 		{
-			slot->pid = 0;
-			slot->pgprocno = -1;
+			entry->pid = 0;
+			entry->pgprocno = -1;
 		}
 		/* the launcher clears it again if the worker is not wanted */
-		if (slot->down_since == 0)
-			slot->down_since = now;
+		if (entry->down_since == 0)
+			entry->down_since = now;
 	}
 	LWLockRelease(pgque_shared->lock);
 	pgque_wake_launcher();
@@ -303,26 +307,7 @@ pgque_worker_run(const PgqueLoop *const *loops, int nloops)
 	}
 }
 
-/*
- * A worker is up again: the outage it ends is recorded when it lasted past
- * pgque_bgw.worker_down_after, for the worker_down alert (ADR 0028).  The
- * caller holds the lock.
- */
-void
-pgque_slot_mark_up(PgqueWorkerSlot *slot, TimestampTz now)
-{
-	if (slot->down_since != 0 &&
-		TimestampDifferenceExceeds(slot->down_since, now, pgque_worker_down_after * 1000))
-	{
-		slot->outage_from = slot->down_since;
-		slot->outage_to = now;
-		slot->outages++;
-	}
-	slot->down_since = 0;
-	slot->down_logged = false;
-}
-
-/* Record this process in its slot(s), and make sure it is removed at exit. */
+/* Record this process in its entry (or entries), and make sure it is removed at exit. */
 void
 pgque_worker_attach(PgqueWorkerKind kind)
 {
@@ -336,19 +321,19 @@ pgque_worker_attach(PgqueWorkerKind kind)
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
 	for (k = 0; k < PGQUE_NKINDS; k++)
 	{
-		PgqueWorkerSlot *slot = &pgque_worker_db->workers[k];
+		PgqueWorkerEntry *entry = &pgque_worker_db->workers[k];
 
 		if (!pgque_worker_combined && k != (int) kind)
 			continue;
 		if (k == (int) pgque_worker_kind)
 		{
-			slot->pid = MyProcPid;
-			slot->pgprocno = pgque_my_procno();
+			entry->pid = MyProcPid;
+			entry->pgprocno = pgque_my_procno();
 		}
-		slot->started_at = now;
-		slot->memory = 0;		/* the last process's; this one's after its first pass */
-		slot->memory_at = 0;
-		pgque_slot_mark_up(slot, now);
+		entry->started_at = now;
+		entry->memory = 0;		/* the last process's; this one's after its first pass */
+		entry->memory_at = 0;
+		pgque_entry_mark_up(entry, now);
 	}
 	LWLockRelease(pgque_shared->lock);
 
@@ -417,50 +402,6 @@ bool		pgque_schema_current = true;
 int			pgque_schema_version = INT_MAX;
 
 /*
- * Read extension pgque_bgw's row of pg_extension (one index probe), in the
- * caller's transaction: its owner (InvalidOid when it is not installed)
- * and, when version is not NULL, its version (palloc'd in the current
- * context; NULL when it is not installed).
- */
-static Oid
-extension_row(char **version, Oid *extoid)
-{
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tup;
-	Oid			owner = InvalidOid;
-
-	if (version != NULL)
-		*version = NULL;
-	if (extoid != NULL)
-		*extoid = InvalidOid;
-	rel = table_open(ExtensionRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_extension_extname, BTEqualStrategyNumber, F_NAMEEQ,
-				CStringGetDatum("pgque_bgw"));
-	scan = systable_beginscan(rel, ExtensionNameIndexId, true, NULL, 1, &key);
-	tup = systable_getnext(scan);
-	if (HeapTupleIsValid(tup))
-	{
-		owner = ((Form_pg_extension) GETSTRUCT(tup))->extowner;
-		if (extoid != NULL)
-			*extoid = ((Form_pg_extension) GETSTRUCT(tup))->oid;
-		if (version != NULL)
-		{
-			bool		isnull;
-			Datum		d = heap_getattr(tup, Anum_pg_extension_extversion,
-										 RelationGetDescr(rel), &isnull);
-
-			if (!isnull)
-				*version = TextDatumGetCString(d);
-		}
-	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
-	return owner;
-}
-
-/*
  * Is the extension installed (and committed) in this database?  Also notes
  * its version in pgque_schema_current.
  */
@@ -474,7 +415,7 @@ pgque_extension_present(void)
 
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
-	present = OidIsValid(extension_row(&version, NULL));
+	present = OidIsValid(pgque_extension_row(&version, NULL));
 	if (version != NULL)
 		copy = MemoryContextStrdup(caller, version);
 	CommitTransactionCommand();
@@ -570,7 +511,7 @@ pgque_memory_in_use(void)
 /*
  * Publish this process's memory after a pass, for pgque._worker_memory()
  * (status(), metrics() and the worker_memory alert, ADR 0035).  The
- * combined worker is one process: its figure goes to the ticker's slot,
+ * combined worker is one process: its figure goes to the ticker's entry,
  * the one with its pid.
  */
 void
@@ -578,11 +519,11 @@ pgque_publish_memory(void)
 {
 	uint64		bytes = pgque_memory_in_use();
 	int			k = pgque_worker_combined ? PGQUE_TICKER : (int) pgque_worker_kind;
-	PgqueWorkerSlot *slot = &pgque_worker_db->workers[k];
+	PgqueWorkerEntry *entry = &pgque_worker_db->workers[k];
 
 	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
-	slot->memory = bytes;
-	slot->memory_at = GetCurrentTimestamp();
+	entry->memory = bytes;
+	entry->memory_at = GetCurrentTimestamp();
 	LWLockRelease(pgque_shared->lock);
 }
 
@@ -618,11 +559,11 @@ bool		pgque_unit_abandoned = false;
  * extension may have been dropped and created again since the last one.
  */
 static Oid
-extension_owner(void)
+unit_role(void)
 {
 	Oid			extoid;
 	char	   *version = NULL;
-	Oid			owner = extension_row(NULL, &extoid);
+	Oid			owner = pgque_extension_row(NULL, &extoid);
 
 	/*
 	 * Wait while the owner updates or drops the extension (the utility hook
@@ -634,7 +575,7 @@ extension_owner(void)
 	if (OidIsValid(owner))
 	{
 		LockDatabaseObject(ExtensionRelationId, extoid, PGQUE_EXTENSION_DDL_SUBID, AccessShareLock);
-		owner = extension_row(&version, NULL);
+		owner = pgque_extension_row(&version, NULL);
 	}
 	if (!OidIsValid(owner) ||
 		(version != NULL && pgque_schema_version != INT_MAX &&
@@ -656,7 +597,7 @@ int			pgque_unit_sqlerrcode;
 /*
  * One unit of work in one transaction, run as the extension's owner (see the
  * file header).  Errors are caught: logged with what was being done,
- * recorded in the slot, the transaction aborted (which also undoes the
+ * recorded in the entry, the transaction aborted (which also undoes the
  * user switch and the search_path); the caller's loop goes on.  Returns true
  * when the unit committed.
  */
@@ -676,7 +617,7 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 		int			save_nestlevel;
 
 		GetUserIdAndSecContext(&save_userid, &save_sec_context);
-		SetUserIdAndSecContext(extension_owner(),
+		SetUserIdAndSecContext(unit_role(),
 							   save_sec_context | SECURITY_LOCAL_USERID_CHANGE |
 							   SECURITY_RESTRICTED_OPERATION);
 		save_nestlevel = NewGUCNestLevel();
@@ -699,7 +640,7 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 	PG_CATCH();
 	{
 		ErrorData  *edata;
-		PgqueWorkerSlot *slot;
+		PgqueWorkerEntry *entry;
 		char	   *msg;
 
 		MemoryContextSwitchTo(oldcxt);
@@ -727,9 +668,9 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 
 			msg = psprintf("%s: %s", what, edata->message);
 			LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
-			slot = &pgque_worker_db->workers[pgque_worker_kind];
-			copy_clipped(slot->last_error, msg);
-			slot->last_error_at = GetCurrentTimestamp();
+			entry = &pgque_worker_db->workers[pgque_worker_kind];
+			copy_clipped(entry->last_error, msg);
+			entry->last_error_at = GetCurrentTimestamp();
 			LWLockRelease(pgque_shared->lock);
 			pfree(msg);
 		}

@@ -21,9 +21,9 @@ build_and_install || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }
 
 WORK=$(make_workdir pgque_test)
 # the TAP tests read examples/, 023 the monitoring kit and its docs, 036
-# the release files, 057 every link of the docs (benchmarks.md shows
-# benchmark/results)
-cp -r test examples monitoring docs sql debian benchmark README.md LICENSE CHANGELOG.md META.json pgque_bgw.control "$WORK/"
+# the release files, 057 every link of the docs and the files they cite
+# (src, benchmark)
+cp -r test examples monitoring docs sql src benchmark debian README.md LICENSE CHANGELOG.md META.json pgque_bgw.control "$WORK/"
 [ "$(id -u)" -eq 0 ] && chown -R postgres: "$WORK"
 T="$WORK/test"
 # one port range per major, so suites of different versions can run at once

@@ -64,3 +64,15 @@ drop function pgque.get_partition_slot_info();
 -- pgque.config.singleton): a generated column, so that 0.2.0's dumps, which
 -- copy the key as "one", still load.
 alter table pgque.config add column singleton boolean generated always as (one) stored;
+
+-- The per-slot count was kept only as a test oracle: regress 32 holds it
+-- now; every reader counts with _slot_pending_all (issue #29).
+drop function pgque._slot_pending(int4, int4, int4);
+
+-- Settings are read through pgque._setting() (src/guc.c), whose defaults
+-- are the only ones: the threshold reader loses its default argument.
+drop function pgque._guc_interval(text, interval);
+
+-- The lease ttl's bounds are checked once, in C: _slot_claim takes the
+-- interval itself (was milliseconds, checked in SQL and again in C).
+drop function pgque._slot_claim(int4, text, int4, text, int8);

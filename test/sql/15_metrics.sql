@@ -9,8 +9,15 @@ select pgque.claim_slot('m', 'p', 0, 'w') > 0 as claimed;
 select metric, labels, value
   from pgque.metrics()
  where metric in ('pgque_events_produced_total', 'pgque_current_table', 'pgque_consumer_pending_events',
-                  'pgque_slot_lease_live', 'pgque_alerts_open', 'pgque_retry_pending', 'pgque_dead_letters')
+                  'pgque_slot_lease_live', 'pgque_retry_pending', 'pgque_dead_letters')
  order by metric, labels::text;
+-- one pgque_alerts_open series per kind of the registry (pgque._alert_kinds:
+-- a new kind changes no expected output here), 0 with none open
+select count(*) = (select count(*) from pgque._alert_kinds()) as one_per_kind,
+       count(distinct labels->>'kind') = count(*) as distinct_kinds,
+       bool_and(value = 0) as none_open,
+       bool_and(labels->>'kind' in (select kind from pgque._alert_kinds())) as only_registry_kinds
+  from pgque.metrics() where metric = 'pgque_alerts_open';
 
 -- a partition slot counts its own share, the number the alerts use
 -- (_slot_pending_all): slot 1 has no event of its own while slot 0 has

@@ -75,12 +75,15 @@ set role pgque_reader;
 set pgque_bgw.max_slots_per_database = 1000000;
 reset role;
 
--- lease TTL: at most 1 day, checked in SQL and in C (no overflow)
+-- lease TTL: 1 second to 1 day, checked once, in C (no overflow), also
+-- for a direct call
 select v.what, pgque_test.error_of(v.sql) as error from (values
  ('1000000 years', $$select pgque.claim_slot('lim', 'c', 5, 'w', '1000000 years')$$),
  ('1 day 1 s',     $$select pgque.claim_slot('lim', 'c', 5, 'w', '1 day 1 second')$$),
- ('C: huge ms',    $$select pgque._slot_claim((select queue_id from pgque.queue where queue_name = 'lim'), 'c', 5, 'w', 9223372036854775807)$$),
- ('C: zero ms',    $$select pgque._slot_claim((select queue_id from pgque.queue where queue_name = 'lim'), 'c', 5, 'w', 0)$$)) v(what, sql);
+ ('C: huge',       $$select pgque._slot_claim((select queue_id from pgque.queue where queue_name = 'lim'), 'c', 5, 'w', '178000000 years')$$),
+ ('C: zero',       $$select pgque._slot_claim((select queue_id from pgque.queue where queue_name = 'lim'), 'c', 5, 'w', '0')$$),
+ ('0.5 s',         $$select pgque.claim_slot('lim', 'c', 5, 'w', '0.5 seconds')$$),
+ ('-1 month',      $$select pgque.claim_slot('lim', 'c', 5, 'w', '-1 month 40 days')$$)) v(what, sql);
 select pgque.claim_slot('lim', 'c', 5, 'w', '1 day') is not null as one_day_ok;
 select count(*) > 0 as status_readable from pgque.partition_slot_status;
 
