@@ -11,8 +11,9 @@
 # Run:   monitoring/docs-base.sh https://git.example.com/pgque_bgw/blob/v0.3.0/docs
 set -euo pipefail
 PLACEHOLDER='https://pgque-docs.invalid'
-# no space, quote, | (the sed delimiter), & or \ (sed's replacement specials)
-if [ $# -lt 1 ] || ! [[ "$1" =~ ^https?://[^][:space:]\"\'\|\&\\[]+$ ]]; then
+# no space or control character (a raw one breaks the JSON and the YAML),
+# quote, | (the sed delimiter), & or \ (sed's replacement specials)
+if [ $# -lt 1 ] || ! [[ "$1" =~ ^https?://[^][:space:][:cntrl:]\"\'\|\&\\[]+$ ]]; then
 	echo "usage: $0 BASE [FILE...]   (BASE: an http(s) URL of the docs/ directory)" >&2
 	exit 2
 fi

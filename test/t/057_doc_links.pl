@@ -117,8 +117,18 @@ my $after = slurp_file("$tmp/prometheus-alerts.yml") . slurp_file("$tmp/grafana-
 unlike($after, qr{pgque-docs\.invalid/}, 'it leaves no placeholder link');
 my @moved = $after =~ m{"https://git\.example\.com/pgque/docs/[\w.-]+\.md(?:#[\w-]+)?"}g;
 is(scalar(@moved), scalar(@runbooks) + scalar(@dash_links), 'and every link is under the new base');
-`bash "$mon/docs-base.sh" 'not a url' "$tmp/prometheus-alerts.yml" 2>&1`;
-isnt($?, 0, 'it refuses a base that is not an http(s) URL');
-`bash "$mon/docs-base.sh" 'https://x.example/a&b' "$tmp/prometheus-alerts.yml" 2>&1`;
-isnt($?, 0, 'and one with a character sed would read (&)');
+# the refusals on a fresh copy, which still has the placeholder (on the
+# copy set above the script stops at "already set?" whatever the base):
+# exit 2 (usage), the file untouched
+my $fresh = PostgreSQL::Test::Utils::tempdir();
+system('cp', "$mon/grafana-dashboard.json", $fresh) == 0 or die;
+my $orig = slurp_file("$fresh/grafana-dashboard.json");
+for my $bad (['not a url', 'a base that is not an http(s) URL'],
+             ['https://x.example/a&b', 'a base with a character sed would read (&)'],
+             ["https://x.example/a\x01b", 'a base with a control character (it would break the JSON)'])
+{
+    my $out = `bash "$mon/docs-base.sh" '$bad->[0]' "$fresh/grafana-dashboard.json" 2>&1`;
+    is($? >> 8, 2, "it refuses $bad->[1]") or diag($out);
+}
+is(slurp_file("$fresh/grafana-dashboard.json"), $orig, 'and leaves the file as it was');
 done_testing();
