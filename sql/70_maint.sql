@@ -295,23 +295,31 @@ end $$;
 --                 result reaches this; NULL: once
 --   wakes_ticker  a positive result made events: the worker wakes the ticker
 --   report        the label of its results in the worker's status() line
+--   operation     the public function a PgQ scheduler calls for it
+--                 (maint_operations(): func_name(func_arg), func_arg the
+--                 queue of a per-queue step); NULL: only maint() runs it
 create function pgque._maint_steps(out step_no int4, out step text, out call text, out per_queue boolean,
                                    out due text, out counted boolean, out again_at int4,
-                                   out wakes_ticker boolean, out report text)
+                                   out wakes_ticker boolean, out report text, out operation text)
 returns setof record language sql immutable as $$
     values
-    (1,  'rotation step 2', 'pgque.maint_rotate_tables_step2()', false, null, true, null, false, null),
-    (2,  'rotation step 1', 'pgque._maint_rotate_step1($1)', true, 'rotate', true, null, false, 'switched'),
-    (3,  'space reserve', 'pgque._space_reserve_keep($1)', true, 'reserve', false, null, false, null),
-    (4,  'rotation step 2', 'pgque.maint_rotate_tables_step2()', false, null, true, null, false, null),
-    (5,  'moving retries and delayed events', 'pgque.maint_retry_events()', false, null, true, null, true, 'moved'),
-    (6,  'cooperative groups', 'pgque._coop_maint()', false, null, true, null, false, null),
-    (7,  'tick history cleanup', 'pgque.maint_tick_cleanup()', false, null, true, null, false, null),
-    (8,  'extra maintenance hooks', 'pgque._maint_extra()', false, null, true, null, false, null),
+    (1,  'rotation step 2', 'pgque.maint_rotate_tables_step2()', false, null, true, null, false, null,
+     'pgque.maint_rotate_tables_step2'),
+    (2,  'rotation step 1', 'pgque._maint_rotate_step1($1)', true, 'rotate', true, null, false, 'switched',
+     'pgque.maint_rotate_tables_step1'),
+    (3,  'space reserve', 'pgque._space_reserve_keep($1)', true, 'reserve', false, null, false, null, null),
+    (4,  'rotation step 2', 'pgque.maint_rotate_tables_step2()', false, null, true, null, false, null,
+     'pgque.maint_rotate_tables_step2'),
+    (5,  'moving retries and delayed events', 'pgque.maint_retry_events()', false, null, true, null, true, 'moved',
+     'pgque.maint_retry_events'),
+    (6,  'cooperative groups', 'pgque._coop_maint()', false, null, true, null, false, null, null),
+    (7,  'tick history cleanup', 'pgque.maint_tick_cleanup()', false, null, true, null, false, null,
+     'pgque.maint_tick_cleanup'),
+    (8,  'extra maintenance hooks', 'pgque._maint_extra()', false, null, true, null, false, null, null),
     (9,  'reaping expired idempotency keys', 'pgque._maint_idem_batch(10000)', false, null, true, 10000, false,
-     'idem_reaped'),
+     'idem_reaped', 'pgque.maint_idem'),
     (10, 'alert retention', 'pgque.maint_alerts(pgque._guc_interval(''pgque_bgw.alert_retention''))', false, null,
-     false, null, false, null)
+     false, null, false, null, null)
 $$;
 
 -- maint(): every maintenance step, for every queue, in the order of
@@ -390,29 +398,39 @@ create function pgque.maint_operations(out func_name text, out func_arg text)
 returns setof record language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
-    reserve boolean := false;
-    r       record;
+    due     record;
+    st      record;
+    more    boolean := false;   -- a step only maint() runs has work
 begin
     if pgque._state_held() is not null then
         return;
     end if;
-    for r in select * from pgque._maint_queue_steps() loop
-        reserve := reserve or r.reserve;
-        if r.rotate then
-            func_name := 'pgque.maint_rotate_tables_step1';
-            func_arg := r.queue_name;
+    -- the maintenance worker's list and order (_maint_steps()), a step
+    -- with an operation once, or once per queue it is due for
+    for st in select * from pgque._maint_steps() order by step_no loop
+        if st.operation is null then
+            continue;
+        end if;
+        func_name := st.operation;
+        if st.per_queue then
+            for due in select q.queue_name, pg_catalog.to_jsonb(q) as d from pgque._maint_queue_steps() q loop
+                if (due.d ->> st.due)::boolean then
+                    func_arg := due.queue_name;
+                    return next;
+                end if;
+            end loop;
+        else
+            func_arg := null;
             return next;
         end if;
     end loop;
-    func_arg := null;
-    foreach func_name in array array['pgque.maint_rotate_tables_step2', 'pgque.maint_retry_events',
-                                     'pgque.maint_tick_cleanup', 'pgque.maint_idem'] loop
-        return next;
-    end loop;
-    if reserve
+    -- the steps without an operation of their own: maint() when one has work
+    select coalesce(bool_or(q.reserve), false) into more from pgque._maint_queue_steps() q;
+    if more
        or exists (select from pgque.subscription where sub_role = 'coop_main')
        or exists (select from pgque.queue where queue_extra_maint is not null) then
         func_name := 'pgque.maint';
+        func_arg := null;
         return next;
     end if;
     func_name := 'vacuum';
