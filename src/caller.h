@@ -5,6 +5,8 @@
 #ifndef PGQUE_CALLER_H
 #define PGQUE_CALLER_H
 
+#include "textdomain.h"
+
 /* the role the shared-memory tables charge an entry to */
 extern Oid	pgque_quota_role(void);
 /* pgque_caller_privileged(): what the caller may use in the shared-memory tables */

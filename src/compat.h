@@ -9,6 +9,8 @@
 #ifndef PGQUE_COMPAT_H
 #define PGQUE_COMPAT_H
 
+#include "textdomain.h"
+
 #include "postgres.h"
 
 #include "postmaster/bgworker.h"

@@ -5,6 +5,8 @@
 #ifndef PGQUE_COOP_H
 #define PGQUE_COOP_H
 
+#include "textdomain.h"
+
 /* entries of the whole table: all databases, all groups */
 #define PGQUE_COOP_MEMBERS_MAX 4096
 

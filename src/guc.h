@@ -9,6 +9,8 @@
 #ifndef PGQUE_GUC_H
 #define PGQUE_GUC_H
 
+#include "textdomain.h"
+
 extern bool pgque_enabled;
 extern int	pgque_launcher_naptime; /* s */
 extern int	pgque_tick_interval;	/* ms */

@@ -25,6 +25,7 @@
  * extension holds a lock across transactions.
  */
 #include "postgres.h"
+#include "textdomain.h"
 
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"

@@ -13,6 +13,8 @@
 #ifndef PGQUE_RULES_H
 #define PGQUE_RULES_H
 
+#include "textdomain.h"
+
 #include "postgres.h"
 
 /* queue names: the NOTIFY channel pgque_<name> must fit in NAMEDATALEN - 1 */

@@ -6,6 +6,8 @@
 #ifndef PGQUE_SLOTS_H
 #define PGQUE_SLOTS_H
 
+#include "textdomain.h"
+
 #include "datatype/timestamp.h"
 
 #define PGQUE_CONSUMER_MAX 64

@@ -7,6 +7,8 @@
 #ifndef PGQUE_STATE_H
 #define PGQUE_STATE_H
 
+#include "textdomain.h"
+
 #include "datatype/timestamp.h"
 #include "port/atomics.h"
 #include "storage/lwlock.h"

@@ -4,7 +4,8 @@
  *		what tells an error that pgque raised from PostgreSQL's own errors
  *		passing through pgque (pgque_bgw.error_codes, src/errcodes.c,
  *		ADR 0059).  Included by every header of the module, after
- *		postgres.h (whose elog.h sets TEXTDOMAIN to NULL).  No message
+ *		postgres.h (whose elog.h sets TEXTDOMAIN to NULL); locks.c, which
+ *		includes none of them, directly.  No message
  *		catalog is installed: the texts stay as written.
  */
 #ifndef PGQUE_TEXTDOMAIN_H

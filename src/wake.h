@@ -7,6 +7,8 @@
 #ifndef PGQUE_WAKE_H
 #define PGQUE_WAKE_H
 
+#include "textdomain.h"
+
 struct PgqueDb;
 
 extern void pgque_note_event_inserted(int32 queue_id);

@@ -7,6 +7,8 @@
 #ifndef PGQUE_WINDOW_H
 #define PGQUE_WINDOW_H
 
+#include "textdomain.h"
+
 #include "executor/spi.h"
 #include "tcop/dest.h"
 

@@ -9,6 +9,8 @@
 #ifndef PGQUE_WORKER_H
 #define PGQUE_WORKER_H
 
+#include "textdomain.h"
+
 #include "state.h"
 
 typedef void (*pgque_unit_fn) (void *arg);
