@@ -65,6 +65,11 @@ create table pgque.subscription (
     -- sub_coop_hw: every window up to this tick has been cut.
     sub_role        text not null default 'normal' check (sub_role in ('normal', 'coop_main')),
     sub_coop_hw     bigint,
+    -- addition: receive() of this plain consumer may merge several waiting
+    -- tick windows into one batch, up to about max_return events (an
+    -- opt-in, pgque.set_consumer_config; ADR 0057).  Off: one tick window
+    -- per batch, as PgQ and PgQue.
+    sub_merge_windows boolean not null default false,
     primary key (sub_queue, sub_consumer)
 ) with (fillfactor = 50);
 

@@ -18,3 +18,11 @@ alter table pgque.queue alter column queue_senders set default '{pgque_writer}',
                         alter column queue_senders set not null,
                         alter column queue_subscribers set default '{pgque_reader}',
                         alter column queue_subscribers set not null;
+
+-- One tick window per batch (ADR 0057, column added in the pre step): a
+-- consumer of 0.2.0 got merged windows without asking; after the update it
+-- gets one window per batch, as PgQue, until set_consumer_config turns
+-- merging back on.
+update pgque.subscription set sub_merge_windows = false;
+alter table pgque.subscription alter column sub_merge_windows set default false,
+                               alter column sub_merge_windows set not null;

@@ -45,3 +45,10 @@ drop function pgque._alert_conditions(interval, interval, interval, interval, in
 alter table pgque.queue
     add column queue_senders regrole[],
     add column queue_subscribers regrole[];
+
+-- One tick window per batch (ADR 0057): a plain consumer's opt-in to
+-- merging waiting windows; its value, default and NOT NULL in the post
+-- step.  A cooperative member no longer spans windows: _coop_take lost
+-- its span argument.
+alter table pgque.subscription add column sub_merge_windows boolean;
+drop function pgque._coop_take(pgque.subscription, text, interval, bigint, interval, int4, interval);
