@@ -503,7 +503,8 @@ begin
         -- a cooperative member's batch: the group's row, not locked (members
         -- never wait on it), carrying the window; the window row is locked
         select sub.sub_id, sub.sub_queue, sub.sub_consumer, w.cw_prev_tick, sub.sub_active, w.cw_batch,
-               w.cw_next_tick, w.cw_pos, w.cw_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw
+               w.cw_next_tick, w.cw_pos, w.cw_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw,
+               sub.sub_merge_windows
           into s
           from pgque.coop_window w join pgque.subscription sub on sub.sub_id = w.cw_sub
          where w.cw_batch = i_batch_id
@@ -512,7 +513,8 @@ begin
             -- a partition slot's batch (ADR 0023): the slot's row, not
             -- locked, carrying the batch (the slot API takes its own lock)
             select sub.sub_id, sub.sub_queue, sub.sub_consumer, b.sb_last_tick, sub.sub_active, b.sb_batch,
-                   b.sb_next_tick, b.sb_pos, b.sb_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw
+                   b.sb_next_tick, b.sb_pos, b.sb_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw,
+                   sub.sub_merge_windows
               into s
               from pgque.slot_batch b join pgque.subscription sub on sub.sub_id = b.sb_sub
              where b.sb_batch = i_batch_id;
