@@ -72,6 +72,11 @@ create table pgque.subscription (
     -- grant_consumer / revoke_consumer change it.  A partition slot's copy
     -- follows its partitioned consumer's (partition_consumer.users).
     sub_users       regrole[] not null default '{}',
+    -- addition: receive() of this plain consumer may merge several waiting
+    -- tick windows into one batch, up to about max_return events (an
+    -- opt-in, pgque.set_consumer_config; ADR 0057).  Off: one tick window
+    -- per batch, as PgQ and PgQue.
+    sub_merge_windows boolean not null default false,
     primary key (sub_queue, sub_consumer)
 ) with (fillfactor = 50);
 

@@ -262,3 +262,81 @@ create view pgque.consumer_rights as
     select q.queue_name, pc.co_name, pc.owner, pc.users
       from pgque.partition_consumer pc
       join pgque.queue q on q.queue_id = pc.queue_id;
+
+-- Per-consumer options (ADR 0057), one so far: merge_windows (boolean,
+-- default off).  On, receive() of this plain consumer may merge several
+-- waiting tick windows into one batch of up to about max_return events;
+-- off, a batch is one tick window, as in PgQ and PgQue.  A cooperative
+-- group's members always take one window each, so the option is refused
+-- for a cooperative main consumer (and ignored while a consumer with it
+-- is converted to one); partition slots merge windows by their own rule.
+-- The consumer's owner, a member of it, or an admin may set it.
+create function pgque._consumer_config_target(i_queue_name text, i_consumer_name text, i_param_name text,
+                                              i_lock bool)
+returns pgque.subscription language plpgsql as $$
+declare
+    q  pgque.queue;
+    s  pgque.subscription;
+begin
+    q := pgque._queue(i_queue_name);
+    perform pgque._check_name('consumer', i_consumer_name, 64);
+    perform pgque._check_name('parameter', i_param_name, 63);
+    if pg_catalog.lower(i_param_name) <> 'merge_windows' then
+        raise exception 'unknown consumer parameter "%"', i_param_name
+            using errcode = 'invalid_parameter_value',
+                  detail = 'The consumer parameters are: merge_windows.';
+    end if;
+    if pg_catalog.strpos(i_consumer_name, '#') > 0
+       or exists (select 1 from pgque.partition_consumer pc
+                   where pc.queue_id = q.queue_id and pc.co_name = i_consumer_name) then
+        raise exception 'consumer "%" of queue "%" is a partitioned consumer', i_consumer_name, i_queue_name
+            using errcode = 'wrong_object_type',
+                  detail = 'A partition slot always merges waiting windows, up to max_return × n events, '
+                           'because it sees about 1/n of each (ADR 0057).',
+                  hint = 'merge_windows is an option of plain consumers (pgque.subscribe).';
+    end if;
+    s := pgque._subscription(i_queue_name, i_consumer_name);
+    if i_lock then
+        select * into s from pgque.subscription where sub_id = s.sub_id for update;
+    end if;
+    perform pgque._authorize(s.sub_owner, null, s.sub_queue, i_consumer_name);
+    return s;
+end $$;
+
+-- set_consumer_config(queue, consumer, param, value) -> 1.  A NULL value
+-- restores the default.
+create function pgque.set_consumer_config(queue_name text, consumer_name text, param_name text, param_value text)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    s  pgque.subscription;
+    v  boolean;
+begin
+    s := pgque._consumer_config_target(queue_name, consumer_name, param_name, true);
+    if param_value is not null then
+        if pg_catalog.octet_length(param_value) > 16
+           or pg_catalog.lower(pg_catalog.btrim(param_value)) not in
+                  ('true', 'false', 'on', 'off', 'yes', 'no', '1', '0', 't', 'f', 'y', 'n') then
+            raise exception 'merge_windows must be a boolean, got "%"', pg_catalog.left(param_value, 16)
+                using errcode = 'invalid_parameter_value',
+                      hint = 'Use true or false (NULL restores the default, false).';
+        end if;
+        v := param_value::boolean;
+    end if;
+    if v and s.sub_role = 'coop_main' then
+        raise exception 'consumer "%" of queue "%" is a cooperative main consumer', consumer_name, queue_name
+            using errcode = 'wrong_object_type',
+                  detail = 'Each member of a cooperative group takes one tick window per batch (ADR 0057).',
+                  hint = 'merge_windows is an option of plain consumers.';
+    end if;
+    update pgque.subscription set sub_merge_windows = coalesce(v, false) where sub_id = s.sub_id;
+    return 1;
+end $$;
+
+-- get_consumer_config(queue, consumer, param) -> the value as text.
+create function pgque.get_consumer_config(queue_name text, consumer_name text, param_name text)
+returns text language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    return (pgque._consumer_config_target(queue_name, consumer_name, param_name, false)).sub_merge_windows::text;
+end $$;

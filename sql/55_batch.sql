@@ -58,9 +58,10 @@ end $$;
 
 -- Open a batch for a subscription, or return the one already open.  The row
 -- lock on the subscription is the receive lock: concurrent callers queue and
--- get the same batch.  i_span_events (receive) lets one batch cover several
--- pending tick windows up to about that many events, so fast ticks do not
--- force tiny batches on a busy consumer.
+-- get the same batch.  A batch is one tick window, as in PgQ and PgQue
+-- (ADR 0057); i_span_events (receive's max_return) lets it cover several
+-- waiting windows up to about that many events only for a consumer that
+-- opted in (sub_merge_windows, pgque.set_consumer_config).
 create function pgque._next_batch(i_queue_name text, i_consumer_name text,
                                   i_min_lag interval, i_min_count int4, i_min_interval interval,
                                   i_span_events int4)
@@ -88,7 +89,8 @@ begin
                 nxt.tick_event_seq, prev.tick_event_seq)::pgque.batch_info;
     end if;
 
-    nxt := pgque._pick_tick(s.sub_queue, prev, i_min_lag, i_min_count, i_min_interval, i_span_events);
+    nxt := pgque._pick_tick(s.sub_queue, prev, i_min_lag, i_min_count, i_min_interval,
+                            case when s.sub_merge_windows then i_span_events end);
     if nxt.tick_id is null then
         return (null, null, prev.tick_id, null, prev.tick_time, null, prev.tick_event_seq)::pgque.batch_info;
     end if;
@@ -508,7 +510,7 @@ begin
         -- a cooperative member's batch: the group's row, not locked (members
         -- never wait on it), carrying the window; the window row is locked
         select sub.sub_id, sub.sub_queue, sub.sub_consumer, w.cw_prev_tick, sub.sub_active, w.cw_batch,
-               w.cw_next_tick, w.cw_pos, w.cw_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw, sub.sub_users
+               w.cw_next_tick, w.cw_pos, w.cw_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw, sub.sub_users, sub.sub_merge_windows
           into s
           from pgque.coop_window w join pgque.subscription sub on sub.sub_id = w.cw_sub
          where w.cw_batch = i_batch_id
@@ -517,7 +519,7 @@ begin
             -- a partition slot's batch (ADR 0023): the slot's row, not
             -- locked, carrying the batch (the slot API takes its own lock)
             select sub.sub_id, sub.sub_queue, sub.sub_consumer, b.sb_last_tick, sub.sub_active, b.sb_batch,
-                   b.sb_next_tick, b.sb_pos, b.sb_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw, sub.sub_users
+                   b.sb_next_tick, b.sb_pos, b.sb_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw, sub.sub_users, sub.sub_merge_windows
               into s
               from pgque.slot_batch b join pgque.subscription sub on sub.sub_id = b.sb_sub
              where b.sb_batch = i_batch_id;

@@ -251,10 +251,11 @@ end $$;
 
 -- Take a window for a member: the one it holds; else, with a dead
 -- interval, one whose member was silent that long (takeover: a new batch
--- id, the old one fenced); else the oldest free window, extended over the
--- free windows after it up to i_span events (receive_coop) or until
--- min_count/min_interval is reached (next_batch_custom).  NULL: none.
-create function pgque._coop_take(g pgque.subscription, i_member text, i_dead interval, i_span int8,
+-- id, the old one fenced); else the oldest free window: one tick window
+-- (receive_coop, ADR 0057: members share a backlog window by window), or
+-- extended over the free windows after it until min_count/min_interval is
+-- reached (next_batch_custom, PgQ's custom batch).  NULL: none.
+create function pgque._coop_take(g pgque.subscription, i_member text, i_dead interval,
                                  i_min_lag interval, i_min_count int4, i_min_interval interval)
 returns pgque.coop_window language plpgsql as $$
 declare
@@ -316,24 +317,15 @@ begin
 
     select * into t0 from pgque.tick where tick_queue = g.sub_queue and tick_id = w.cw_prev_tick;
     endt := w.cw_next_tick;
-    if i_span is not null or i_min_count is not null or i_min_interval is not null then
+    if i_min_count is not null or i_min_interval is not null then
         -- the end tick wanted
-        if i_min_count is not null or i_min_interval is not null then
-            select * into te from pgque.tick
-             where tick_queue = g.sub_queue and tick_id >= w.cw_next_tick
-               and (tick_event_seq >= t0.tick_event_seq + i_min_count
-                    or tick_time >= t0.tick_time + i_min_interval)
-             order by tick_id limit 1;
-            if te.tick_id is null then
-                return null;
-            end if;
-        else
-            select t.* into te
-              from (select * from pgque.tick
-                     where tick_queue = g.sub_queue and tick_id >= w.cw_next_tick
-                     order by tick_id limit 1000) t
-             where t.tick_event_seq <= t0.tick_event_seq + i_span
-             order by t.tick_id desc limit 1;
+        select * into te from pgque.tick
+         where tick_queue = g.sub_queue and tick_id >= w.cw_next_tick
+           and (tick_event_seq >= t0.tick_event_seq + i_min_count
+                or tick_time >= t0.tick_time + i_min_interval)
+         order by tick_id limit 1;
+        if te.tick_id is null then
+            return null;
         end if;
         -- the free windows up to it that follow on without a gap
         if te.tick_id > w.cw_next_tick then
@@ -382,7 +374,7 @@ begin
         end if;
     end if;
     g := pgque._coop_member_group(i_queue, i_consumer, i_subconsumer, true);
-    w := pgque._coop_take(g, i_subconsumer, i_dead, i_max_return, null, null, null);
+    w := pgque._coop_take(g, i_subconsumer, i_dead, null, null, null);
     perform pgque._coop_touch(g.sub_id, i_subconsumer, w.cw_batch);
     return w.cw_batch;
 end $$;
@@ -422,7 +414,7 @@ begin
         perform pgque._check_interval('dead_interval', i_dead_interval);
     end if;
     g := pgque._coop_member_group(i_queue, i_consumer, i_subconsumer, true);
-    w := pgque._coop_take(g, i_subconsumer, i_dead_interval, null, i_min_lag, i_min_count, i_min_interval);
+    w := pgque._coop_take(g, i_subconsumer, i_dead_interval, i_min_lag, i_min_count, i_min_interval);
     perform pgque._coop_touch(g.sub_id, i_subconsumer, w.cw_batch);
     batch_id := w.cw_batch;
     if batch_id is not null then

@@ -59,6 +59,7 @@ grant execute on function
     pgque.subscribe(text, text), pgque.unsubscribe(text, text),
     pgque.register_consumer(text, text), pgque.register_consumer_at(text, text, bigint),
     pgque.unregister_consumer(text, text),
+    pgque.set_consumer_config(text, text, text, text), pgque.get_consumer_config(text, text, text),
     pgque.receive(text, text, int4), pgque.ack(bigint),
     pgque.nack(bigint, pgque.message, interval, text),
     pgque.next_batch(text, text), pgque.next_batch_info(text, text),

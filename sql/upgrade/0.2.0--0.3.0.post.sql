@@ -29,3 +29,11 @@ alter table pgque.subscription alter column sub_users set default '{}',
                                alter column sub_users set not null;
 alter table pgque.partition_consumer alter column users set default '{}',
                                      alter column users set not null;
+
+-- One tick window per batch (ADR 0057, column added in the pre step): a
+-- consumer of 0.2.0 got merged windows without asking; after the update it
+-- gets one window per batch, as PgQue, until set_consumer_config turns
+-- merging back on.
+update pgque.subscription set sub_merge_windows = false;
+alter table pgque.subscription alter column sub_merge_windows set default false,
+                               alter column sub_merge_windows set not null;

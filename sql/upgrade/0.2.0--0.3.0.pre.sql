@@ -76,3 +76,10 @@ drop function pgque._guc_interval(text, interval);
 -- The lease ttl's bounds are checked once, in C: _slot_claim takes the
 -- interval itself (was milliseconds, checked in SQL and again in C).
 drop function pgque._slot_claim(int4, text, int4, text, int8);
+
+-- One tick window per batch (ADR 0057): a plain consumer's opt-in to
+-- merging waiting windows; its value, default and NOT NULL in the post
+-- step.  A cooperative member no longer spans windows: _coop_take lost
+-- its span argument.
+alter table pgque.subscription add column sub_merge_windows boolean;
+drop function pgque._coop_take(pgque.subscription, text, interval, bigint, interval, int4, interval);

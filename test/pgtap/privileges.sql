@@ -49,6 +49,8 @@ insert into expected_fn values
     ('pgque.get_batch_cursor(bigint,text,integer,text)', 'admin owner'),
     ('pgque.get_batch_events(bigint)', 'reader admin app2 owner'),
     ('pgque.get_batch_info(bigint)', 'reader admin app2 owner'),
+    ('pgque.get_consumer_config(text,text,text)', 'reader admin app2 owner'),
+    ('pgque.set_consumer_config(text,text,text,text)', 'reader admin app2 owner'),
     ('pgque.get_consumer_info()', 'reader admin app2 owner'),
     ('pgque.get_consumer_info(text)', 'reader admin app2 owner'),
     ('pgque.get_consumer_info(text,text)', 'reader admin app2 owner'),

@@ -87,6 +87,9 @@ reset role;
 select pgque.send('sec', 'after temp tables');
 select pgque.ticker('sec') is not null as ticked;
 set role pgque_t_reader;
+-- one tick window per batch (ADR 0057): the writer's window, then this one
+select payload from pgque.receive('sec', 'app');
+select pgque.ack(batch_id) = 1 as reader_acks from (select distinct batch_id from pgque.receive('sec', 'app')) b;
 select payload from pgque.receive('sec', 'app');
 reset role;
 

@@ -37,6 +37,8 @@ insert into cases values
  ('register_consumer(text,text)', 'oversize consumer', $$select pgque.register_consumer('bi', repeat('c', 65))$$),
  ('register_consumer_at(text,text,bigint)', 'unknown tick', $$select pgque.register_consumer_at('bi', 'c2', 999999)$$),
  ('unregister_consumer(text,text)', 'unknown queue', $$select pgque.unregister_consumer('nope', 'c')$$),
+ ('set_consumer_config(text,text,text,text)', 'not a boolean', $$select pgque.set_consumer_config('bi', 'c', 'merge_windows', 'sometimes')$$),
+ ('get_consumer_config(text,text,text)', 'unknown parameter', $$select pgque.get_consumer_config('bi', 'c', 'nope')$$),
  ('receive(text,text,integer)', 'zero max', $$select * from pgque.receive('bi', 'c', 0)$$),
  ('ack(bigint)', 'null',                   $$select pgque.ack(null)$$),
  ('nack(bigint,pgque.message,interval,text)', 'unknown batch', $$select pgque.nack(424242, row(1,424242,'t','p',null,now(),null,null,null,null)::pgque.message)$$),
@@ -187,6 +189,7 @@ select func, pgque_test.error_of(sql) as error from (values
  ('event_retry ev',$$select pgque.event_retry(1, null, now())$$),
  ('dlq_inspect q', $$select * from pgque.dlq_inspect(null)$$),
  ('set_queue_config q', $$select pgque.set_queue_config(null, 'max_retries', '1')$$),
+ ('set_consumer_config c', $$select pgque.set_consumer_config('bi', null, 'merge_windows', 'true')$$),
  ('get_batch_info',$$select * from pgque.get_batch_info(null)$$),
  ('register_consumer_at tick', $$select pgque.register_consumer_at('bi', 'c', null)$$),
  ('ext ticker id', $$select pgque.ticker('bi', null, now(), 1)$$)) v(func, sql)

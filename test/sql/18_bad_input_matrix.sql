@@ -85,6 +85,10 @@ select a, w, v, r::text[] from (values
     ('idem_key',       null,      quote_literal('bim_k'),   '{null,empty,huge}'),
     ('param_name',     null,      quote_literal('max_retries'), '{null,empty,huge}'),
     ('param_value',    null,      quote_literal('3'),       '{}'),
+    -- per-consumer options (ADR 0057)
+    ('param_name',     'set_consumer_config', quote_literal('merge_windows'), '{null,empty,huge}'),
+    ('param_name',     'get_consumer_config', quote_literal('merge_windows'), '{null,empty,huge}'),
+    ('param_value',    'set_consumer_config', quote_literal('true'), '{}'),
     -- per-queue rights (ADR 0047)
     ('role',           null,      quote_literal('pgque_reader'), '{null}'),
     ('right',          null,      quote_literal('subscribe'), '{null,empty,huge}'),

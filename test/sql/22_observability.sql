@@ -38,6 +38,10 @@ select pgque.nack(m.batch_id, row(m.*)::pgque.message, '0', 'broken') as dead_le
 select pgque.set_queue_config('ob', 'max_retries', null);
 select pgque.nack(m.batch_id, row(m.*)::pgque.message, '0', 'flaky') as retried from got m where m.payload = 'first 2';
 select pgque.ack(min(batch_id)) from got;
+-- one tick window per batch (ADR 0057): the second window, acked, catches
+-- c_active up
+select count(*) as c_active_second_window, pgque.ack(min(batch_id)) as acked
+  from pgque.receive('ob', 'c_active');
 -- c_stuck's cursor (tick 1) is three hours old
 update pgque.tick set tick_time = tick_time - interval '3 hours'
  where tick_queue = (select queue_id from pgque.queue where queue_name = 'ob') and tick_id = 1;
@@ -180,6 +184,10 @@ select pgque.nack(m.batch_id, row(m.*)::pgque.message, '0', 'broken') as dead_le
 select pgque.set_queue_config('oh', 'max_retries', null);
 select pgque.nack(m.batch_id, row(m.*)::pgque.message, '0', 'flaky') as retried from hgot m where m.payload = 'x2';
 select pgque.ack(min(batch_id)) from hgot;
+-- one tick window per batch (ADR 0057): the next two windows ('late',
+-- 'late 2'), acked, catch h1 up
+select string_agg(payload, ',') as h1_window_3, pgque.ack(min(batch_id)) as acked from pgque.receive('oh', 'h1');
+select string_agg(payload, ',') as h1_window_4, pgque.ack(min(batch_id)) as acked from pgque.receive('oh', 'h1');
 select pg_temp.health('rotation_health') as rotation_overdue_not_pinned,
        pg_temp.health('consumer_lag:h1') as lag_caught_up;
 

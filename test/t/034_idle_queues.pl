@@ -41,7 +41,8 @@ $node->safe_psql('postgres', q{
     select count(pgque.set_queue_config('idle_' || i, 'ticker_idle_period', '1 hour'))
       from generate_series(21, 300) i});
 # got(queue, payload): receive a batch of consumer c, ack it; was payload in
-# it?  received(queue): the same, how many events
+# it?  received(queue): receive and ack until nothing is left (one tick
+# window per batch, ADR 0057: a window per commit here), how many events
 $node->safe_psql('postgres', q{
     create function got(q text, p text) returns boolean language plpgsql as $$
     declare
@@ -56,13 +57,16 @@ $node->safe_psql('postgres', q{
     end $$;
     create function received(q text) returns bigint language plpgsql as $$
     declare
-        n bigint;
+        n bigint := 0;
+        k bigint;
         b bigint;
     begin
-        select count(*), max(m.batch_id) into n, b from pgque.receive(q, 'c', 1000) m;
-        if b is not null then
+        loop
+            select count(*), max(m.batch_id) into k, b from pgque.receive(q, 'c', 1000) m;
+            exit when b is null;
             perform pgque.ack(b);
-        end if;
+            n := n + k;
+        end loop;
         return n;
     end $$});
 $node->safe_psql('postgres', q{
