@@ -154,6 +154,8 @@ begin
     return query select * from pgque._pause_orphan_conditions();
     -- workers that hold more memory than pgque_bgw.worker_memory_limit (ADR 0035)
     return query select * from pgque._worker_memory_conditions(pgque._worker_memory_limit());
+    -- queues whose retained events outgrow pgque_bgw.retention_size_limit (ADR 0067)
+    return query select * from pgque._retention_conditions(pgque._retention_size_limit());
 
     -- queues with new events and no tick for too long
     return query
@@ -278,6 +280,7 @@ begin
                 when 'key_blocked' then 'A key of a partitioned consumer with failure policy pause waits for its failed event: fix what makes it fail, or let it reach the dead-letter queue (pgque.blocked_keys).'
                 when 'key_state_orphaned' then 'Blocked keys or retries of a partitioned consumer that no slot will read: their events are not delivered; see the details and docs/alerts.md before unsubscribing anything.'
                 when 'worker_memory' then 'A pgque_bgw process holds more memory than pgque_bgw.worker_memory_limit: watch pgque_worker_memory_bytes; if it keeps growing, report it with the output of pg_log_backend_memory_contexts(pid); a superuser''s pg_terminate_backend(pid) frees it (the launcher restarts the worker).'
+                when 'retention_size' then 'The queue''s retained events take more room than pgque_bgw.retention_size_limit: shorten its retention (set_queue_config(queue, ''retention'', ...)), make room, or raise the limit; a cursor far behind also keeps tables (pgque.get_consumer_info()).'
                 when 'maint_failed' then 'A maintenance step fails: see the error in the details and the server log; on "No space left on device" add space to the event tables'' tablespace (docs/operations.md).'
                 -- a NULL hint would make RAISE fail and with it the whole pass
                 else 'See docs/alerts.md for what to do.'

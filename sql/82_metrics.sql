@@ -9,7 +9,8 @@ create function pgque.metrics(out metric text, out labels jsonb, out value float
 returns setof record language sql stable security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
     -- read once: a slot's share reads its window (_slot_pending_all)
-    with ci as materialized (select * from pgque.get_consumer_info())
+    with ci as materialized (select * from pgque.get_consumer_info()),
+         rs as materialized (select * from pgque._retention_state())
     -- per queue
     select 'pgque_events_produced_total', jsonb_build_object('queue', q.queue_name),
            pgque._event_seq_pos(q)::float8
@@ -30,6 +31,19 @@ set search_path = pgque, pg_catalog, pg_temp as $$
     select 'pgque_seconds_since_rotation', jsonb_build_object('queue', q.queue_name),
            extract(epoch from now() - q.queue_switch_time)::float8
       from pgque.queue q
+    union all
+    -- the retained span (ADR 0067): the event tables' bytes, the time of
+    -- the earliest tick a replay may start at, the retention (NULL: none)
+    select 'pgque_queue_bytes', jsonb_build_object('queue', r.queue_name), r.bytes::float8
+      from rs r
+    union all
+    select 'pgque_retained_oldest_timestamp_seconds', jsonb_build_object('queue', r.queue_name),
+           extract(epoch from r.oldest_time)::float8
+      from rs r
+    union all
+    select 'pgque_retention_seconds', jsonb_build_object('queue', r.queue_name),
+           extract(epoch from r.retention)::float8
+      from rs r
     union all
     -- per consumer (slots included, as subscriptions "<consumer>#<k>/<n>",
     -- each counting its own share)
@@ -71,7 +85,8 @@ set search_path = pgque, pg_catalog, pg_temp as $$
                                        ('coop_member_silent'), ('rotation_pinned'), ('long_transaction'),
                                        ('maint_failed'), ('ticker_stalled'), ('worker_down'),
                                        ('resize_stalled'), ('key_blocked'),
-                                       ('key_state_orphaned'), ('worker_memory')) v(kind)
+                                       ('key_state_orphaned'), ('worker_memory'),
+                                       ('retention_size')) v(kind)
             union
             select o.kind from pgque.alert o where o.cleared_at is null) k
     union all

@@ -45,3 +45,12 @@ drop function pgque._alert_conditions(interval, interval, interval, interval, in
 alter table pgque.queue
     add column queue_senders regrole[],
     add column queue_subscribers regrole[];
+
+-- Retention and replay (ADR 0067): the queue's retention and the switch
+-- marks that tell which windows are whole, and the index that finds a
+-- position by time.  The marks of a queue of 0.2.0 are set in the post step.
+alter table pgque.queue
+    add column queue_retention interval,
+    add column queue_prev_step2 xid8,
+    add column queue_floor_step2 xid8;
+create index tick_time_idx on pgque.tick (tick_queue, tick_time);

@@ -1,0 +1,210 @@
+-- Replay by time (ADR 0067): seek() moves a consumer's cursor to the
+-- earliest retained tick, the latest tick, or the last tick before a point
+-- in time; subscribe(..., start) puts a new consumer there.  The events
+-- after the cursor come again in their original order with their original
+-- ids: they are read from the event tables, which retention keeps
+-- (sql/21_retention.sql).  A position is a tick: "the events at or after
+-- t" are those first ticked at or after t.
+
+-- The position a user wrote (i_what names the argument): 'earliest',
+-- 'latest' or a point in time as text.  -> (what, at): what is
+-- 'earliest', 'latest' or 'time'.
+create function pgque._seek_parse(i_what text, i_position text, out what text, out at timestamptz)
+returns record language plpgsql as $$
+begin
+    perform pgque._check_not_null(i_what, i_position);
+    what := pg_catalog.lower(pg_catalog.btrim(i_position));
+    if what in ('earliest', 'latest') then
+        return;
+    end if;
+    begin
+        at := i_position::timestamptz;
+    exception when invalid_datetime_format or datetime_field_overflow
+                   or invalid_parameter_value or invalid_text_representation then
+        raise exception '% must be ''earliest'', ''latest'' or a point in time, got "%"',
+              i_what, pg_catalog.left(i_position, 64)
+            using errcode = 'invalid_parameter_value',
+                  hint = 'For example pgque.seek(''orders'', ''billing'', now() - interval ''1 hour'').';
+    end;
+    what := 'time';
+end $$;
+
+-- The tick a cursor goes to (the caller holds the queue row, so rotation
+-- cannot truncate under it):
+--   earliest  the earliest tick every window after which is whole
+--             (_earliest_tick);
+--   latest    the latest tick (where subscribe() starts);
+--   time      the last tick before i_at: the next window holds the events
+--             first ticked at or after it.  Before the retained span:
+--             the earliest tick, and clamped says so.
+-- A queue whose every tick is older than its last truncation (no tick
+-- for two rotations) has no whole start: the latest tick, clamped.
+create function pgque._seek_tick(q pgque.queue, i_what text, i_at timestamptz,
+                                 out tick_id bigint, out tick_time timestamptz, out clamped boolean)
+returns record language plpgsql stable as $$
+declare
+    e   pgque.tick;
+    lt  pgque.tick;
+begin
+    e := pgque._earliest_tick(q);
+    select * into lt from pgque.tick t where t.tick_queue = q.queue_id order by t.tick_id desc limit 1;
+    clamped := false;
+    if i_what = 'latest' then
+        tick_id := lt.tick_id; tick_time := lt.tick_time;
+        return;
+    elsif i_what = 'time' then
+        select t.tick_id, t.tick_time into tick_id, tick_time
+          from pgque.tick t
+         where t.tick_queue = q.queue_id and t.tick_time < i_at
+         order by t.tick_time desc, t.tick_id desc limit 1;
+        if tick_id is not null and tick_id >= e.tick_id then
+            return;
+        end if;
+        clamped := true;
+    end if;
+    if e.tick_id is null then
+        tick_id := lt.tick_id; tick_time := lt.tick_time; clamped := true;
+    else
+        tick_id := e.tick_id; tick_time := e.tick_time;
+    end if;
+end $$;
+
+-- Move subscription s to the position (what, at).  The queue row is held
+-- (FOR KEY SHARE: rotation step 1 waits, the ticker does not) and the
+-- target tick row too (tick cleanup waits), so the cursor lands on a tick
+-- whose events are all still stored.  The open batch is dropped, as by
+-- register_consumer_at(); pending retries stay (they are new events).
+-- -> the tick, its time, clamped.
+create function pgque._seek_sub(q pgque.queue, s pgque.subscription, i_consumer text, i_what text,
+                                i_at timestamptz, out tick_id bigint, out tick_time timestamptz,
+                                out clamped boolean)
+returns record language plpgsql as $$
+declare
+    tries  int4 := 0;
+begin
+    if s.sub_role = 'coop_main' then
+        raise exception 'consumer "%" on queue "%" is a cooperative group; seek() does not move it yet',
+              i_consumer, q.queue_name
+            using errcode = 'feature_not_supported',
+                  detail = 'Its members hold windows after the group cursor.',
+                  hint = 'Unregister the members, unsubscribe the group and subscribe it again with start => the position.';
+    end if;
+    select * into q from pgque.queue where queue_id = q.queue_id for key share;
+    loop
+        select * into tick_id, tick_time, clamped from pgque._seek_tick(q, i_what, i_at);
+        -- a tick cleanup that deleted it meanwhile: choose again
+        perform from pgque.tick t where t.tick_queue = q.queue_id and t.tick_id = _seek_sub.tick_id for key share;
+        exit when found;
+        tries := tries + 1;
+        if tries >= 3 then
+            raise exception 'no tick to seek to on queue "%"', q.queue_name
+                using errcode = 'object_not_in_prerequisite_state',
+                      hint = 'Tick the queue (pgque.ticker()) and try again.';
+        end if;
+    end loop;
+    if clamped then
+        raise notice 'consumer "%" on queue "%": the position is before the retained span; it starts at the earliest retained tick % (%)',
+              i_consumer, q.queue_name, tick_id, tick_time
+            using detail = 'Events older than that were truncated by rotation.',
+                  hint = 'Keep them longer with set_queue_config(queue, ''retention'', ...).';
+    end if;
+    update pgque.subscription
+       set sub_last_tick = _seek_sub.tick_id, sub_batch = null, sub_next_tick = null,
+           sub_batch_pos = null, sub_batch_last = null, sub_active = now()
+     where sub_id = s.sub_id;
+end $$;
+
+-- seek(queue_name, consumer_name, 'earliest' | 'latest' | time)
+-- -> (tick_id, tick_time, clamped): where the cursor now stands; clamped
+-- when the position was before the retained span (a NOTICE says so too).
+create function pgque._seek(i_queue_name text, i_consumer_name text, i_what text, i_at timestamptz,
+                            out tick_id bigint, out tick_time timestamptz, out clamped boolean)
+returns record language plpgsql as $$
+declare
+    q  pgque.queue;
+    s  pgque.subscription;
+begin
+    q := pgque._queue(i_queue_name);
+    perform pgque._user_consumer_name(i_consumer_name);
+    perform pgque._check_queue_right(q, 'subscribe');
+    select sub.* into s
+      from pgque.subscription sub join pgque.consumer c on c.co_id = sub.sub_consumer
+     where sub.sub_queue = q.queue_id and c.co_name = i_consumer_name
+       for update of sub;
+    if not found then
+        if exists (select from pgque.partition_consumer pc
+                    where pc.queue_id = q.queue_id and pc.co_name = i_consumer_name) then
+            raise exception 'consumer "%" on queue "%" is partitioned; seek() does not move its slots yet',
+                  i_consumer_name, i_queue_name
+                using errcode = 'feature_not_supported',
+                      hint = 'Unsubscribe it and subscribe it again, then position each slot with register_consumer_at().';
+        end if;
+        raise exception 'Not subscriber to queue: %/%', i_queue_name, i_consumer_name
+            using errcode = 'undefined_object',
+                  hint = 'Subscribe it with pgque.subscribe(queue, consumer, start => ...).';
+    end if;
+    perform pgque._authorize(s.sub_owner, q.queue_id, i_consumer_name);
+    select * into tick_id, tick_time, clamped from pgque._seek_sub(q, s, i_consumer_name, i_what, i_at);
+end $$;
+
+create function pgque.seek(queue_name text, consumer_name text, target text,
+                           out tick_id bigint, out tick_time timestamptz, out clamped boolean)
+returns record language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    p record;
+begin
+    p := pgque._seek_parse('target', target);
+    select * into tick_id, tick_time, clamped from pgque._seek(queue_name, consumer_name, p.what, p.at);
+end $$;
+
+create function pgque.seek(queue_name text, consumer_name text, target timestamptz,
+                           out tick_id bigint, out tick_time timestamptz, out clamped boolean)
+returns record language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._check_not_null('target', target);
+    select * into tick_id, tick_time, clamped from pgque._seek(queue_name, consumer_name, 'time', target);
+end $$;
+
+-- subscribe(queue_name, consumer_name, start => 'earliest' | 'latest' | time)
+-- -> 1 subscribed there / 0 was subscribed already (its cursor is kept:
+-- seek() moves it).
+create function pgque._subscribe_at(i_queue_name text, i_consumer_name text, i_what text, i_at timestamptz)
+returns int4 language plpgsql as $$
+declare
+    q  pgque.queue;
+    s  pgque.subscription;
+begin
+    q := pgque._queue(i_queue_name);
+    if pgque._register(q, pgque._user_consumer_name(i_consumer_name), null) = 0 then
+        raise notice 'consumer "%" is subscribed to queue "%" already; its cursor stays where it is',
+              i_consumer_name, i_queue_name
+            using hint = 'pgque.seek() moves it.';
+        return 0;
+    end if;
+    select sub.* into s
+      from pgque.subscription sub join pgque.consumer c on c.co_id = sub.sub_consumer
+     where sub.sub_queue = q.queue_id and c.co_name = i_consumer_name
+       for update of sub;
+    perform pgque._seek_sub(q, s, i_consumer_name, i_what, i_at);
+    return 1;
+end $$;
+
+create function pgque.subscribe(queue_name text, consumer_name text, start text)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    p record;
+begin
+    p := pgque._seek_parse('start', start);
+    return pgque._subscribe_at(queue_name, consumer_name, p.what, p.at);
+end $$;
+
+create function pgque.subscribe(queue_name text, consumer_name text, start timestamptz)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._check_not_null('start', start);
+    return pgque._subscribe_at(queue_name, consumer_name, 'time', start);
+end $$;
