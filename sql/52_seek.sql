@@ -103,9 +103,9 @@ begin
         end if;
     end loop;
     if clamped then
-        raise notice 'consumer "%" on queue "%": the position is before the retained span; it starts at the earliest retained tick % (%)',
-              i_consumer, q.queue_name, tick_id, tick_time
-            using detail = 'Events older than that were truncated by rotation.',
+        raise notice 'consumer "%" on queue "%": the position is before the retained span; it starts at the earliest retained tick %',
+              i_consumer, q.queue_name, tick_id
+            using detail = 'Nothing older is stored: it was truncated by rotation, or never sent.',
                   hint = 'Keep them longer with set_queue_config(queue, ''retention'', ...).';
     end if;
     update pgque.subscription
