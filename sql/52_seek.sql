@@ -69,31 +69,22 @@ begin
     end if;
 end $$;
 
--- Move subscription s to the position (what, at).  The queue row is held
--- (FOR KEY SHARE: rotation step 1 waits, the ticker does not) and the
--- target tick row too (tick cleanup waits), so the cursor lands on a tick
--- whose events are all still stored.  The open batch is dropped, as by
--- register_consumer_at(); pending retries stay (they are new events).
+-- Hold the queue row (FOR KEY SHARE: rotation step 1 waits, the ticker
+-- does not) and choose the tick of the position, held too (tick cleanup
+-- waits), so every cursor moved to it stands where all later events are
+-- still stored.  Says so when the position was before the retained span.
 -- -> the tick, its time, clamped.
-create function pgque._seek_sub(q pgque.queue, s pgque.subscription, i_consumer text, i_what text,
-                                i_at timestamptz, out tick_id bigint, out tick_time timestamptz,
-                                out clamped boolean)
+create function pgque._seek_hold(q pgque.queue, i_consumer text, i_what text, i_at timestamptz,
+                                 out tick_id bigint, out tick_time timestamptz, out clamped boolean)
 returns record language plpgsql as $$
 declare
     tries  int4 := 0;
 begin
-    if s.sub_role = 'coop_main' then
-        raise exception 'consumer "%" on queue "%" is a cooperative group; seek() does not move it yet',
-              i_consumer, q.queue_name
-            using errcode = 'feature_not_supported',
-                  detail = 'Its members hold windows after the group cursor.',
-                  hint = 'Unregister the members, unsubscribe the group and subscribe it again with start => the position.';
-    end if;
     select * into q from pgque.queue where queue_id = q.queue_id for key share;
     loop
         select * into tick_id, tick_time, clamped from pgque._seek_tick(q, i_what, i_at);
         -- a tick cleanup that deleted it meanwhile: choose again
-        perform from pgque.tick t where t.tick_queue = q.queue_id and t.tick_id = _seek_sub.tick_id for key share;
+        perform from pgque.tick t where t.tick_queue = q.queue_id and t.tick_id = _seek_hold.tick_id for key share;
         exit when found;
         tries := tries + 1;
         if tries >= 3 then
@@ -108,15 +99,101 @@ begin
             using detail = 'Nothing older is stored: it was truncated by rotation, or never sent.',
                   hint = 'Keep them longer with set_queue_config(queue, ''retention'', ...).';
     end if;
+end $$;
+
+-- Rows a seek deletes or moves are locked without waiting: a member or a
+-- slot owner in the middle of a call (or frozen in one) makes the seek
+-- fail, never wait (ADR 0023: nobody waits for a frozen owner).
+create function pgque._seek_busy(i_consumer text, i_queue_name text, i_what text)
+returns void language plpgsql as $$
+begin
+    raise exception 'consumer "%" on queue "%" is busy: % is held by a transaction in progress',
+          i_consumer, i_queue_name, i_what
+        using errcode = 'lock_not_available',
+              hint = 'Try again; a worker stuck in a transaction must end it first (pg_stat_activity).';
+end $$;
+
+-- A plain consumer: the cursor moves, the open batch is dropped (as by
+-- register_consumer_at()); an ack of that batch then finishes nothing.
+-- Pending retries stay: they are new events.
+create function pgque._seek_plain(s pgque.subscription, i_tick bigint)
+returns void language sql as $$
     update pgque.subscription
-       set sub_last_tick = _seek_sub.tick_id, sub_batch = null, sub_next_tick = null,
-           sub_batch_pos = null, sub_batch_last = null, sub_active = now()
+       set sub_last_tick = i_tick, sub_batch = null, sub_next_tick = null,
+           sub_batch_pos = null, sub_batch_last = null, sub_active = pg_catalog.now()
+     where sub_id = s.sub_id;
+$$;
+
+-- A cooperative group (ADR 0017): its windows go, the members' batches
+-- with them (an ack of one finishes nothing; the member's next receive
+-- takes a window from the new cursor), and the group cursor and its
+-- high-water mark move to the tick: windows are cut again from there.
+-- The group row is held (the caller's FOR UPDATE): _coop_sync skips it.
+create function pgque._seek_coop(q pgque.queue, s pgque.subscription, i_consumer text, i_tick bigint)
+returns void language plpgsql as $$
+begin
+    begin
+        perform from pgque.coop_window where cw_sub = s.sub_id for update nowait;
+    exception when lock_not_available then
+        perform pgque._seek_busy(i_consumer, q.queue_name, 'a window of a member');
+    end;
+    delete from pgque.coop_window where cw_sub = s.sub_id;
+    update pgque.subscription
+       set sub_last_tick = i_tick, sub_coop_hw = i_tick, sub_active = pg_catalog.now()
      where sub_id = s.sub_id;
 end $$;
 
--- seek(queue_name, consumer_name, 'earliest' | 'latest' | time)
--- -> (tick_id, tick_time, clamped): where the cursor now stands; clamped
--- when the position was before the retained span (a NOTICE says so too).
+-- A partitioned consumer: every slot subscription "C#k/n" to the same
+-- tick, in one transaction.  A slot's cursor is the greatest of
+-- sub_last_tick and its epochs' rows (ADR 0023): the rows go, so the next
+-- receive of whichever worker holds the lease starts a row of its epoch at
+-- the new cursor, and an ack of a batch opened before finishes nothing.
+-- Leases are not touched.  Refused while a resize drains (two layouts) or
+-- a key is blocked (failure policy pause: its withheld events, ADR 0029).
+create function pgque._seek_partitioned(q pgque.queue, i_consumer text, i_what text, i_at timestamptz,
+                                        out tick_id bigint, out tick_time timestamptz, out clamped boolean)
+returns record language plpgsql as $$
+declare
+    pc    pgque.partition_consumer;
+    subs  int4[];
+begin
+    select * into pc from pgque.partition_consumer p
+     where p.queue_id = q.queue_id and p.co_name = i_consumer for update;
+    perform pgque._authorize(pc.owner, q.queue_id, i_consumer);
+    if exists (select from pgque.partition_resize r where r.queue_id = q.queue_id and r.co_name = i_consumer) then
+        raise exception 'partitioned consumer "%" on queue "%" is being resized', i_consumer, q.queue_name
+            using errcode = 'object_not_in_prerequisite_state',
+                  detail = 'Its old and new slots read different windows until the old ones reach the boundary tick.',
+                  hint = 'Seek once the resize is done (pgque.partition_resize_status).';
+    end if;
+    select pg_catalog.array_agg(s.sub_id order by s.sub_id) into subs
+      from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+     where s.sub_queue = q.queue_id
+       and c.co_name in (select i_consumer || '#' || k || '/' || pc.n from pg_catalog.generate_series(0, pc.n - 1) k);
+    perform from pgque.subscription where sub_id = any (subs) for update;
+    if exists (select from pgque.blocked_key b where b.bk_sub = any (subs)) then
+        raise exception 'partitioned consumer "%" on queue "%" has blocked keys', i_consumer, q.queue_name
+            using errcode = 'object_not_in_prerequisite_state',
+                  detail = 'Failure policy pause withholds the later events of a key until its failed event is acked or dead-lettered.',
+                  hint = 'Resolve them first (pgque.blocked_keys).';
+    end if;
+    begin
+        perform from pgque.slot_batch where sb_sub = any (subs) for update nowait;
+    exception when lock_not_available then
+        perform pgque._seek_busy(i_consumer, q.queue_name, 'a slot''s batch');
+    end;
+    select * into tick_id, tick_time, clamped from pgque._seek_hold(q, i_consumer, i_what, i_at);
+    delete from pgque.slot_batch where sb_sub = any (subs);
+    update pgque.subscription
+       set sub_last_tick = _seek_partitioned.tick_id, sub_batch = null, sub_next_tick = null,
+           sub_batch_pos = null, sub_batch_last = null, sub_active = pg_catalog.now()
+     where sub_id = any (subs);
+end $$;
+
+-- seek(queue_name, consumer_name, 'earliest' | 'latest' | time), for a
+-- plain, cooperative or partitioned consumer -> (tick_id, tick_time,
+-- clamped): where the cursor now stands; clamped when the position was
+-- before the retained span (a NOTICE says so too).
 create function pgque._seek(i_queue_name text, i_consumer_name text, i_what text, i_at timestamptz,
                             out tick_id bigint, out tick_time timestamptz, out clamped boolean)
 returns record language plpgsql as $$
@@ -134,17 +211,21 @@ begin
     if not found then
         if exists (select from pgque.partition_consumer pc
                     where pc.queue_id = q.queue_id and pc.co_name = i_consumer_name) then
-            raise exception 'consumer "%" on queue "%" is partitioned; seek() does not move its slots yet',
-                  i_consumer_name, i_queue_name
-                using errcode = 'feature_not_supported',
-                      hint = 'Unsubscribe it and subscribe it again, then position each slot with register_consumer_at().';
+            select * into tick_id, tick_time, clamped
+              from pgque._seek_partitioned(q, i_consumer_name, i_what, i_at);
+            return;
         end if;
         raise exception 'Not subscriber to queue: %/%', i_queue_name, i_consumer_name
             using errcode = 'undefined_object',
                   hint = 'Subscribe it with pgque.subscribe(queue, consumer, start => ...).';
     end if;
     perform pgque._authorize(s.sub_owner, q.queue_id, i_consumer_name);
-    select * into tick_id, tick_time, clamped from pgque._seek_sub(q, s, i_consumer_name, i_what, i_at);
+    select * into tick_id, tick_time, clamped from pgque._seek_hold(q, i_consumer_name, i_what, i_at);
+    if s.sub_role = 'coop_main' then
+        perform pgque._seek_coop(q, s, i_consumer_name, tick_id);
+    else
+        perform pgque._seek_plain(s, tick_id);
+    end if;
 end $$;
 
 create function pgque.seek(queue_name text, consumer_name text, target text,
@@ -187,7 +268,7 @@ begin
       from pgque.subscription sub join pgque.consumer c on c.co_id = sub.sub_consumer
      where sub.sub_queue = q.queue_id and c.co_name = i_consumer_name
        for update of sub;
-    perform pgque._seek_sub(q, s, i_consumer_name, i_what, i_at);
+    perform pgque._seek_plain(s, (select h.tick_id from pgque._seek_hold(q, i_consumer_name, i_what, i_at) h));
     return 1;
 end $$;
 

@@ -76,10 +76,5 @@ select pgque_test.error_of($$select pgque.subscribe('sk', 'h', null::text)$$) as
 select pgque_test.error_of($$select pgque.subscribe('sk', 'h', null::timestamptz)$$) as null_start_time;
 select pgque_test.error_of($$select pgque.subscribe('sk', 'h', 'soon')$$) as bad_start;
 select count(*) as h_not_subscribed from pgque.get_consumer_info('sk') where consumer_name = 'h';
--- cooperative groups and partitioned consumers are refused (not yet moved)
-select pgque.register_subconsumer('sk', 'grp', 'm1');
-select pgque_test.error_of($$select pgque.seek('sk', 'grp', 'earliest')$$) as coop_group;
-select pgque.subscribe_slot('sk', 'pc', 0, 2);
-select pgque_test.error_of($$select pgque.seek('sk', 'pc', 'earliest')$$) as partitioned;
-
+-- (cooperative groups and partitioned consumers: regress 43_seek_kinds)
 select pgque.drop_queue('sk', true);
