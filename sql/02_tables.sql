@@ -44,8 +44,8 @@ create table pgque.queue (
     -- table holds only events of xids below it (NULL: no such switch yet,
     -- the oldest table is empty).  queue_floor_step2: every table truncated
     -- so far held only events of xids below it, so a tick whose snapshot's
-    -- xmin is above it starts a window that is whole (NULL: nothing written
-    -- was truncated yet).
+    -- xmin is at or above it starts a window that is whole (NULL: nothing
+    -- written was truncated yet).
     queue_retention           interval,
     queue_prev_step2          xid8,
     queue_floor_step2         xid8

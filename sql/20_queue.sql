@@ -190,7 +190,7 @@ declare
     tabs   int4[];
     parts  text[];
 begin
-    if q.queue_prev_step2 is not null and pg_catalog.pg_snapshot_xmin(i_lo) <= q.queue_prev_step2 then
+    if q.queue_prev_step2 is not null and pg_catalog.pg_snapshot_xmin(i_lo) < q.queue_prev_step2 then
         -- a window reaching back before the previous switch, only ever
         -- read by a cursor a replay moved there (ADR 0067): the oldest
         -- table too, which retention or the cursor itself kept

@@ -13,7 +13,7 @@
 create function pgque._retention_passed(q pgque.queue)
 returns boolean language sql stable as $$
     select q.queue_retention is null or q.queue_prev_step2 is null
-        or coalesce((select pg_catalog.pg_snapshot_xmin(t.tick_snapshot) > q.queue_prev_step2
+        or coalesce((select pg_catalog.pg_snapshot_xmin(t.tick_snapshot) >= q.queue_prev_step2
                        from pgque.tick t
                       where t.tick_queue = q.queue_id
                         and t.tick_time <= pg_catalog.now() - q.queue_retention
@@ -30,7 +30,7 @@ returns pgque.tick language sql stable as $$
     select t.* from pgque.tick t
      where t.tick_queue = q.queue_id
        and (q.queue_floor_step2 is null
-            or pg_catalog.pg_snapshot_xmin(t.tick_snapshot) > q.queue_floor_step2)
+            or pg_catalog.pg_snapshot_xmin(t.tick_snapshot) >= q.queue_floor_step2)
      order by t.tick_id limit 1
 $$;
 

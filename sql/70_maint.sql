@@ -72,7 +72,7 @@ begin
         delete from pgque.tick
          where tick_queue = q.queue_id
            and q.queue_prev_step2 is not null
-           and pg_catalog.pg_snapshot_xmin(tick_snapshot) <= q.queue_prev_step2
+           and pg_catalog.pg_snapshot_xmin(tick_snapshot) < q.queue_prev_step2
            and tick_id < (select max(x.tick_id) from pgque.tick x where x.tick_queue = q.queue_id);
     end if;
     return 1;
