@@ -42,13 +42,12 @@ create table pgque.queue (
     -- passed them (NULL: none, rotation as PgQ's).  queue_prev_step2: step 2
     -- of the switch that made the previous table current, so the oldest
     -- table holds only events of xids below it (NULL: no such switch yet,
-    -- the oldest table is empty).  queue_floor_step2: every table truncated
-    -- so far held only events of xids below it, so a tick whose snapshot's
-    -- xmin is at or above it starts a window that is whole (NULL: nothing
-    -- written was truncated yet).
+    -- the oldest table is empty).  queue_truncated_xid: the newest xid of an
+    -- event rotation truncated, so a tick whose snapshot's xmin is above it
+    -- starts a window that is whole (NULL: no event was truncated yet).
     queue_retention           interval,
     queue_prev_step2          xid8,
-    queue_floor_step2         xid8
+    queue_truncated_xid       xid8
 );
 
 create table pgque.consumer (

@@ -21,16 +21,15 @@ returns boolean language sql stable as $$
 $$;
 
 -- The earliest tick a cursor may stand at so that every window after it is
--- whole: the first one whose snapshot sees every xid of the truncated
--- tables as finished (NULL floor: nothing written was truncated, the first
--- tick kept).  A window reaching back before the previous switch reads
+-- whole: the first one whose snapshot sees the xid of every truncated event
+-- as finished (none truncated yet: the first tick kept).  A window reaching back before the previous switch reads
 -- every table (_event_source).
 create function pgque._earliest_tick(q pgque.queue)
 returns pgque.tick language sql stable as $$
     select t.* from pgque.tick t
      where t.tick_queue = q.queue_id
-       and (q.queue_floor_step2 is null
-            or pg_catalog.pg_snapshot_xmin(t.tick_snapshot) >= q.queue_floor_step2)
+       and (q.queue_truncated_xid is null
+            or pg_catalog.pg_snapshot_xmin(t.tick_snapshot) > q.queue_truncated_xid)
      order by t.tick_id limit 1
 $$;
 

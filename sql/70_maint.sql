@@ -21,6 +21,7 @@ set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q       pgque.queue;
     lowest  xid8;
+    newest  xid8;
     nxt     int4;
     tbl     text;
 begin
@@ -51,16 +52,18 @@ begin
     if pgque._rotation_would_lose(q, tbl, lowest) then
         return 0;
     end if;
+    -- the newest xid it holds (an index probe, as above): a tick whose
+    -- snapshot sees it finished starts a whole window (ADR 0067)
+    execute 'select ev_txid from ' || tbl || ' order by ev_txid desc limit 1' into newest;
     perform pgque._truncate_event_table(tbl::regclass);
-    -- the truncated table held xids below the previous table's step 2: the
-    -- new floor of whole windows; the table current until now becomes the
-    -- previous one (ADR 0067)
+    -- the table current until now becomes the previous one
     update pgque.queue
        set queue_cur_table = nxt, queue_switch_time = now(),
            queue_switch_step1 = pg_catalog.pg_current_xact_id(), queue_switch_step2 = null,
-           queue_floor_step2 = coalesce(q.queue_prev_step2, q.queue_floor_step2),
+           queue_truncated_xid = greatest(q.queue_truncated_xid, newest),
            queue_prev_step2 = q.queue_switch_step2
      where queue_id = q.queue_id;
+    q.queue_truncated_xid := greatest(q.queue_truncated_xid, newest);
     if q.queue_retention is null then
         -- ticks older than every cursor and than the previous switch
         delete from pgque.tick
@@ -71,8 +74,8 @@ begin
         -- others stay, a replay may start at any of them
         delete from pgque.tick
          where tick_queue = q.queue_id
-           and q.queue_prev_step2 is not null
-           and pg_catalog.pg_snapshot_xmin(tick_snapshot) < q.queue_prev_step2
+           and q.queue_truncated_xid is not null
+           and pg_catalog.pg_snapshot_xmin(tick_snapshot) <= q.queue_truncated_xid
            and tick_id < (select max(x.tick_id) from pgque.tick x where x.tick_queue = q.queue_id);
     end if;
     return 1;

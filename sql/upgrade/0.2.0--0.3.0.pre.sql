@@ -52,5 +52,5 @@ alter table pgque.queue
 alter table pgque.queue
     add column queue_retention interval,
     add column queue_prev_step2 xid8,
-    add column queue_floor_step2 xid8;
+    add column queue_truncated_xid xid8;
 create index tick_time_idx on pgque.tick (tick_queue, tick_time);
