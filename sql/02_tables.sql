@@ -41,8 +41,9 @@ create table pgque.queue (
     -- stay readable this long after their tick even when every cursor has
     -- passed them (NULL: none, rotation as PgQ's).  queue_prev_step2: step 2
     -- of the switch that made the previous table current, so the oldest
-    -- table holds only events of xids below it (NULL: no such switch yet,
-    -- the oldest table is empty).  queue_truncated_xid: the newest xid of an
+    -- table holds only events of xids below it and a window starting at or
+    -- after it needs none of that table (NULL: no such switch yet, the
+    -- oldest table is empty).  queue_truncated_xid: the newest xid of an
     -- event rotation truncated, so a tick whose snapshot's xmin is above it
     -- starts a window that is whole (NULL: no event was truncated yet).
     queue_retention           interval,

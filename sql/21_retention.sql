@@ -5,25 +5,35 @@
 -- subscribe(..., start) position cursors (sql/52_seek.sql).
 
 -- Retention (ADR 0067): may the oldest table, the one rotation step 1
--- truncates, go?  Its events all have xids below queue_prev_step2 (the
--- step 2 of the switch that ended it), so all of them were ticked by the
--- newest tick at or before now() - retention if that tick's snapshot sees
--- every such xid as finished.  No retention, or no switch yet (the oldest
--- table was never written): yes.  One index probe (tick_time_idx).
+-- truncates, go?  Yes when it holds no event, or when the newest tick at
+-- or before now() - retention sees its newest xid finished: every event of
+-- the table was ticked by then.  (The table is written no more: the switch
+-- after it is complete.)  No retention: yes.  Two index probes (the
+-- table's ev_txid, tick_time_idx).
 create function pgque._retention_passed(q pgque.queue)
-returns boolean language sql stable as $$
-    select q.queue_retention is null or q.queue_prev_step2 is null
-        or coalesce((select pg_catalog.pg_snapshot_xmin(t.tick_snapshot) >= q.queue_prev_step2
+returns boolean language plpgsql stable as $$
+declare
+    newest  xid8;
+begin
+    if q.queue_retention is null then
+        return true;
+    end if;
+    execute pg_catalog.format('select ev_txid from pgque.%I order by ev_txid desc limit 1',
+                              'event_' || q.queue_id || '_' || (q.queue_cur_table + 1) % q.queue_ntables)
+       into newest;
+    return newest is null
+        or coalesce((select pg_catalog.pg_snapshot_xmin(t.tick_snapshot) > newest
                        from pgque.tick t
                       where t.tick_queue = q.queue_id
                         and t.tick_time <= pg_catalog.now() - q.queue_retention
-                      order by t.tick_time desc limit 1), false)
-$$;
+                      order by t.tick_time desc limit 1), false);
+end $$;
 
 -- The earliest tick a cursor may stand at so that every window after it is
 -- whole: the first one whose snapshot sees the xid of every truncated event
--- as finished (none truncated yet: the first tick kept).  A window reaching back before the previous switch reads
--- every table (_event_source).
+-- as finished (none truncated yet: the first tick kept).  A window
+-- reaching back before the previous switch reads every table
+-- (_event_source).
 create function pgque._earliest_tick(q pgque.queue)
 returns pgque.tick language sql stable as $$
     select t.* from pgque.tick t
