@@ -69,18 +69,37 @@ begin
     end if;
 end $$;
 
--- Hold the queue row (FOR KEY SHARE: rotation step 1 waits, the ticker
--- does not) and choose the tick of the position, held too (tick cleanup
--- waits), so every cursor moved to it stands where all later events are
--- still stored.  Says so when the position was before the retained span.
--- -> the tick, its time, clamped.
+-- Hold the table rotation step 1 truncates next (ACCESS SHARE: step 1's
+-- LOCK ... NOWAIT then skips the queue until this transaction ends, as for
+-- any reader of it) and choose the tick of the position, held too (FOR KEY
+-- SHARE: tick cleanup skips it), so every cursor moved to it stands where
+-- all later events are still stored.  No worker ever waits for a seek left
+-- open in a transaction (ADR 0040, 0067).  A rotation that held the table
+-- first is waited for (a maintenance transaction), then seen: hence READ
+-- COMMITTED, each statement with a new snapshot.  Says so when the
+-- position was before the retained span.  -> the tick, its time, clamped.
 create function pgque._seek_hold(q pgque.queue, i_consumer text, i_what text, i_at timestamptz,
                                  out tick_id bigint, out tick_time timestamptz, out clamped boolean)
 returns record language plpgsql as $$
 declare
     tries  int4 := 0;
+    cur    int4;
 begin
-    select * into q from pgque.queue where queue_id = q.queue_id for key share;
+    if pg_catalog.current_setting('transaction_isolation') <> 'read committed' then
+        raise exception 'cannot move consumer "%" on queue "%" in a % transaction', i_consumer, q.queue_name,
+              pg_catalog.upper(pg_catalog.current_setting('transaction_isolation'))
+            using errcode = 'invalid_transaction_state',
+                  detail = 'A seek must see a rotation that commits while it waits for the table rotation truncates.',
+                  hint = 'Call it in a READ COMMITTED transaction.';
+    end if;
+    loop
+        select queue_cur_table into cur from pgque.queue where queue_id = q.queue_id;
+        execute pg_catalog.format('lock table pgque.%I in access share mode',
+                                  'event_' || q.queue_id || '_' || (cur + 1) % q.queue_ntables);
+        -- a new statement: a rotation that held the table is seen now
+        select * into q from pgque.queue where queue_id = q.queue_id;
+        exit when q.queue_cur_table = cur;
+    end loop;
     loop
         select * into tick_id, tick_time, clamped from pgque._seek_tick(q, i_what, i_at);
         -- a tick cleanup that deleted it meanwhile: choose again

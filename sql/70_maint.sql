@@ -214,17 +214,20 @@ declare
     n int4;
 begin
     -- a queue with retention keeps its ticks until rotation truncates
-    -- their events (ADR 0067)
-    delete from pgque.tick t
-     using pgque.queue q
-     where t.tick_queue = q.queue_id
-       and q.queue_retention is null
-       and t.tick_time < now() - q.queue_rotation_period
-       and t.tick_id < coalesce((select min(c.tk) from (select s.sub_last_tick as tk from pgque.subscription s
-                                                          where s.sub_queue = q.queue_id
-                                                         union all
-                                                         select pgque._blocked_ticks(q.queue_id)) c),
-                                (select max(x.tick_id) from pgque.tick x where x.tick_queue = q.queue_id));
+    -- their events; a tick a seek holds (it is moving a cursor there) is
+    -- skipped, never waited for (ADR 0067)
+    delete from pgque.tick d
+     where d.ctid = any (array(
+        select t.ctid from pgque.tick t
+          join pgque.queue q on t.tick_queue = q.queue_id
+         where q.queue_retention is null
+           and t.tick_time < now() - q.queue_rotation_period
+           and t.tick_id < coalesce((select min(c.tk) from (select s.sub_last_tick as tk from pgque.subscription s
+                                                              where s.sub_queue = q.queue_id
+                                                             union all
+                                                             select pgque._blocked_ticks(q.queue_id)) c),
+                                    (select max(x.tick_id) from pgque.tick x where x.tick_queue = q.queue_id))
+           for update of t skip locked));
     get diagnostics n = row_count;
     return n;
 end $$;

@@ -76,5 +76,9 @@ select pgque_test.error_of($$select pgque.subscribe('sk', 'h', null::text)$$) as
 select pgque_test.error_of($$select pgque.subscribe('sk', 'h', null::timestamptz)$$) as null_start_time;
 select pgque_test.error_of($$select pgque.subscribe('sk', 'h', 'soon')$$) as bad_start;
 select count(*) as h_not_subscribed from pgque.get_consumer_info('sk') where consumer_name = 'h';
+-- a seek must see a rotation that commits while it waits: READ COMMITTED only
+begin isolation level repeatable read;
+select pgque_test.error_of($$select pgque.seek('sk', 'c', 'earliest')$$) as repeatable_read;
+rollback;
 -- (cooperative groups and partitioned consumers: regress 43_seek_kinds)
 select pgque.drop_queue('sk', true);
