@@ -29,22 +29,24 @@ begin
     what := 'time';
 end $$;
 
--- The tick a cursor goes to (the caller holds the queue row, so rotation
--- cannot truncate under it):
+-- The tick a cursor goes to (the caller holds the table rotation truncates
+-- next, so nothing is truncated under it):
 --   earliest  the earliest tick every window after which is whole
 --             (_earliest_tick);
 --   latest    the latest tick (where subscribe() starts);
 --   time      the last tick before i_at: the next window holds the events
---             first ticked at or after it.  Before the retained span:
---             the earliest tick, and clamped says so.
+--             first ticked at or after it.  Before the retained span (or
+--             a tick whose window is not whole): the earliest tick, and
+--             clamped says so.
 -- A queue whose every tick is older than its last truncation (no tick
 -- for two rotations) has no whole start: the latest tick, clamped.
 create function pgque._seek_tick(q pgque.queue, i_what text, i_at timestamptz,
                                  out tick_id bigint, out tick_time timestamptz, out clamped boolean)
 returns record language plpgsql stable as $$
 declare
-    e   pgque.tick;
-    lt  pgque.tick;
+    e     pgque.tick;
+    lt    pgque.tick;
+    snap  pg_catalog.pg_snapshot;
 begin
     e := pgque._earliest_tick(q);
     select * into lt from pgque.tick t where t.tick_queue = q.queue_id order by t.tick_id desc limit 1;
@@ -53,11 +55,12 @@ begin
         tick_id := lt.tick_id; tick_time := lt.tick_time;
         return;
     elsif i_what = 'time' then
-        select t.tick_id, t.tick_time into tick_id, tick_time
+        select t.tick_id, t.tick_time, t.tick_snapshot into tick_id, tick_time, snap
           from pgque.tick t
          where t.tick_queue = q.queue_id and t.tick_time < i_at
          order by t.tick_time desc, t.tick_id desc limit 1;
-        if tick_id is not null and tick_id >= e.tick_id then
+        if tick_id >= e.tick_id
+           and (q.queue_truncated_xid is null or pg_catalog.pg_snapshot_xmin(snap) > q.queue_truncated_xid) then
             return;
         end if;
         clamped := true;

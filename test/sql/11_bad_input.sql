@@ -135,7 +135,11 @@ insert into cases values
  ('uninstall()', 'no arguments',           $$select 'uninstall() takes no input'$$),
  ('logutriga()', 'called directly',        $$select pgque.logutriga()$$),
  ('jsontriga()', 'called directly',        $$select pgque.jsontriga()$$),
- ('sqltriga()', 'called directly',         $$select pgque.sqltriga()$$);
+ ('sqltriga()', 'called directly',         $$select pgque.sqltriga()$$),
+ ('seek(text,text,text)', 'not a position', $$select * from pgque.seek('bi', 'c', 'soon')$$),
+ ('seek(text,text,timestamp with time zone)', 'null time', $$select * from pgque.seek('bi', 'c', null::timestamptz)$$),
+ ('subscribe(text,text,text)', 'not a position', $$select pgque.subscribe('bi', 'c', 'soon')$$),
+ ('subscribe(text,text,timestamp with time zone)', 'null time', $$select pgque.subscribe('bi', 'c', null::timestamptz)$$);
 
 select func, what, pgque_test.error_of(sql) as error from cases order by func, what;
 
