@@ -150,7 +150,8 @@ $$;
 -- with them (an ack of one finishes nothing; the member's next receive
 -- takes a window from the new cursor), and the group cursor and its
 -- high-water mark move to the tick: windows are cut again from there.
--- The group row is held (the caller's FOR UPDATE): _coop_sync skips it.
+-- The group row is held (the caller's FOR NO KEY UPDATE): _coop_sync
+-- skips it.
 create function pgque._seek_coop(q pgque.queue, s pgque.subscription, i_consumer text, i_tick bigint)
 returns void language plpgsql as $$
 begin
@@ -180,8 +181,15 @@ declare
     subs  int4[];
 begin
     select * into pc from pgque.partition_consumer p
-     where p.queue_id = q.queue_id and p.co_name = i_consumer for update;
+     where p.queue_id = q.queue_id and p.co_name = i_consumer;
     perform pgque._authorize(pc.owner, q.queue_id, i_consumer);
+    -- against a resize (FOR UPDATE) and unsubscribe_slot
+    begin
+        select * into pc from pgque.partition_consumer p
+         where p.queue_id = q.queue_id and p.co_name = i_consumer for no key update nowait;
+    exception when lock_not_available then
+        perform pgque._seek_busy(i_consumer, q.queue_name, 'the partitioned consumer');
+    end;
     if exists (select from pgque.partition_resize r where r.queue_id = q.queue_id and r.co_name = i_consumer) then
         raise exception 'partitioned consumer "%" on queue "%" is being resized', i_consumer, q.queue_name
             using errcode = 'object_not_in_prerequisite_state',
@@ -192,7 +200,16 @@ begin
       from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
      where s.sub_queue = q.queue_id
        and c.co_name in (select i_consumer || '#' || k || '/' || pc.n from pg_catalog.generate_series(0, pc.n - 1) k);
-    perform from pgque.subscription where sub_id = any (subs) for update;
+    -- FOR UPDATE: a slot owner's first call of an epoch inserts its batch
+    -- row (a foreign key: KEY SHARE on the subscription); one under way
+    -- makes the seek busy, a later one waits for the seek to end, so no row
+    -- of the old position is committed after the rows went.  The owners'
+    -- folds (NO KEY UPDATE SKIP LOCKED) skip it.
+    begin
+        perform from pgque.subscription where sub_id = any (subs) for update nowait;
+    exception when lock_not_available then
+        perform pgque._seek_busy(i_consumer, q.queue_name, 'a slot''s subscription');
+    end;
     if exists (select from pgque.blocked_key b where b.bk_sub = any (subs)) then
         raise exception 'partitioned consumer "%" on queue "%" has blocked keys', i_consumer, q.queue_name
             using errcode = 'object_not_in_prerequisite_state',
@@ -228,8 +245,7 @@ begin
     perform pgque._check_queue_right(q, 'subscribe');
     select sub.* into s
       from pgque.subscription sub join pgque.consumer c on c.co_id = sub.sub_consumer
-     where sub.sub_queue = q.queue_id and c.co_name = i_consumer_name
-       for update of sub;
+     where sub.sub_queue = q.queue_id and c.co_name = i_consumer_name;
     if not found then
         if exists (select from pgque.partition_consumer pc
                     where pc.queue_id = q.queue_id and pc.co_name = i_consumer_name) then
@@ -242,6 +258,13 @@ begin
                   hint = 'Subscribe it with pgque.subscribe(queue, consumer, start => ...).';
     end if;
     perform pgque._authorize(s.sub_owner, q.queue_id, i_consumer_name);
+    -- the receive lock (FOR UPDATE) of a plain consumer, a member's
+    -- _coop_sync (FOR NO KEY UPDATE) of a group: busy, never waited for
+    begin
+        select * into s from pgque.subscription where sub_id = s.sub_id for no key update nowait;
+    exception when lock_not_available then
+        perform pgque._seek_busy(i_consumer_name, q.queue_name, 'its subscription (a receive in progress)');
+    end;
     select * into tick_id, tick_time, clamped from pgque._seek_hold(q, i_consumer_name, i_what, i_at);
     if s.sub_role = 'coop_main' then
         perform pgque._seek_coop(q, s, i_consumer_name, tick_id);
@@ -289,7 +312,7 @@ begin
     select sub.* into s
       from pgque.subscription sub join pgque.consumer c on c.co_id = sub.sub_consumer
      where sub.sub_queue = q.queue_id and c.co_name = i_consumer_name
-       for update of sub;
+       for no key update of sub;
     perform pgque._seek_plain(s, (select h.tick_id from pgque._seek_hold(q, i_consumer_name, i_what, i_at) h));
     return 1;
 end $$;

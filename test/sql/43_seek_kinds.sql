@@ -106,7 +106,7 @@ select count(*) as after_latest from pgque.receive_partitioned('sq', 'pc', 0, 2,
 
 -- refused: a resize in progress, blocked keys (failure policy pause), bad
 -- input.  (A member or slot owner holding its row in an open transaction:
--- isolation spec seek_rotation_race.)
+-- isolation spec slot_seek_busy.)
 select pgque.resize_partitioned('sq', 'pc', 3);
 select pgque_test.error_of($$select pgque.seek('sq', 'pc', 'earliest')$$) as resizing;
 select pgque_test.error_of($$select pgque.seek('sq', 'pc', 'sideways')$$) as bad_target;
