@@ -36,7 +36,19 @@ create table pgque.queue (
     -- admins) may send to / subscribe to and receive from the queue;
     -- PUBLIC never.  pgque.grant_queue / revoke_queue change them.
     queue_senders             regrole[] not null default '{pgque_writer}',
-    queue_subscribers         regrole[] not null default '{pgque_reader}'
+    queue_subscribers         regrole[] not null default '{pgque_reader}',
+    -- addition: retention and replay (ADR 0067).  queue_retention: events
+    -- stay readable this long after their tick even when every cursor has
+    -- passed them (NULL: none, rotation as PgQ's).  queue_prev_step2: step 2
+    -- of the switch that made the previous table current, so the oldest
+    -- table holds only events of xids below it and a window starting at or
+    -- after it needs none of that table (NULL: no such switch yet, the
+    -- oldest table is empty).  queue_truncated_xid: the newest xid of an
+    -- event rotation truncated, so a tick whose snapshot's xmin is above it
+    -- starts a window that is whole (NULL: no event was truncated yet).
+    queue_retention           interval,
+    queue_prev_step2          xid8,
+    queue_truncated_xid       xid8
 );
 
 create table pgque.consumer (
@@ -148,6 +160,8 @@ create table pgque.tick (
     tick_event_seq  bigint not null,
     primary key (tick_queue, tick_id)
 );
+-- a position by time: seek() and the retention check of rotation (ADR 0067)
+create index tick_time_idx on pgque.tick (tick_queue, tick_time);
 
 create sequence pgque.batch_id_seq;
 

@@ -200,6 +200,11 @@ end $$;
 create function pgque._event_tables(q pgque.queue, i_lo pg_catalog.pg_snapshot, i_hi pg_catalog.pg_snapshot)
 returns int4[] language sql immutable as $$
     select case
+        -- a window reaching back before the previous switch, only ever read
+        -- by a cursor a replay moved there (ADR 0067): the oldest table too,
+        -- which retention or the cursor itself kept
+        when q.queue_prev_step2 is not null and pg_catalog.pg_snapshot_xmin(i_lo) < q.queue_prev_step2
+            then (select pg_catalog.array_agg(x) from pg_catalog.generate_series(0, q.queue_ntables - 1) x)
         when pg_catalog.pg_snapshot_xmax(i_hi) < q.queue_switch_step1
             then array[(q.queue_cur_table + q.queue_ntables - 1) % q.queue_ntables]
         when q.queue_switch_step2 is not null and pg_catalog.pg_snapshot_xmin(i_lo) > q.queue_switch_step2
@@ -215,7 +220,8 @@ $$;
 -- previous switch, and producers take their xid before they look up the
 -- current table (src/queue_cache.c), so a window that ends before the last
 -- switch began is all in the previous table, one that starts after the
--- switch's step 2 all in the current one.
+-- switch's step 2 all in the current one; one that starts before the
+-- previous switch's step 2 (a replay, ADR 0067) in any of them.
 create function pgque._event_source(q pgque.queue, i_lo pg_catalog.pg_snapshot, i_hi pg_catalog.pg_snapshot,
                                     i_n int4, i_slot int4)
 returns text language plpgsql stable as $$
@@ -380,13 +386,20 @@ begin
         update pgque.queue set queue_max_retries = n where queue_id = q.queue_id;
     elsif p = 'partition_buckets' then
         perform pgque._set_buckets(q, x_param_value::int4);
+    elsif p = 'retention' then
+        -- events stay readable this long after their tick (ADR 0067); NULL: none
+        iv := x_param_value::interval;
+        if iv is not null then
+            perform pgque._check_interval(p, iv);
+        end if;
+        update pgque.queue set queue_retention = iv where queue_id = q.queue_id;
     elsif p in ('ticker_paused', 'external_ticker', 'disable_insert') then
         execute pg_catalog.format('update pgque.queue set %I = coalesce($1, false) where queue_id = $2', 'queue_' || p)
             using x_param_value::boolean, q.queue_id;
     else
         raise exception 'unknown queue parameter "%"', x_param_name
             using errcode = 'invalid_parameter_value',
-                  hint = 'Known parameters: ticker_max_count, ticker_max_lag, ticker_idle_period, ticker_paused, rotation_period, max_retries, external_ticker, disable_insert, partition_buckets.';
+                  hint = 'Known parameters: ticker_max_count, ticker_max_lag, ticker_idle_period, ticker_paused, rotation_period, max_retries, external_ticker, disable_insert, partition_buckets, retention.';
     end if;
     return 1;
 end $$;

@@ -85,7 +85,10 @@ returns setof record language sql immutable as $$
      'pgque._pause_orphan_conditions'),
     ('worker_memory', 'warning', 'pgque_bgw.worker_memory_limit',
      'A pgque_bgw process holds more memory than pgque_bgw.worker_memory_limit: watch pgque_worker_memory_bytes; if it keeps growing, report it with the output of pg_log_backend_memory_contexts(pid); a superuser''s pg_terminate_backend(pid) frees it (the launcher restarts the worker).',
-     'pgque._worker_memory_conditions')
+     'pgque._worker_memory_conditions'),
+    ('retention_size', 'warning', 'pgque_bgw.retention_size_limit',
+     'The queue''s retained events take more room than pgque_bgw.retention_size_limit: shorten its retention (set_queue_config(queue, ''retention'', ...)), make room, or raise the limit; a cursor far behind also keeps tables (pgque.get_consumer_info()).',
+     'pgque._retention_conditions')
     ) k(kind, severity, threshold, hint, conditions)
 $$;
 

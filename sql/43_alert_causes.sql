@@ -77,6 +77,8 @@ set search_path = pgque, pg_catalog, pg_temp as $$
                          order by t.tick_id desc limit 1) lt on true
          where q.queue_switch_step2 is not null
            and q.queue_switch_time + q.queue_rotation_period + i_rotation_grace < pg_catalog.clock_timestamp()
+           -- retention holds the oldest table on purpose (ADR 0067)
+           and pgque._retention_passed(q)
     ), running as (
         select x as xid from pg_catalog.pg_snapshot_xip(pg_catalog.pg_current_snapshot()) x
     )

@@ -1,13 +1,15 @@
 -- Maintenance: rotation (two steps in two transactions), retry and delayed
 -- re-injection, tick history cleanup.
 
--- Is rotation due: the rotation period passed since the last switch and
--- that switch is complete (step 2 stamped)?  Step 1 below asks it first;
+-- Is rotation due: the rotation period passed since the last switch, that
+-- switch is complete (step 2 stamped) and the queue's retention lets the
+-- oldest table go (_retention_passed, ADR 0067)?  Step 1 below asks it first;
 -- the maintenance worker lists the queues by it (_maint_queue_steps).
 create function pgque._rotation_due(q pgque.queue)
 returns boolean language sql stable as $$
     select q.queue_switch_step2 is not null
        and q.queue_switch_time + q.queue_rotation_period <= pg_catalog.now()
+       and pgque._retention_passed(q)
 $$;
 
 -- Rotation step 1: when the rotation period has passed, the previous switch
@@ -19,6 +21,7 @@ set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q       pgque.queue;
     lowest  xid8;
+    newest  xid8;
     nxt     int4;
     tbl     text;
 begin
@@ -68,20 +71,37 @@ begin
     if pgque._rotation_would_lose(q, tbl, lowest) then
         return 0;
     end if;
+    -- the newest xid it holds (an index probe, as above): a tick whose
+    -- snapshot sees it finished starts a whole window (ADR 0067)
+    execute 'select ev_txid from ' || tbl || ' order by ev_txid desc limit 1' into newest;
     perform pgque._truncate_event_table(tbl::regclass);
+    -- the table current until now becomes the previous one
     update pgque.queue
        set queue_cur_table = nxt, queue_switch_time = now(),
-           queue_switch_step1 = pg_catalog.pg_current_xact_id(), queue_switch_step2 = null
+           queue_switch_step1 = pg_catalog.pg_current_xact_id(), queue_switch_step2 = null,
+           queue_truncated_xid = greatest(q.queue_truncated_xid, newest),
+           queue_prev_step2 = q.queue_switch_step2
      where queue_id = q.queue_id;
-    -- ticks older than every cursor and than the previous switch, except the
-    -- latest: a queue that nobody reads and nothing ticks since would be left
-    -- with no tick, and the next step 1 could not tell which events a new
-    -- subscriber (who starts at the latest tick) may still read: it would
-    -- never rotate again (issue #27 item 3)
-    delete from pgque.tick
-     where tick_queue = q.queue_id
-       and pg_catalog.pg_snapshot_xmax(tick_snapshot) < q.queue_switch_step2
-       and tick_id < (select max(x.tick_id) from pgque.tick x where x.tick_queue = q.queue_id);
+    q.queue_truncated_xid := greatest(q.queue_truncated_xid, newest);
+    if q.queue_retention is null then
+        -- ticks older than every cursor and than the previous switch, except
+        -- the latest: a queue that nobody reads and nothing ticks since would
+        -- be left with no tick, and the next step 1 could not tell which
+        -- events a new subscriber (who starts at the latest tick) may still
+        -- read: it would never rotate again (issue #27 item 3)
+        delete from pgque.tick
+         where tick_queue = q.queue_id
+           and pg_catalog.pg_snapshot_xmax(tick_snapshot) < q.queue_switch_step2
+           and tick_id < (select max(x.tick_id) from pgque.tick x where x.tick_queue = q.queue_id);
+    else
+        -- retention: the ticks no whole window starts at any more; the
+        -- others stay, a replay may start at any of them
+        delete from pgque.tick
+         where tick_queue = q.queue_id
+           and q.queue_truncated_xid is not null
+           and pg_catalog.pg_snapshot_xmin(tick_snapshot) <= q.queue_truncated_xid
+           and tick_id < (select max(x.tick_id) from pgque.tick x where x.tick_queue = q.queue_id);
+    end if;
     return 1;
 end $$;
 
@@ -217,15 +237,21 @@ set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     n int4;
 begin
-    delete from pgque.tick t
-     using pgque.queue q
-     where t.tick_queue = q.queue_id
-       and t.tick_time < now() - q.queue_rotation_period
-       and t.tick_id < coalesce((select min(c.tk) from (select s.sub_last_tick as tk from pgque.subscription s
-                                                          where s.sub_queue = q.queue_id
-                                                         union all
-                                                         select pgque._blocked_ticks(q.queue_id)) c),
-                                (select max(x.tick_id) from pgque.tick x where x.tick_queue = q.queue_id));
+    -- a queue with retention keeps its ticks until rotation truncates
+    -- their events; a tick a seek holds (it is moving a cursor there) is
+    -- skipped, never waited for (ADR 0067)
+    delete from pgque.tick d
+     where d.ctid = any (array(
+        select t.ctid from pgque.tick t
+          join pgque.queue q on t.tick_queue = q.queue_id
+         where q.queue_retention is null
+           and t.tick_time < now() - q.queue_rotation_period
+           and t.tick_id < coalesce((select min(c.tk) from (select s.sub_last_tick as tk from pgque.subscription s
+                                                              where s.sub_queue = q.queue_id
+                                                             union all
+                                                             select pgque._blocked_ticks(q.queue_id)) c),
+                                    (select max(x.tick_id) from pgque.tick x where x.tick_queue = q.queue_id))
+           for update of t skip locked));
     get diagnostics n = row_count;
     return n;
 end $$;

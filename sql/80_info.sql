@@ -179,6 +179,14 @@ begin
                     'no open alert')
       into status, detail from pgque.alert a where a.cleared_at is null;
     return next;
+    -- each queue with a retention: its retained span and bytes (ADR 0067)
+    return query
+    select 'retention'::text, 'info'::text,
+           pg_catalog.format('queue "%s": retention %s, oldest retained event ticked at %s, %s in event tables',
+                             r.queue_name, r.retention, coalesce(r.oldest_time::text, 'none'),
+                             pg_catalog.pg_size_pretty(r.bytes))
+      from pgque._retention_state() r
+     where r.retention is not null;
 end $$;
 
 create function pgque.get_queue_info(

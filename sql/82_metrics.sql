@@ -9,7 +9,8 @@ create function pgque.metrics(out metric text, out labels jsonb, out value float
 returns setof record language sql stable security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
     -- read once: a slot's share reads its window (_slot_pending_all)
-    with ci as materialized (select * from pgque.get_consumer_info())
+    with ci as materialized (select * from pgque.get_consumer_info()),
+         rs as materialized (select * from pgque._retention_state())
     -- per queue
     select 'pgque_events_produced_total', jsonb_build_object('queue', q.queue_name),
            pgque._event_seq_pos(q)::float8
@@ -38,6 +39,19 @@ set search_path = pgque, pg_catalog, pg_temp as $$
            coalesce(max(i.pending_events), 0)::float8
       from pgque.queue q left join ci i on i.queue_name = q.queue_name
      group by q.queue_name
+    union all
+    -- the retained span (ADR 0067): the event tables' bytes, the time of
+    -- the earliest tick a replay may start at, the retention (NULL: none)
+    select 'pgque_queue_bytes', jsonb_build_object('queue', r.queue_name), r.bytes::float8
+      from rs r
+    union all
+    select 'pgque_retained_oldest_timestamp_seconds', jsonb_build_object('queue', r.queue_name),
+           extract(epoch from r.oldest_time)::float8
+      from rs r
+    union all
+    select 'pgque_retention_seconds', jsonb_build_object('queue', r.queue_name),
+           extract(epoch from r.retention)::float8
+      from rs r
     union all
     -- per consumer (slots included, as subscriptions "<consumer>#<k>/<n>",
     -- each counting its own share)

@@ -397,6 +397,9 @@ set search_path = pgque, pg_catalog, pg_temp as $$
           ('pgque_slot_epoch',              'pgque.slot.epoch'),
           ('pgque_alerts_open',             'pgque.alerts.open'),
           ('pgque_worker_running',          'pgque.worker.running'),
-          ('pgque_worker_memory_bytes',     'pgque.worker.memory')) n(metric, otel)
+          ('pgque_worker_memory_bytes',     'pgque.worker.memory'),
+          ('pgque_queue_bytes',             'pgque.queue.bytes'),
+          ('pgque_retained_oldest_timestamp_seconds', 'pgque.queue.retained_oldest_timestamp_seconds'),
+          ('pgque_retention_seconds',       'pgque.queue.retention_seconds')) n(metric, otel)
         on n.metric = m.metric
 $$;

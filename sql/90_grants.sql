@@ -60,6 +60,9 @@ grant execute on function
     pgque.register_consumer(text, text), pgque.register_consumer_at(text, text, bigint),
     pgque.unregister_consumer(text, text),
     pgque.set_consumer_config(text, text, text, text), pgque.get_consumer_config(text, text, text),
+    -- replay by time (ADR 0067)
+    pgque.subscribe(text, text, text), pgque.subscribe(text, text, timestamptz),
+    pgque.seek(text, text, text), pgque.seek(text, text, timestamptz),
     pgque.receive(text, text, int4), pgque.ack(bigint),
     pgque.nack(bigint, pgque.message, interval, text),
     pgque.next_batch(text, text), pgque.next_batch_info(text, text),

@@ -41,6 +41,7 @@ int			pgque_ticker_probe_interval = 10;
 static int	pgque_long_transaction_after = 300;
 static int	pgque_key_blocked_after = 300;
 static int	pgque_worker_memory_limit = 64 * 1024;	/* kB */
+static int	pgque_retention_size_limit = 0; /* kB */
 int			pgque_alert_retention = 7 * 24 * 3600;
 static int	pgque_resize_stalled_after = 600;
 int			pgque_restart_max = 5000;
@@ -164,6 +165,12 @@ pgque_define_gucs(void)
 							"Each worker publishes its memory after every pass (pgque.metrics(), pgque_worker_memory_bytes); "
 							"a worker that keeps growing leaks.",
 							&pgque_worker_memory_limit, 64 * 1024, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	/* read by SQL (pgque._retention_conditions), not by C */
+	DefineCustomIntVariable("pgque_bgw.retention_size_limit",
+							"Alert retention_size when the event tables of a queue with a retention hold more than this (0: never).",
+							"Each queue's bytes are in pgque.metrics() (pgque_queue_bytes) and status().",
+							&pgque_retention_size_limit, 0, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_KB,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("pgque_bgw.alert_retention",
 							"How long cleared alerts stay in pgque.alert.",

@@ -37,3 +37,14 @@ alter table pgque.partition_consumer alter column users set default '{}',
 update pgque.subscription set sub_merge_windows = false;
 alter table pgque.subscription alter column sub_merge_windows set default false,
                                alter column sub_merge_windows set not null;
+
+-- Retention and replay (ADR 0067, columns added in the pre step): 0.2.0 did
+-- not record the switch before the current one, so a queue of 0.2.0 counts
+-- only its current table's span as whole (as if the other tables had been
+-- truncated) and reads every table for
+-- a window that starts before the current switch's step 2 (its step 1
+-- while step 2 is still to come): replay reaches back to the last switch,
+-- never to a window part of which was truncated.
+update pgque.queue
+   set queue_prev_step2 = coalesce(queue_switch_step2, queue_switch_step1),
+       queue_truncated_xid = coalesce(queue_switch_step2, queue_switch_step1);

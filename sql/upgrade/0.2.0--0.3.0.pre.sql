@@ -83,3 +83,12 @@ drop function pgque._slot_claim(int4, text, int4, text, int8);
 -- its span argument.
 alter table pgque.subscription add column sub_merge_windows boolean;
 drop function pgque._coop_take(pgque.subscription, text, interval, bigint, interval, int4, interval);
+
+-- Retention and replay (ADR 0067): the queue's retention and the switch
+-- marks that tell which windows are whole, and the index that finds a
+-- position by time.  The marks of a queue of 0.2.0 are set in the post step.
+alter table pgque.queue
+    add column queue_retention interval,
+    add column queue_prev_step2 xid8,
+    add column queue_truncated_xid xid8;
+create index tick_time_idx on pgque.tick (tick_queue, tick_time);

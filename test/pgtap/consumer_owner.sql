@@ -44,6 +44,10 @@ select pg_temp.denied('pgque_t_app2', format('select pgque.finish_batch(%s)', :b
 select pg_temp.denied('pgque_t_app2', format('select pgque.register_consumer_at(%L, %L, %s)', 'bq', 'c1', :tick),
                       'app2 cannot reposition c1');
 select pg_temp.denied('pgque_t_app2', $$select pgque.subscribe('bq', 'c1')$$, 'app2 cannot take c1 over by subscribing it');
+select pg_temp.denied('pgque_t_app2', $$select * from pgque.seek('bq', 'c1', 'earliest')$$, 'app2 cannot move c1 with seek');
+select pg_temp.denied('pgque_t_app2', $$select * from pgque.seek('bq', 'c1', now())$$, 'app2 cannot move c1 with seek to a time');
+select pg_temp.denied('pgque_t_app2', $$select pgque.subscribe('bq', 'c1', start => 'earliest')$$,
+                      'app2 cannot take c1 over by subscribing it with a start');
 select pg_temp.denied('pgque_t_app2', $$select pgque.register_consumer('bq', 'c1')$$,
                       'app2 cannot take c1 over by register_consumer');
 select pg_temp.denied('pgque_t_app2', $$select pgque.unsubscribe('bq', 'c1')$$, 'app2 cannot unsubscribe c1');

@@ -147,6 +147,10 @@ insert into expected_fn values
     ('pgque.stop()', 'admin owner'),
     ('pgque.stuck_consumers(interval)', 'reader admin app2 owner'),
     ('pgque.subscribe(text,text)', 'reader admin app2 owner'),
+    ('pgque.subscribe(text,text,text)', 'reader admin app2 owner'),
+    ('pgque.subscribe(text,text,timestamp with time zone)', 'reader admin app2 owner'),
+    ('pgque.seek(text,text,text)', 'reader admin app2 owner'),
+    ('pgque.seek(text,text,timestamp with time zone)', 'reader admin app2 owner'),
     ('pgque.subscribe_slot(text,text,integer,integer)', 'reader admin app2 owner'),
     ('pgque.throughput(text,interval,interval)', 'reader admin app2 owner'),
     ('pgque.ticker()', 'admin owner'),
@@ -351,6 +355,8 @@ select is(pg_temp.error_as('pgque_t_app2', $$select pgque.subscribe('iso', 'spy'
           '42501: permission denied to subscribe to queue "iso"', 'app2''s reader cannot subscribe to iso, the error names queue and right');
 select pg_temp.denied('pgque_t_app2', $$select pgque.register_consumer('iso', 'spy')$$, 'app2''s reader: register_consumer refused');
 select pg_temp.denied('pgque_t_app2', $$select pgque.register_consumer_at('iso', 'spy', 1)$$, 'app2''s reader: register_consumer_at refused');
+select pg_temp.denied('pgque_t_app2', $$select pgque.subscribe('iso', 'spy', start => 'earliest')$$, 'app2''s reader: subscribe with a start refused');
+select pg_temp.denied('pgque_t_app2', $$select pgque.subscribe('iso', 'spy', start => now())$$, 'app2''s reader: subscribe with a start time refused');
 select pg_temp.denied('pgque_t_app2', $$select pgque.subscribe_slot('iso', 'spy', 0, 2)$$, 'app2''s reader: subscribe_slot refused');
 select pg_temp.denied('pgque_t_app2', $$select pgque.register_subconsumer('iso', 'spyg', 'm1', false)$$, 'app2''s reader: register_subconsumer refused');
 select is((select count(*) from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue where q.queue_name = 'iso'),
@@ -385,6 +391,11 @@ select ok(pg_temp.run_as('pgque_t_admin', $$select pgque.force_next_tick('iso') 
 select is(pg_temp.run_as('pgque_t_reader', $$select string_agg(payload, ',' order by msg_id) from pgque.receive('iso', 'c1', 10)$$),
           'e1,e2,e3,e4', 'the granted reader receives what the granted writer sent');
 select pg_temp.denied('pgque_t_app2', $$select * from pgque.receive('iso', 'c1', 10)$$, 'app2''s reader cannot receive from iso');
+select pg_temp.denied('pgque_t_app2', $$select * from pgque.seek('iso', 'c1', 'earliest')$$, 'app2''s reader cannot replay iso with seek');
+select is(pg_temp.run_as('pgque_t_reader', $$select clamped from pgque.seek('iso', 'c1', 'earliest')$$), 'false',
+          'the granted reader seeks its consumer');
+select is(pg_temp.run_as('pgque_t_reader', $$select string_agg(payload, ',' order by msg_id) from pgque.receive('iso', 'c1', 10)$$),
+          'e1,e2,e3,e4', 'and receives the same events again');
 select pg_temp.denied('pgque_t_app2', $$select * from pgque.dlq_inspect('iso')$$, 'app2''s reader cannot read iso''s dead letters (payloads) with dlq_inspect');
 select is(pg_temp.run_as('pgque_t_reader', $$select count(*) from pgque.dlq_inspect('iso')$$), '0', 'the granted reader may');
 
@@ -396,6 +407,7 @@ select is(pg_temp.run_as('pgque_t_admin', $$select pgque.revoke_queue('iso', 'pg
 select pg_temp.denied('pgque_t_writer', $$select pgque.send('iso', 'x')$$, 'after the revoke the writer cannot send');
 select pg_temp.denied('pgque_t_reader', $$select * from pgque.receive('iso', 'c1', 10)$$, 'after the revoke the reader''s consumer cannot receive');
 select pg_temp.denied('pgque_t_reader', $$select * from pgque.next_batch('iso', 'c1')$$, 'nor open a batch with next_batch');
+select pg_temp.denied('pgque_t_reader', $$select * from pgque.seek('iso', 'c1', 'latest')$$, 'nor move its cursor with seek');
 select is(pg_temp.run_as('pgque_t_admin', $$select pgque.grant_queue('iso', 'pgque_t_writer', 'send')$$), '1', 'admin grants send again');
 select ok(pg_temp.run_as('pgque_t_writer', $$select pgque.send('iso', 'e5') > 0$$)::boolean, 'and the writer sends again');
 

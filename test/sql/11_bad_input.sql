@@ -148,7 +148,7 @@ insert into cases values
  ('logutriga()', 'called directly',        $$select pgque.logutriga()$$),
  ('jsontriga()', 'called directly',        $$select pgque.jsontriga()$$),
  ('sqltriga()', 'called directly',         $$select pgque.sqltriga()$$),
- -- PgQ's low-level functions (issue #27 item 7; regress 41 has the rest)
+ -- PgQ's low-level functions (issue #27 item 7; regress 46 has the rest)
  ('current_event_table(text)', 'unknown',  $$select pgque.current_event_table('nope')$$),
  ('quote_fqname(text)', 'empty part',      $$select pgque.quote_fqname('.t')$$),
  ('batch_event_sql(bigint)', 'unknown',    $$select pgque.batch_event_sql(424242)$$),
@@ -165,7 +165,11 @@ insert into cases values
  ('find_tick_helper(integer,bigint,timestamp with time zone,bigint,bigint,interval)', 'null queue id',
                                            $$select * from pgque.find_tick_helper(null, 1, now(), 0, 1, null)$$),
  ('grant_perms(text)', 'unknown',          $$select pgque.grant_perms('nope')$$),
- ('tune_storage(text)', 'null',            $$select pgque.tune_storage(null)$$);
+ ('tune_storage(text)', 'null',            $$select pgque.tune_storage(null)$$),
+ ('seek(text,text,text)', 'not a position', $$select * from pgque.seek('bi', 'c', 'soon')$$),
+ ('seek(text,text,timestamp with time zone)', 'null time', $$select * from pgque.seek('bi', 'c', null::timestamptz)$$),
+ ('subscribe(text,text,text)', 'not a position', $$select pgque.subscribe('bi', 'c', 'soon')$$),
+ ('subscribe(text,text,timestamp with time zone)', 'null time', $$select pgque.subscribe('bi', 'c', null::timestamptz)$$);
 
 select func, what, pgque_test.error_of(sql) as error from cases order by func, what;
 

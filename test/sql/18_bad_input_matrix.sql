@@ -139,6 +139,11 @@ select a, w, v, r::text[] from (values
     ('retry_after',    null,      quote_literal('10 seconds'), '{null,negative,far}'),
     ('older_than',     null,      quote_literal('30 days'), '{null,negative,far}'),
     ('retention',      null,      quote_literal('7 days'),  '{null,negative,far}'),
+    -- replay by time (ADR 0067): 'earliest' | 'latest' | a point in time,
+    -- as text or timestamptz ('now' is both); an infinite, far or past time
+    -- is the latest or the earliest tick
+    ('target',         null,      quote_literal('now'),     '{null,empty,huge}'),
+    ('start',          null,      quote_literal('now'),     '{null,empty,huge}'),
     ('min_lag',        null,      quote_literal('0 seconds'), '{negative,far}'),
     ('min_interval',   null,      quote_literal('1 second'), '{negative,zero,far}'),
     ('duration',       null,      quote_literal('1 second'), '{null,negative,zero,far}'),
