@@ -182,7 +182,7 @@ declare
 begin
     select * into pc from pgque.partition_consumer p
      where p.queue_id = q.queue_id and p.co_name = i_consumer;
-    perform pgque._authorize(pc.owner, q.queue_id, i_consumer);
+    perform pgque._authorize(pc.owner, null, q.queue_id, i_consumer);
     -- against a resize (FOR UPDATE) and unsubscribe_slot
     begin
         select * into pc from pgque.partition_consumer p
@@ -257,7 +257,7 @@ begin
             using errcode = 'undefined_object',
                   hint = 'Subscribe it with pgque.subscribe(queue, consumer, start => ...).';
     end if;
-    perform pgque._authorize(s.sub_owner, q.queue_id, i_consumer_name);
+    perform pgque._authorize(s.sub_owner, null, q.queue_id, i_consumer_name);
     -- the receive lock (FOR UPDATE) of a plain consumer, a member's
     -- _coop_sync (FOR NO KEY UPDATE) of a group: busy, never waited for
     begin
