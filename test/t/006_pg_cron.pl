@@ -3,18 +3,14 @@
 # the manual mode (ticker_loop, ticker, maint) works.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('cron');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw,pg_cron'
+my $node = PgqueNode->new_preloaded('cron', preload => 'pgque_bgw,pg_cron', conf => qq{
 pgque_bgw.enabled = off
 cron.database_name = 'postgres'
 });
-$node->start;
 $node->safe_psql('postgres', q{
     create extension pg_cron;
     create extension pgque_bgw;

@@ -11,15 +11,12 @@
 # open row, never cleared and reopened.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-my $node = PostgreSQL::Test::Cluster->new('restore_rotation');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('restore_rotation', conf => qq{
 max_worker_processes = 32
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.tick_interval = '1ms'
@@ -27,7 +24,6 @@ pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 pgque_bgw.lag_alert_after = '2s'
 });
-$node->start;
 my $bindir = $node->config_data('--bindir');
 my $tmp = PostgreSQL::Test::Utils::tempdir;
 

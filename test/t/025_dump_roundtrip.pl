@@ -13,21 +13,17 @@
 # a higher epoch.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-my $node = PostgreSQL::Test::Cluster->new('roundtrip');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('roundtrip', conf => qq{
 max_worker_processes = 32
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 });
-$node->start;
 my $bindir = $node->config_data('--bindir');
 my $tmp = PostgreSQL::Test::Utils::tempdir;
 my @conn = ('-h', $node->host, '-p', $node->port);

@@ -7,7 +7,7 @@
 # clears when it is back.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
@@ -15,10 +15,7 @@ use Time::HiRes qw(time sleep);
 my $cap = 3;          # s, pgque_bgw.worker_restart_max
 my $threshold = 1;    # s, pgque_bgw.worker_down_after
 
-my $node = PostgreSQL::Test::Cluster->new('supervision');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('supervision', conf => qq{
 max_worker_processes = 16
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.watchdog_interval = '1s'
@@ -26,7 +23,6 @@ pgque_bgw.worker_restart_max = '${cap}s'
 pgque_bgw.worker_down_after = '${threshold}s'
 pgque_bgw.databases = 'app'
 });
-$node->start;
 $node->safe_psql('postgres', 'create database app');
 $node->safe_psql('app', q{create extension pgque_bgw; select pgque.create_queue('q'); select pgque.subscribe('q', 'c')});
 

@@ -9,23 +9,19 @@
 # The watchdog opens key_blocked while keys are blocked, and clears it.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use IPC::Run;
 use Test::More;
 
 my $retry_s = 0.5;
-my $node = PostgreSQL::Test::Cluster->new('pause');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('pause', conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 pgque_bgw.key_blocked_after = '1s'
 restart_after_crash = on
 });
-$node->start;
 $node->safe_psql('postgres', q{
     create extension pgque_bgw;
     select pgque.create_queue('pq');
