@@ -4,6 +4,7 @@
 # ("must be owner", "permission denied to create/copy database") used to
 # stop the victim's workers first, and in a loop stalled its delivery.  A
 # pause (or a refused command) never counts towards the restart back-off.
+# tap-lane: timed (bounds on durations: runs in the timed lane, test/README.md)
 use strict;
 use warnings;
 use PgqueNode;

@@ -5,6 +5,7 @@
 # pgque_bgw.worker_restart_max and reset by a healthy run, and every worker
 # type down past pgque_bgw.worker_down_after opens one worker_down alert that
 # clears when it is back.
+# tap-lane: timed (bounds on durations: runs in the timed lane, test/README.md)
 use strict;
 use warnings;
 use PgqueNode;

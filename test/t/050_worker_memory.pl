@@ -16,6 +16,7 @@
 # own.  Then the worker_memory alert opens for each process once
 # pgque_bgw.worker_memory_limit is below its figure, follows a change to
 # the combined worker, and clears when the limit is 0 (off).
+# tap-lane: timed (bounds on durations: runs in the timed lane, test/README.md)
 use strict;
 use warnings;
 use PgqueNode;
