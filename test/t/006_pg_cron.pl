@@ -53,7 +53,7 @@ is($node->safe_psql('postgres', q{select status from pgque.status() where compon
 
 # a database without pg_cron: a clear error, and manual mode
 $node->safe_psql('postgres', 'create database nocron');
-$node->safe_psql('nocron', 'create extension pgque_bgw');
+$node->install('nocron');
 my ($ret, $out, $err) = $node->psql('nocron', 'select pgque.start()');
 isnt($ret, 0, 'start() without pg_cron fails');
 like($err, qr/pg_cron is not installed in database "nocron"/, 'with a clear message');

@@ -62,7 +62,7 @@ $standby->safe_psql('postgres', 'drop extension pgque_bgw cascade');
 is($standby->safe_psql('other', q{select pgque._slot_lease_count_all()}), '1',
    'after DROP EXTENSION in one database only the other database\'s lease is left');
 $standby->safe_psql('other', 'drop extension pgque_bgw cascade');
-$standby->safe_psql('postgres', 'create extension pgque_bgw');
+$standby->install('postgres');
 is($standby->safe_psql('postgres', q{select pgque._slot_lease_count_all()}), '0',
    'and none after it is dropped there too');
 $standby->stop('fast');

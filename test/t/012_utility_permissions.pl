@@ -24,7 +24,7 @@ $node->safe_psql('postgres', q{
     create role mallory_createdb login createdb;
     create database victim owner victim_owner;
 });
-$node->safe_psql('victim', 'create extension pgque_bgw');
+$node->install('victim');
 
 sub worker_pids
 {
@@ -33,14 +33,8 @@ sub worker_pids
         select string_agg(backend_type || '=' || pid, ',' order by backend_type) from pg_stat_activity
          where backend_type like 'pgque_bgw %' and datname = '$db'});
 }
-sub three_workers
-{
-    my ($db) = @_;
-    return $node->poll_query_until('postgres', qq{
-        select count(*) = 3 from pg_stat_activity where backend_type like 'pgque_bgw %' and datname = '$db'});
-}
 
-ok(three_workers('victim'), 'the victim database has its three workers');
+ok($node->wait_for_workers('victim'), 'the victim database has its three workers');
 my $before = worker_pids('victim');
 
 # --- refused commands, in a loop, stop nothing ---------------------------------
@@ -78,7 +72,7 @@ for my $i (1 .. 4)
     $node->safe_psql('postgres', 'alter database victim rename to victim_tmp', extra_params => [ '-U', 'victim_owner' ]);
     $node->safe_psql('postgres', 'alter database victim_tmp rename to victim', extra_params => [ '-U', 'victim_owner' ]);
     my $t0 = time();
-    ok(three_workers('victim'), "rename round $i: the workers are back");
+    ok($node->wait_for_workers('victim'), "rename round $i: the workers are back");
     my $back = time() - $t0;
     cmp_ok($back, '<', 4, sprintf('within a launcher pass, no back-off (%.1f s)', $back));
 }
@@ -87,7 +81,7 @@ $node->safe_psql('postgres', 'create database victim_copy template victim', extr
 my $copy_took = time() - $t0;
 cmp_ok($copy_took, '<', 8, sprintf('the owner copies the database promptly (%.1f s)', $copy_took));
 $t0 = time();
-ok(three_workers('victim'), 'the workers are back after the copy');
+ok($node->wait_for_workers('victim'), 'the workers are back after the copy');
 my $back = time() - $t0;
 cmp_ok($back, '<', 4, sprintf('within a launcher pass, no back-off after five pauses (%.1f s)', $back));
 $node->safe_psql('victim', q{select pgque.send('q', 'after the pauses')});
@@ -101,15 +95,15 @@ ok(defined $tick && defined $maint && $tick ne $maint, "status() prints two time
 
 # --- the owner's DROP DATABASE still works promptly --------------------------------
 $node->safe_psql('postgres', 'create database victim2 owner victim_owner');
-$node->safe_psql('victim2', 'create extension pgque_bgw');
-ok(three_workers('victim2'), 'a second database with workers');
+$node->install('victim2');
+ok($node->wait_for_workers('victim2'), 'a second database with workers');
 $t0 = time();
 my ($ret, $out, $err) = $node->psql('postgres', 'drop database victim2', extra_params => [ '-U', 'victim_owner' ]);
 my $took = time() - $t0;
 is($ret, 0, 'the owner drops it') or diag($err);
 cmp_ok($took, '<', 6, sprintf('promptly (%.1f s)', $took));
 is(worker_pids('victim'), worker_pids('victim'), 'the other database is untouched');
-ok(three_workers('victim'), 'and keeps its three workers');
+ok($node->wait_for_workers('victim'), 'and keeps its three workers');
 
 $node->stop('fast');
 done_testing();

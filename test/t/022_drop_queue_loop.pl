@@ -18,7 +18,7 @@ pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 deadlock_timeout = '100ms'
 });
-$node->safe_psql('postgres', 'create extension pgque_bgw');
+$node->install('postgres');
 ok($node->poll_query_until('postgres',
     q{select count(*) = 1 from pg_stat_activity where backend_type = 'pgque_bgw ticker'}),
    'the ticker runs');

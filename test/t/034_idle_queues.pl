@@ -25,7 +25,7 @@ pgque_bgw.watchdog_interval = '2s'
 pgque_bgw.maint_interval = '5s'
 } . ($pgss ? "pg_stat_statements.track = 'all'\n" : ''));
 
-$node->safe_psql('postgres', 'create extension pgque_bgw');
+$node->install('postgres');
 $node->safe_psql('postgres', 'create extension pg_stat_statements') if $pgss;
 # 300 idle queues, 50 per transaction (a queue's tables take locks until commit)
 for my $from (map { 1 + 50 * $_ } 0 .. 5)

@@ -27,7 +27,7 @@ use Test::More;
 my $node = PgqueNode->new_preloaded('reentrant', conf => qq{
 pgque_bgw.enabled = off
 });
-$node->safe_psql('postgres', 'create extension pgque_bgw');
+$node->install('postgres');
 my $started = $node->safe_psql('postgres', 'select pg_postmaster_start_time()');
 
 sub server_not_restarted
