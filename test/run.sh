@@ -84,7 +84,7 @@ installcheck_part() {
 	stop_cluster "$IC/$name"
 }
 if [ -n "$run_others" ]; then
-	echo "== make installcheck (regress, isolation), pgTAP, the package build, beside the TAP files (at ${SECONDS} s)"
+	echo "== make installcheck (regress, isolation), pgTAP$([ -n "$run_package" ] && echo ", the package build") beside the TAP files (at ${SECONDS} s)"
 	installcheck_part regress $PORT_BASE ISOLATION= &
 	installcheck_part isolation $((PORT_BASE + 1)) REGRESS= &
 	( as_pg mkdir -p "$WORK/pgtap"

@@ -7,6 +7,7 @@
 # are the only gaps, nothing is lost; keys without failures finish no later
 # than under skip by more than one retry delay (plus slack for the load).
 # The watchdog opens key_blocked while keys are blocked, and clears it.
+# tap-lane: timed (keys finish within a retry delay: runs in the timed lane, test/README.md)
 use strict;
 use warnings;
 use PgqueNode;

@@ -5,7 +5,6 @@
 # invalidated), and events the commit hook did not see (rows written into an
 # event table directly, COMMIT PREPARED, events committed while no worker ran
 # and the server restarted) are still ticked within the documented bound.
-# tap-lane: timed (bounds on durations: runs in the timed lane, test/README.md)
 use strict;
 use warnings;
 use PgqueNode;
