@@ -68,15 +68,18 @@ PKGDIR=
 #    installing it waits for the TAP files (it replaces the server's files).
 #  - the TAP files, in lanes (below).
 IC="$WORK/installcheck"
-# installcheck_part NAME REGRESS=... ISOLATION=...: one half of make
-# installcheck, from its own copy postgres can write to
-installcheck_part() {
+# installcheck_start NAME PORT: a server for one half of make installcheck,
+# and its copy of the tree postgres can write to
+installcheck_start() {
+	as_pg mkdir -p "$IC/$1/src"
+	cp -r Makefile pgque_bgw.control sql test "$IC/$1/src/"
+	[ "$(id -u)" -eq 0 ] && chown -R postgres: "$IC/$1/src"
+	start_cluster "$IC/$1" "$2" "include '$T/pgque_test.conf'"
+}
+# installcheck_run NAME PORT REGRESS=... ISOLATION=...: that half
+installcheck_run() {
 	local name=$1 port=$2
 	shift 2
-	as_pg mkdir -p "$IC/$name/src"
-	cp -r Makefile pgque_bgw.control sql test "$IC/$name/src/"
-	[ "$(id -u)" -eq 0 ] && chown -R postgres: "$IC/$name/src"
-	start_cluster "$IC/$name" "$port" "include '$T/pgque_test.conf'"
 	as_pg env PGHOST="$IC/$name" PGPORT="$port" PGUSER=postgres \
 		make -C "$IC/$name/src" installcheck TAP_TESTS= "$@" ${PG_CONFIG:+PG_CONFIG=$PG_CONFIG} \
 		>"$WORK/installcheck_$name.log" 2>&1
@@ -85,11 +88,16 @@ installcheck_part() {
 }
 if [ -n "$run_others" ]; then
 	echo "== make installcheck (regress, isolation), pgTAP$([ -n "$run_package" ] && echo ", the package build") beside the TAP files (at ${SECONDS} s)"
-	installcheck_part regress $PORT_BASE ISOLATION= &
-	installcheck_part isolation $((PORT_BASE + 1)) REGRESS= &
+	# the three servers are up before the TAP files pick their ports: a TAP
+	# server or an exporter takes no port that is bound
+	installcheck_start regress $PORT_BASE &
+	installcheck_start isolation $((PORT_BASE + 1)) &
 	( as_pg mkdir -p "$WORK/pgtap"
-	  start_cluster "$WORK/pgtap" $((PORT_BASE + 2)) "pgque_bgw.enabled = off" "autovacuum = off"
-	  as_pg pg_prove -v -h "$WORK/pgtap" -p $((PORT_BASE + 2)) -U postgres -d postgres "$T"/pgtap/*.sql \
+	  start_cluster "$WORK/pgtap" $((PORT_BASE + 2)) "pgque_bgw.enabled = off" "autovacuum = off" ) &
+	wait
+	installcheck_run regress $PORT_BASE ISOLATION= &
+	installcheck_run isolation $((PORT_BASE + 1)) REGRESS= &
+	( as_pg pg_prove -v -h "$WORK/pgtap" -p $((PORT_BASE + 2)) -U postgres -d postgres "$T"/pgtap/*.sql \
 		>"$WORK/pgtap.log" 2>&1
 	  echo $? >"$WORK/pgtap.rc"
 	  stop_cluster "$WORK/pgtap" ) &
