@@ -8,7 +8,6 @@
 # the healthy rate before it), they take the frozen slot over, and after
 # SIGCONT the frozen worker's ack is refused with PQ002.  Every produced
 # event is processed, per key in order, each on its key's slot.
-# tap-lane: timed (bounds on durations: runs in the timed lane, test/README.md)
 use strict;
 use warnings;
 use PgqueNode;
