@@ -68,18 +68,40 @@ PKGDIR=
 #    installing it waits for the TAP files (it replaces the server's files).
 #  - the TAP files, in lanes (below).
 IC="$WORK/installcheck"
+# start_free DIR PORT [conf...]: start_cluster, and when PORT is taken (by
+# another suite on this machine, say) the next ports 100 apart; the port
+# goes to DIR/port
+start_free() {
+	local dir=$1 port=$2 i
+	shift 2
+	if start_cluster "$dir" "$port" "$@"; then
+		echo "$port" >"$dir/port"
+		return 0
+	fi
+	for i in 1 2 3 4 5; do
+		port=$((port + 100))
+		echo "port = $port" | as_pg tee -a "$dir/data/postgresql.conf" >/dev/null
+		if as_pg pg_ctl -D "$dir/data" -l "$dir/server.log" -w start >/dev/null; then
+			echo "== $dir: on port $port"
+			echo "$port" >"$dir/port"
+			return 0
+		fi
+	done
+	return 1
+}
 # installcheck_start NAME PORT: a server for one half of make installcheck,
 # and its copy of the tree postgres can write to
 installcheck_start() {
 	as_pg mkdir -p "$IC/$1/src"
 	cp -r Makefile pgque_bgw.control sql test "$IC/$1/src/"
 	[ "$(id -u)" -eq 0 ] && chown -R postgres: "$IC/$1/src"
-	start_cluster "$IC/$1" "$2" "include '$T/pgque_test.conf'"
+	start_free "$IC/$1" "$2" "include '$T/pgque_test.conf'"
 }
-# installcheck_run NAME PORT REGRESS=... ISOLATION=...: that half
+# installcheck_run NAME REGRESS=... ISOLATION=...: that half
 installcheck_run() {
-	local name=$1 port=$2
-	shift 2
+	local name=$1 port
+	shift
+	port=$(cat "$IC/$name/port" 2>/dev/null || echo 0)
 	as_pg env PGHOST="$IC/$name" PGPORT="$port" PGUSER=postgres \
 		make -C "$IC/$name/src" installcheck TAP_TESTS= "$@" ${PG_CONFIG:+PG_CONFIG=$PG_CONFIG} \
 		>"$WORK/installcheck_$name.log" 2>&1
@@ -93,11 +115,11 @@ if [ -n "$run_others" ]; then
 	installcheck_start regress $PORT_BASE &
 	installcheck_start isolation $((PORT_BASE + 1)) &
 	( as_pg mkdir -p "$WORK/pgtap"
-	  start_cluster "$WORK/pgtap" $((PORT_BASE + 2)) "pgque_bgw.enabled = off" "autovacuum = off" ) &
+	  start_free "$WORK/pgtap" $((PORT_BASE + 2)) "pgque_bgw.enabled = off" "autovacuum = off" ) &
 	wait
-	installcheck_run regress $PORT_BASE ISOLATION= &
-	installcheck_run isolation $((PORT_BASE + 1)) REGRESS= &
-	( as_pg pg_prove -v -h "$WORK/pgtap" -p $((PORT_BASE + 2)) -U postgres -d postgres "$T"/pgtap/*.sql \
+	installcheck_run regress ISOLATION= &
+	installcheck_run isolation REGRESS= &
+	( as_pg pg_prove -v -h "$WORK/pgtap" -p "$(cat "$WORK/pgtap/port" 2>/dev/null || echo 0)" -U postgres -d postgres "$T"/pgtap/*.sql \
 		>"$WORK/pgtap.log" 2>&1
 	  echo $? >"$WORK/pgtap.rc"
 	  stop_cluster "$WORK/pgtap" ) &
