@@ -10,6 +10,7 @@
 # order across the resize, no key left blocked, the switch moved what it
 # had to, and the watchdog found no orphaned state.  fsync is on: the
 # immediate stop must not lose what committed.
+# tap-lane: timed (the stop must come while the old layout drains: runs in the timed lane, test/README.md)
 use strict;
 use warnings;
 use PgqueNode;
