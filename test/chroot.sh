@@ -109,7 +109,7 @@ echo "== PostgreSQL $PG in the Debian $SUITE root $ROOT (paths below are inside 
 passthru=()
 while IFS='=' read -r name _; do
 	passthru+=("$name=${!name}")
-done < <(env | grep -E '^PGQUE_(TEST_PORT|SKIP_TAP|TAP_ONLY)=')
+done < <(env | grep -E '^PGQUE_(TEST_PORT|SKIP_TAP|SKIP_PACKAGE|TAP_ONLY|TAP_LANES)=')
 chroot "$ROOT" /usr/bin/env -i PATH=/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin \
 	HOME=/root LANG=C.UTF-8 TERM=dumb PG="$PG" PGQUE_CHROOT=0 "${passthru[@]}" \
 	bash -c 'cd "$1" && shift && test/run.sh "$@"' chroot-run "/${BUILD#"$ROOT"/}" "$@"

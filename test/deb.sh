@@ -3,10 +3,15 @@
 # pg_buildext convention).
 #   test/deb.sh build            make deb: dpkg-buildpackage into build/deb/
 #   test/deb.sh builddir         print a new private directory (TAP 036)
-#   test/deb.sh smoke WORK PORT  make test: build it from a copy of the tree,
+#   test/deb.sh smoke WORK PORT [DIR]
+#                                make test: build it from a copy of the tree,
 #                                lintian, apt-get install it on this server,
 #                                a smoke test on a throwaway cluster that
-#                                has no build tree, remove it again
+#                                has no build tree, remove it again; with
+#                                DIR, the package build-check made there
+#   test/deb.sh build-check DIR  make test, beside the other tests: build it
+#                                in DIR (from builddir) and run lintian, the
+#                                part of smoke that touches no server
 # Both install what they need (apt-get, as root).  The package goes where
 # Debian's server looks (/usr/lib/postgresql/NN, /usr/share/postgresql/NN),
 # whatever PGBIN says.
@@ -58,11 +63,11 @@ build)
 	build "$SRC/build/deb" || exit 1
 	ls "$SRC"/build/deb/*.deb
 	;;
-smoke)
-	WORK=$2 PORT=$3
-	D=$(builddir) || { echo "package ... FAILED (no private build directory)"; exit 1; }
-	echo "== package: in $D"
-	echo "== package: building $PKG $VERSION"
+build-check)
+	D=$2
+	[ -d "$D" ] && [ -O "$D" ] && [ "$(stat -c %a "$D")" = 700 ] || {
+		echo "package ... FAILED ($D is not a private build directory)"; exit 1; }
+	echo "== package: building $PKG $VERSION in $D"
 	build "$D" || { echo "package ... FAILED (build)"; exit 1; }
 	deb=$(ls "$D"/${PKG}_${VERSION}_*.deb)
 	# lintian: errors fail, warnings are shown
@@ -70,6 +75,20 @@ smoke)
 	grep -E '^W: ' "$D/lintian.log" | sed 's/^/    lintian /'
 	if grep -qE '^E: ' "$D/lintian.log"; then
 		cat "$D/lintian.log"; echo "package ... FAILED (lintian errors)"; exit 1
+	fi
+	;;
+smoke)
+	WORK=$2 PORT=$3 D=${4:-}
+	if [ -n "$D" ]; then
+		# built by build-check: the directory must still be private
+		[ -d "$D" ] && [ -O "$D" ] && [ "$(stat -c %a "$D")" = 700 ] || {
+			echo "package ... FAILED ($D is not a private build directory)"; exit 1; }
+		deb=$(ls "$D"/${PKG}_${VERSION}_*.deb 2>/dev/null) || { echo "package ... FAILED (no package in $D)"; exit 1; }
+	else
+		D=$(builddir) || { echo "package ... FAILED (no private build directory)"; exit 1; }
+		echo "== package: in $D"
+		"$0" build-check "$D" || exit 1
+		deb=$(ls "$D"/${PKG}_${VERSION}_*.deb)
 	fi
 	# files installed by make install stay as they were after the removal
 	had_files=
@@ -112,7 +131,7 @@ smoke)
 	exit $rc
 	;;
 *)
-	echo "usage: $0 build | smoke WORK PORT" >&2
+	echo "usage: $0 build | builddir | build-check DIR | smoke WORK PORT [DIR]" >&2
 	exit 2
 	;;
 esac

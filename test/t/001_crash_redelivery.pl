@@ -3,18 +3,16 @@
 # again and no committed event is lost.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
 # quitting a psql whose backend was just killed may write to a closed pipe
 $SIG{PIPE} = 'IGNORE';
 
-my $node = PostgreSQL::Test::Cluster->new('crash');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'pgque_bgw'");
-$node->append_conf('postgresql.conf', "restart_after_crash = on");
-$node->start;
+my $node = PgqueNode->new_preloaded('crash', conf => qq{
+restart_after_crash = on
+});
 
 $node->safe_psql('postgres', q{
     create extension pgque_bgw;

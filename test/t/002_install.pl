@@ -2,11 +2,11 @@
 # without shared_preload_libraries, and removing it again.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('install');
+my $node = PgqueNode->new('install');
 $node->init;
 $node->start;    # no shared_preload_libraries: the SQL engine still works
 

@@ -2,15 +2,13 @@
 # exactly 50 events, one per key.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('storm');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'pgque_bgw'");
-$node->append_conf('postgresql.conf', "max_connections = 30");
-$node->start;
+my $node = PgqueNode->new_preloaded('storm', conf => qq{
+max_connections = 30
+});
 $node->safe_psql('postgres', q{
     create extension pgque_bgw;
     select pgque.create_queue('storm');

@@ -4,29 +4,18 @@
 # rotation by itself, idle queues, clean shutdown.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-my $node = PostgreSQL::Test::Cluster->new('workers');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('workers', conf => qq{
 max_worker_processes = 20
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 });
-$node->start;
 
-sub workers_in
-{
-    my ($db) = @_;
-    return $node->safe_psql('postgres', qq{
-        select string_agg(backend_type, ',' order by backend_type) from pg_stat_activity
-         where backend_type like 'pgque_bgw %' and datname = '$db'});
-}
 my $all_three = 'pgque_bgw maintenance,pgque_bgw ticker,pgque_bgw watchdog';
 
 ok($node->poll_query_until('postgres',
@@ -47,11 +36,11 @@ ok($node->poll_query_until('postgres', qq{
          from pg_stat_activity where backend_type like 'pgque_bgw %' and datname = 'db1'}),
    'db1 gets a ticker, a maintenance worker and a watchdog');
 sleep(3);
-is(workers_in('plain'), '', 'a database without the extension has no workers');
+is($node->workers_in('plain'), '', 'a database without the extension has no workers');
 
 # a second database, without a restart
 $node->safe_psql('postgres', 'create database db2');
-$node->safe_psql('db2', 'create extension pgque_bgw');
+$node->install('db2');
 my $t0 = time();
 ok($node->poll_query_until('postgres', qq{
        select string_agg(backend_type, ',' order by backend_type) = '$all_three'
@@ -206,7 +195,7 @@ ok($node->poll_query_until('postgres', q{
 
 # DROP DATABASE of a database with workers succeeds within seconds
 $node->safe_psql('postgres', 'create database db3');
-$node->safe_psql('db3', 'create extension pgque_bgw');
+$node->install('db3');
 ok($node->poll_query_until('postgres', q{
        select count(*) = 3 from pg_stat_activity where backend_type like 'pgque_bgw %' and datname = 'db3'}),
    'db3 has its workers');

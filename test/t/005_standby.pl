@@ -3,18 +3,14 @@
 # the primary are all there after the failover.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $primary = PostgreSQL::Test::Cluster->new('primary');
-$primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $primary = PgqueNode->new_preloaded('primary', init => { allows_streaming => 1 }, conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.maint_interval = '1s'
 });
-$primary->start;
 $primary->safe_psql('postgres', q{
     create extension pgque_bgw;
     select pgque.create_queue('ha');
@@ -25,7 +21,7 @@ ok($primary->poll_query_until('postgres', q{select count(*) = 20 from pgque.rece
    'the primary ticks: 20 events are visible to the consumer');
 
 $primary->backup('bk');
-my $standby = PostgreSQL::Test::Cluster->new('standby');
+my $standby = PgqueNode->new('standby');
 $standby->init_from_backup($primary, 'bk', has_streaming => 1);
 $standby->start;
 $primary->wait_for_catchup($standby);

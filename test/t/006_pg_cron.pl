@@ -3,18 +3,14 @@
 # the manual mode (ticker_loop, ticker, maint) works.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('cron');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw,pg_cron'
+my $node = PgqueNode->new_preloaded('cron', preload => 'pgque_bgw,pg_cron', conf => qq{
 pgque_bgw.enabled = off
 cron.database_name = 'postgres'
 });
-$node->start;
 $node->safe_psql('postgres', q{
     create extension pg_cron;
     create extension pgque_bgw;
@@ -57,7 +53,7 @@ is($node->safe_psql('postgres', q{select status from pgque.status() where compon
 
 # a database without pg_cron: a clear error, and manual mode
 $node->safe_psql('postgres', 'create database nocron');
-$node->safe_psql('nocron', 'create extension pgque_bgw');
+$node->install('nocron');
 my ($ret, $out, $err) = $node->psql('nocron', 'select pgque.start()');
 isnt($ret, 0, 'start() without pg_cron fails');
 like($err, qr/pg_cron extension is not installed in database "nocron": PgQue itself works without pg_cron/, 'with a clear message');

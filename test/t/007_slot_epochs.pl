@@ -3,14 +3,11 @@
 # and claims again); DROP EXTENSION leaves nothing in the lease table.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $primary = PostgreSQL::Test::Cluster->new('epochs');
-$primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', "shared_preload_libraries = 'pgque_bgw'");
-$primary->start;
+my $primary = PgqueNode->new_preloaded('epochs', init => { allows_streaming => 1 });
 $primary->safe_psql('postgres', q{
     create extension pgque_bgw;
     select pgque.create_queue('eq');
@@ -38,7 +35,7 @@ cmp_ok($e2, '>', $e_before, "... and claims again with a larger epoch ($e2 > $e_
 
 # failover: the promoted standby's epochs are larger still
 $primary->backup('bk');
-my $standby = PostgreSQL::Test::Cluster->new('epochs_standby');
+my $standby = PgqueNode->new('epochs_standby');
 $standby->init_from_backup($primary, 'bk', has_streaming => 1);
 $standby->start;
 my $e3 = $primary->safe_psql('postgres', q{
@@ -65,7 +62,7 @@ $standby->safe_psql('postgres', 'drop extension pgque_bgw cascade');
 is($standby->safe_psql('other', q{select pgque._slot_lease_count_all()}), '1',
    'after DROP EXTENSION in one database only the other database\'s lease is left');
 $standby->safe_psql('other', 'drop extension pgque_bgw cascade');
-$standby->safe_psql('postgres', 'create extension pgque_bgw');
+$standby->install('postgres');
 is($standby->safe_psql('postgres', q{select pgque._slot_lease_count_all()}), '0',
    'and none after it is dropped there too');
 $standby->stop('fast');

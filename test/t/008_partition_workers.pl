@@ -3,17 +3,13 @@
 # are each processed exactly once, per key in order, none lost.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('partition');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('partition', conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 });
-$node->start;
 $node->safe_psql('postgres', q{
     create extension pgque_bgw;
     select pgque.create_queue('files');

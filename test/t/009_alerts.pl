@@ -3,15 +3,12 @@
 # NOTIFY, cleared_at); a healthy system writes no alert row.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-my $node = PostgreSQL::Test::Cluster->new('alerts');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('alerts', conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
@@ -20,7 +17,6 @@ pgque_bgw.slot_stale_after = '2s'
 pgque_bgw.lag_alert_after = '3s'
 pgque_bgw.ticker_stalled_after = '2s'
 });
-$node->start;
 $node->safe_psql('postgres', q{create extension pgque_bgw});
 $node->poll_query_until('postgres', q{
     select count(*) = 3 from pg_stat_activity where backend_type like 'pgque_bgw %' and datname = 'postgres'});

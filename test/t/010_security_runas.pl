@@ -9,22 +9,18 @@
 # its replacements are refused before any worker could run them.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-my $node = PostgreSQL::Test::Cluster->new('runas');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('runas', conf => qq{
 max_worker_processes = 24
 pgque_bgw.max_workers = 21
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 });
-$node->start;
 my $superuser = $node->safe_psql('postgres', 'select current_user');
 
 # escalate(kind): what an attacker puts in code a worker runs: make its own

@@ -6,20 +6,16 @@
 # table never holds more than max_slots entries.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('slot_bounds');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('slot_bounds', conf => qq{
 pgque_bgw.enabled = off
 pgque_bgw.max_slots = 64
 pgque_bgw.max_slots_per_database = 40
 pgque_bgw.max_slots_per_consumer = 16
 });
-$node->start;
 $node->safe_psql('postgres', q{create database other});
 for my $db ('postgres', 'other')
 {

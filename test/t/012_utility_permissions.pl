@@ -4,30 +4,27 @@
 # ("must be owner", "permission denied to create/copy database") used to
 # stop the victim's workers first, and in a loop stalled its delivery.  A
 # pause (or a refused command) never counts towards the restart back-off.
+# tap-lane: timed (bounds on durations: runs in the timed lane, test/README.md)
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-my $node = PostgreSQL::Test::Cluster->new('utility');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('utility', conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 max_worker_processes = 16
 });
-$node->start;
 $node->safe_psql('postgres', q{
     create role victim_owner login createdb;
     create role mallory login;
     create role mallory_createdb login createdb;
     create database victim owner victim_owner;
 });
-$node->safe_psql('victim', 'create extension pgque_bgw');
+$node->install('victim');
 
 sub worker_pids
 {
@@ -36,14 +33,8 @@ sub worker_pids
         select string_agg(backend_type || '=' || pid, ',' order by backend_type) from pg_stat_activity
          where backend_type like 'pgque_bgw %' and datname = '$db'});
 }
-sub three_workers
-{
-    my ($db) = @_;
-    return $node->poll_query_until('postgres', qq{
-        select count(*) = 3 from pg_stat_activity where backend_type like 'pgque_bgw %' and datname = '$db'});
-}
 
-ok(three_workers('victim'), 'the victim database has its three workers');
+ok($node->wait_for_workers('victim'), 'the victim database has its three workers');
 my $before = worker_pids('victim');
 
 # --- refused commands, in a loop, stop nothing ---------------------------------
@@ -81,7 +72,7 @@ for my $i (1 .. 4)
     $node->safe_psql('postgres', 'alter database victim rename to victim_tmp', extra_params => [ '-U', 'victim_owner' ]);
     $node->safe_psql('postgres', 'alter database victim_tmp rename to victim', extra_params => [ '-U', 'victim_owner' ]);
     my $t0 = time();
-    ok(three_workers('victim'), "rename round $i: the workers are back");
+    ok($node->wait_for_workers('victim'), "rename round $i: the workers are back");
     my $back = time() - $t0;
     cmp_ok($back, '<', 4, sprintf('within a launcher pass, no back-off (%.1f s)', $back));
 }
@@ -90,7 +81,7 @@ $node->safe_psql('postgres', 'create database victim_copy template victim', extr
 my $copy_took = time() - $t0;
 cmp_ok($copy_took, '<', 8, sprintf('the owner copies the database promptly (%.1f s)', $copy_took));
 $t0 = time();
-ok(three_workers('victim'), 'the workers are back after the copy');
+ok($node->wait_for_workers('victim'), 'the workers are back after the copy');
 my $back = time() - $t0;
 cmp_ok($back, '<', 4, sprintf('within a launcher pass, no back-off after five pauses (%.1f s)', $back));
 $node->safe_psql('victim', q{select pgque.send('q', 'after the pauses')});
@@ -104,15 +95,15 @@ ok(defined $tick && defined $maint && $tick ne $maint, "status() prints two time
 
 # --- the owner's DROP DATABASE still works promptly --------------------------------
 $node->safe_psql('postgres', 'create database victim2 owner victim_owner');
-$node->safe_psql('victim2', 'create extension pgque_bgw');
-ok(three_workers('victim2'), 'a second database with workers');
+$node->install('victim2');
+ok($node->wait_for_workers('victim2'), 'a second database with workers');
 $t0 = time();
 my ($ret, $out, $err) = $node->psql('postgres', 'drop database victim2', extra_params => [ '-U', 'victim_owner' ]);
 my $took = time() - $t0;
 is($ret, 0, 'the owner drops it') or diag($err);
 cmp_ok($took, '<', 6, sprintf('promptly (%.1f s)', $took));
 is(worker_pids('victim'), worker_pids('victim'), 'the other database is untouched');
-ok(three_workers('victim'), 'and keeps its three workers');
+ok($node->wait_for_workers('victim'), 'and keeps its three workers');
 
 $node->stop('fast');
 done_testing();

@@ -5,11 +5,11 @@
 # install (in another database) is accepted.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('roles');
+my $node = PgqueNode->new('roles');
 $node->init;
 $node->start;
 

@@ -6,14 +6,11 @@
 # such a stop costs no restart back-off.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('fair_share');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('fair_share', conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.max_workers = 3
 pgque_bgw.databases = 'db1, db2'
@@ -21,7 +18,6 @@ pgque_bgw.databases = 'db1, db2'
 # database here (tested at the end)
 pgque_bgw.worker_mode = split
 });
-$node->start;
 $node->safe_psql('postgres', 'create database db1; create database db2');
 
 sub kinds

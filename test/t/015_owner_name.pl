@@ -13,17 +13,13 @@
 # still pasted into the grants and the schema's USAGE).
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('owner_name');
-$node->init;
-$node->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('owner_name', conf => q{
 pgque_bgw.enabled = off
 });
-$node->start;
 
 my @names = (
     'a$q$||public.f()||$q$',            # the attack on the dollar quote

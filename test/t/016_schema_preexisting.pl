@@ -13,17 +13,13 @@
 # ADR 0042 (sql/00_schema_guard.sql).
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('schema_preexisting');
-$node->init;
-$node->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('schema_preexisting', conf => q{
 pgque_bgw.enabled = off
 });
-$node->start;
 
 $node->safe_psql('postgres', q{
     create role dbo login;

@@ -7,7 +7,7 @@
 # the upgrade, the comparison names the objects.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
@@ -15,16 +15,12 @@ use Time::HiRes qw(time sleep);
 my $src = $ENV{PGQUE_SRC} or die "PGQUE_SRC (the test directory) is not set";
 my $catalog_sql = slurp_file("$src/upgrade/catalog.sql");
 
-my $node = PostgreSQL::Test::Cluster->new('upgrade');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('upgrade', conf => qq{
 max_worker_processes = 20
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 });
-$node->start;
 
 my $new = $node->safe_psql('postgres',
     q{select default_version from pg_available_extensions where name = 'pgque_bgw'});

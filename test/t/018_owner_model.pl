@@ -18,17 +18,13 @@
 #  4. pgque_proxy refuses a schema pgque another role made.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('owner_model');
-$node->init;
-$node->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('owner_model', conf => q{
 pgque_bgw.enabled = off
 });
-$node->start;
 
 $node->safe_psql('postgres', q{
     create role creator login;

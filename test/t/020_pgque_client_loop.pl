@@ -7,19 +7,15 @@
 # and the loop is woken by the ticker's NOTIFY.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-my $node = PostgreSQL::Test::Cluster->new('client_loop');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('client_loop', conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.maint_interval = '1s'
 });
-$node->start;
 $node->safe_psql('postgres', q{
     create extension pgque_bgw;
     create role app_consumer login in role pgque_reader;

@@ -5,21 +5,17 @@
 # the group ends drained with its cursor at its high-water mark.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
 
-my $node = PostgreSQL::Test::Cluster->new('coop');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('coop', conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 max_connections = 40
 # a backend killed by SIGKILL restarts the server's backends, as in production
 restart_after_crash = on
 });
-$node->start;
 $node->safe_psql('postgres', q{
     create extension pgque_bgw;
     select pgque.create_queue('stream');

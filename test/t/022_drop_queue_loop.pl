@@ -7,22 +7,18 @@
 # send, drop with the workers at their fastest.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('drop_loop');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('drop_loop', conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.tick_interval = '1ms'
 pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 deadlock_timeout = '100ms'
 });
-$node->start;
-$node->safe_psql('postgres', 'create extension pgque_bgw');
+$node->install('postgres');
 ok($node->poll_query_until('postgres',
     q{select count(*) = 1 from pg_stat_activity where backend_type = 'pgque_bgw ticker'}),
    'the ticker runs');

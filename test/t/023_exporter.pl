@@ -9,7 +9,7 @@
 # docs/alerts.md, each selecting a series the exporter exposes.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use CPAN::Meta::YAML;
@@ -86,17 +86,13 @@ like(slurp_file("$src/../README.md"), qr{docs/monitoring\.md}, 'README links doc
 like(slurp_file("$docs/operations.md"), qr{monitoring\.md}, 'docs/operations.md links docs/monitoring.md');
 
 # ---- a server with something to show ----------------------------------------
-my $node = PostgreSQL::Test::Cluster->new('exporter');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('exporter', conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 pgque_bgw.slot_unpolled_after = '2s'
 pgque_bgw.slot_stale_after = '2s'
 });
-$node->start;
 $node->safe_psql('postgres', q{
     create extension pgque_bgw;
     create role monitor login in role pgque_reader;

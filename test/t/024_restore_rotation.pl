@@ -11,15 +11,12 @@
 # open row, never cleared and reopened.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-my $node = PostgreSQL::Test::Cluster->new('restore_rotation');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('restore_rotation', conf => qq{
 max_worker_processes = 32
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.tick_interval = '1ms'
@@ -27,16 +24,9 @@ pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 pgque_bgw.lag_alert_after = '2s'
 });
-$node->start;
 my $bindir = $node->config_data('--bindir');
 my $tmp = PostgreSQL::Test::Utils::tempdir;
 
-sub workers_in
-{
-    my ($db) = @_;
-    return $node->poll_query_until('postgres', qq{
-        select count(*) = 3 from pg_stat_activity where datname = '$db' and backend_type like 'pgque_bgw %'});
-}
 
 # --- the source: a queue due for rotation every second, pinned by 'lag' ---
 $node->safe_psql('postgres', 'create database src');
@@ -47,7 +37,7 @@ $node->safe_psql('src', q{
     select pgque.subscribe('q', 'lag');
     select pgque.subscribe('q', 'fast');
 });
-ok(workers_in('src'), 'the workers serve the source');
+ok($node->wait_for_workers('src'), 'the workers serve the source');
 my $nevents = 0;
 for my $b (1 .. 10)
 {
@@ -172,7 +162,7 @@ for my $format ('custom', 'plain')
         if ($held)
         {
             run_restore($restore{$format}->($db, 1), "$what (first part)");
-            ok(workers_in($db), "$what: the workers serve the half-restored database");
+            ok($node->wait_for_workers($db), "$what: the workers serve the half-restored database");
             # rotation needs three maintenance passes to reach the oldest
             # table; the watchdog gets as many passes to clear alerts
             sleep 6;
@@ -188,7 +178,7 @@ for my $format ('custom', 'plain')
         {
             run_restore($restore{$format}->($db, 0), $what);
         }
-        ok(workers_in($db), "$what: the workers serve the restored database");
+        ok($node->wait_for_workers($db), "$what: the workers serve the restored database");
         # several watchdog passes on the restored state
         sleep 3;
         is($node->safe_psql($db, q{

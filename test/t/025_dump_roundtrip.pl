@@ -13,46 +13,22 @@
 # a higher epoch.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-my $node = PostgreSQL::Test::Cluster->new('roundtrip');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('roundtrip', conf => qq{
 max_worker_processes = 32
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 });
-$node->start;
 my $bindir = $node->config_data('--bindir');
 my $tmp = PostgreSQL::Test::Utils::tempdir;
 my @conn = ('-h', $node->host, '-p', $node->port);
 
-sub workers_in
-{
-    my ($db) = @_;
-    return $node->poll_query_until('postgres', qq{
-        select count(*) = 3 from pg_stat_activity where datname = '$db' and backend_type like 'pgque_bgw %'});
-}
 
-# poll QUERY (one value) in DB until it is not empty and not 0
-sub poll_value
-{
-    my ($db, $query) = @_;
-    my $deadline = time + 60;
-    my $v = '';
-    while (time < $deadline)
-    {
-        $v = $node->safe_psql($db, $query);
-        return $v if $v ne '' && $v ne '0';
-        sleep 0.2;
-    }
-    return $v;
-}
 
 # --- the source ------------------------------------------------------------
 $node->safe_psql('postgres', 'create database src');
@@ -73,7 +49,7 @@ $node->safe_psql('src', q{
     create role rt_app;
     select pgque.grant_consumer('jobs', 'open', 'rt_app'), pgque.grant_consumer('parts', 'pc', 'rt_app');
 });
-ok(workers_in('src'), 'the workers serve the source');
+ok($node->wait_for_workers('src'), 'the workers serve the source');
 $node->safe_psql('src', q{
     select pgque.send('jobs', 'job', 'j' || i) from generate_series(1, 300) i;
     select pgque.send('dlq', 'd' || i) from generate_series(1, 2) i;
@@ -81,10 +57,10 @@ $node->safe_psql('src', q{
     select pgque.send('coop', 'c' || i) from generate_series(1, 100) i;
 });
 # an open batch of consumer 'open'
-my $open_batch = poll_value('src', q{select coalesce(max(batch_id), 0) from pgque.receive('jobs', 'open', 50)});
+my $open_batch = $node->poll_value('src', q{select coalesce(max(batch_id), 0) from pgque.receive('jobs', 'open', 50)});
 ok($open_batch > 0, 'consumer open holds an open batch');
 # consumer flaky nacks 3 events of its batch (retries due in 5 s) and acks it
-my $flaky = poll_value('src', q{
+my $flaky = $node->poll_value('src', q{
     with m as (select * from pgque.receive('jobs', 'flaky', 20)),
          n as (select pgque.nack(x.batch_id, x::pgque.message, '5 seconds', 'later') as r
                  from (select * from m order by msg_id limit 3) x)
@@ -93,7 +69,7 @@ like($flaky, qr/^\d+:3$/, 'consumer flaky nacks three events');
 $flaky =~ s/:.*//;
 $node->safe_psql('src', "select pgque.ack($flaky)");
 # two dead letters on queue dlq
-ok(poll_value('src', q{
+ok($node->poll_value('src', q{
     with m as (select * from pgque.receive('dlq', 'c', 10))
     select count(pgque.nack(m.batch_id, m, '0', 'poison')) from m}) == 2, 'two events nacked on queue dlq');
 $node->safe_psql('src', q{select pgque.ack(sub_batch) from pgque.subscription where sub_batch is not null
@@ -105,10 +81,10 @@ is($node->safe_psql('src', q{select string_agg(deduped::text, ',') from pgque.se
 # slot 0 leased with an open slot batch
 my $epoch = $node->safe_psql('src', q{select pgque.claim_slot('parts', 'pc', 0, 'w0', '10 minutes')});
 ok($epoch > 0, 'slot 0 is leased');
-ok(poll_value('src', q{select count(*) from pgque.receive_partitioned('parts', 'pc', 0, 2, 'w0', 1000)}) > 0,
+ok($node->poll_value('src', q{select count(*) from pgque.receive_partitioned('parts', 'pc', 0, 2, 'w0', 1000)}) > 0,
    'and has an open slot batch');
 # member m1 holds a window of the cooperative group
-my $coop_batch = poll_value('src', q{select coalesce(max(batch_id), 0) from pgque.receive_coop('coop', 'g', 'm1', 30)});
+my $coop_batch = $node->poll_value('src', q{select coalesce(max(batch_id), 0) from pgque.receive_coop('coop', 'g', 'm1', 30)});
 ok($coop_batch > 0, 'member m1 holds a window');
 $node->safe_psql('src', q{select pgque.send('jobs', 'job', 'late' || i) from generate_series(1, 20) i});
 
@@ -235,7 +211,7 @@ for my $format ('custom', 'plain')
     my $ok = IPC::Run::run([ @{ $restore{$format} }, $db ], '>', \$stdout, '2>', \$stderr);
     ok($ok, "$format restore exits with 0");
     unlike($stderr, qr/ERROR|error:/, "$format restore reports no error") or diag($stderr);
-    ok(workers_in($db), "$format: the workers serve the restored database");
+    ok($node->wait_for_workers($db), "$format: the workers serve the restored database");
     is($node->safe_psql($db, q{select tick_period_ms from pgque.config}), '50',
        "$format: the settings row is the source's");
     is($node->safe_psql($db, q{select string_agg(deduped::text, ',') from pgque.send_idem('jobs', 'job', 'idem', 'key-1')}),

@@ -10,7 +10,7 @@
 # event is processed, per key in order, each on its key's slot.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(sleep);
@@ -19,13 +19,9 @@ my $n = 6;
 my $ttl = 3;                  # seconds: the lease TTL of every worker
 my $frozen_for = 3 * $ttl;
 
-my $node = PostgreSQL::Test::Cluster->new('frozen');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('frozen', conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 });
-$node->start;
 # example_processed (the example worker's table) is made here first, with
 # the time each event was processed
 $node->safe_psql('postgres', qq{

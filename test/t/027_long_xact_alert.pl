@@ -5,15 +5,12 @@
 # (A lagging consumer still gets rotation_pinned: test/t/009_alerts.pl.)
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-my $node = PostgreSQL::Test::Cluster->new('long_xact');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('long_xact', conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
@@ -22,7 +19,6 @@ pgque_bgw.long_transaction_after = '3s'
 autovacuum = off
 max_prepared_transactions = 2
 });
-$node->start;
 $node->safe_psql('postgres', q{create extension pgque_bgw});
 $node->poll_query_until('postgres', q{
     select count(*) = 3 from pg_stat_activity where backend_type like 'pgque_bgw %' and datname = 'postgres'});

@@ -9,7 +9,7 @@
 # root this test cannot run (docs/operations.md has the manual procedure).
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
@@ -21,17 +21,13 @@ if (!$ENV{PGQUE_AS_ROOT} && !-d $dir)
 }
 ok(-d $dir && -w $dir, "a writable tmpfs at '$dir'") or BAIL_OUT('no tmpfs: test/run.sh could not mount one');
 
-my $node = PostgreSQL::Test::Cluster->new('full_disk');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('full_disk', conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 pgque_bgw.lag_alert_after = '1h'
 autovacuum = off
 });
-$node->start;
 $node->safe_psql('postgres', qq{create tablespace small location '$dir/ts'})
   if mkdir("$dir/ts");
 $node->safe_psql('postgres', q{create extension pgque_bgw});

@@ -5,9 +5,10 @@
 # pgque_bgw.worker_restart_max and reset by a healthy run, and every worker
 # type down past pgque_bgw.worker_down_after opens one worker_down alert that
 # clears when it is back.
+# tap-lane: timed (bounds on durations: runs in the timed lane, test/README.md)
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
@@ -15,10 +16,7 @@ use Time::HiRes qw(time sleep);
 my $cap = 3;          # s, pgque_bgw.worker_restart_max
 my $threshold = 1;    # s, pgque_bgw.worker_down_after
 
-my $node = PostgreSQL::Test::Cluster->new('supervision');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('supervision', conf => qq{
 max_worker_processes = 16
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.watchdog_interval = '1s'
@@ -26,7 +24,6 @@ pgque_bgw.worker_restart_max = '${cap}s'
 pgque_bgw.worker_down_after = '${threshold}s'
 pgque_bgw.databases = 'app'
 });
-$node->start;
 $node->safe_psql('postgres', 'create database app');
 $node->safe_psql('app', q{create extension pgque_bgw; select pgque.create_queue('q'); select pgque.subscribe('q', 'c')});
 

@@ -7,25 +7,21 @@
 # launcher's view pgque.launcher_workers().
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 use POSIX ();
 
 my $ndb = 50;
-my $node = PostgreSQL::Test::Cluster->new('many_dbs');
-$node->init;
 # as docs/operations.md says: max_worker_processes = 1 + databases + room
 # for parallel query; pgque_bgw.max_workers = 50 here so that one more
 # database is over the budget
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('many_dbs', conf => qq{
 max_worker_processes = 60
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.max_workers = $ndb
 });
-$node->start;
 
 # a template with the extension, a queue and a subscription; as a template
 # it is not served itself

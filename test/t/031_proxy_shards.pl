@@ -14,7 +14,7 @@
 # mapping to its own shard role, and there is no PUBLIC mapping.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
@@ -27,13 +27,9 @@ my $worker_sql = slurp_file("$ENV{PGQUE_SRC}/../examples/partition_worker.sql");
 my @shards;
 for my $s (0 .. 2)
 {
-    my $node = PostgreSQL::Test::Cluster->new("shard$s");
-    $node->init;
-    $node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+    my $node = PgqueNode->new_preloaded("shard$s", conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 });
-    $node->start;
     # docs/scale-out.md, step 1: the shard roles
     $node->safe_psql('postgres', q{
         create extension pgque_bgw;
@@ -48,7 +44,7 @@ pgque_bgw.launcher_naptime = '1s'
     push @shards, $node;
 }
 
-my $proxy = PostgreSQL::Test::Cluster->new('proxy');
+my $proxy = PgqueNode->new('proxy');
 $proxy->init;
 $proxy->start;
 my $conninfos = join(', ', map {

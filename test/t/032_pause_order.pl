@@ -7,25 +7,22 @@
 # are the only gaps, nothing is lost; keys without failures finish no later
 # than under skip by more than one retry delay (plus slack for the load).
 # The watchdog opens key_blocked while keys are blocked, and clears it.
+# tap-lane: timed (keys finish within a retry delay: runs in the timed lane, test/README.md)
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use IPC::Run;
 use Test::More;
 
 my $retry_s = 0.5;
-my $node = PostgreSQL::Test::Cluster->new('pause');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('pause', conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 pgque_bgw.key_blocked_after = '1s'
 restart_after_crash = on
 });
-$node->start;
 $node->safe_psql('postgres', q{
     create extension pgque_bgw;
     select pgque.create_queue('pq');

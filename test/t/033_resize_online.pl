@@ -8,19 +8,15 @@
 # resizes, and no key's events ever held by two slots at once.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
-my $node = PostgreSQL::Test::Cluster->new('resize');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('resize', conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.watchdog_interval = '1s'
 });
-$node->start;
 $node->safe_psql('postgres', q{
     create extension pgque_bgw;
     select pgque.create_queue('rq');

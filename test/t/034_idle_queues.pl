@@ -7,28 +7,24 @@
 # and the server restarted) are still ticked within the documented bound.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
 my $started = time();
-my $node = PostgreSQL::Test::Cluster->new('idle_queues');
-$node->init;
 # statements counted by pg_stat_statements where the server has it
-my $pgss = -e ($node->config_data('--pkglibdir') . '/pg_stat_statements.so');
-my $preload = $pgss ? 'pgque_bgw,pg_stat_statements' : 'pgque_bgw';
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = '$preload'
+my $pgss = -e (PgqueNode->pkglibdir . '/pg_stat_statements.so');
+my $node = PgqueNode->new_preloaded('idle_queues',
+    preload => $pgss ? "$PgqueNode::PRELOAD,pg_stat_statements" : $PgqueNode::PRELOAD,
+    conf => qq{
 max_prepared_transactions = 2
 pgque_bgw.ticker_probe_interval = '2s'
 pgque_bgw.watchdog_interval = '2s'
 pgque_bgw.maint_interval = '5s'
-});
-$node->append_conf('postgresql.conf', "pg_stat_statements.track = 'all'\n") if $pgss;
-$node->start;
+} . ($pgss ? "pg_stat_statements.track = 'all'\n" : ''));
 
-$node->safe_psql('postgres', 'create extension pgque_bgw');
+$node->install('postgres');
 $node->safe_psql('postgres', 'create extension pg_stat_statements') if $pgss;
 # 300 idle queues, 50 per transaction (a queue's tables take locks until commit)
 for my $from (map { 1 + 50 * $_ } 0 .. 5)

@@ -9,14 +9,11 @@
 # guard.  One server holds the shard database and two proxy databases.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('proxymap');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'pgque_bgw'\n");
-$node->start;
+my $node = PgqueNode->new_preloaded('proxymap');
 
 my $conninfo = "host=" . $node->host . " port=" . $node->port . " dbname=shard";
 $node->safe_psql('postgres', q{

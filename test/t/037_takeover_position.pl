@@ -15,7 +15,7 @@
 # event is acked exactly once, per key in ev_id order.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(sleep time);
@@ -25,13 +25,9 @@ my $ttl = 2;                  # seconds: the lease TTL of every worker
 my $part = 20;                # max_return
 my $burst = 1200;             # events per transaction: one window
 
-my $node = PostgreSQL::Test::Cluster->new('takeover');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('takeover', conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 });
-$node->start;
 $node->safe_psql('postgres', qq{
     create extension pgque_bgw;
     select pgque.create_queue('tp');

@@ -19,19 +19,15 @@
 # pg_postmaster_start_time() unchanged, no "terminated by signal" in its log.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('reentrant');
-$node->init;
 # no workers: the attacks need none, and the machine is shared
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('reentrant', conf => qq{
 pgque_bgw.enabled = off
 });
-$node->start;
-$node->safe_psql('postgres', 'create extension pgque_bgw');
+$node->install('postgres');
 my $started = $node->safe_psql('postgres', 'select pg_postmaster_start_time()');
 
 sub server_not_restarted

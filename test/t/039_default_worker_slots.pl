@@ -11,21 +11,17 @@
 # and lifts its own pause when the database is listed again.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-my $node = PostgreSQL::Test::Cluster->new('default_slots');
-$node->init;
 # max_worker_processes left at its default; a long naptime, so the only
 # scans are the ones a reload or CREATE EXTENSION asks for
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pg_cron,pgque_bgw'
+my $node = PgqueNode->new_preloaded('default_slots', preload => 'pg_cron,pgque_bgw', conf => qq{
 cron.database_name = 'postgres'
 pgque_bgw.launcher_naptime = '300s'
 });
-$node->start;
 is($node->safe_psql('postgres', 'show max_worker_processes'), '8', 'max_worker_processes is the default, 8');
 
 # each check of "served": an event sent is ticked and received within 30 s
@@ -84,7 +80,7 @@ is($node->safe_psql('d1', q{select count(*) from pg_stat_activity where backend_
 
 # a start with 3 databases, pg_cron not loaded: 6 slots, 3 databases combined
 make_db('d3');
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'pgque_bgw'\n");
+$node->append_conf('postgresql.conf', "shared_preload_libraries = '$PgqueNode::PRELOAD'\n");
 $node->stop('fast');
 my $log_from = -s $node->logfile;
 $node->start;

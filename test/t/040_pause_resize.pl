@@ -10,24 +10,21 @@
 # order across the resize, no key left blocked, the switch moved what it
 # had to, and the watchdog found no orphaned state.  fsync is on: the
 # immediate stop must not lose what committed.
+# tap-lane: timed (the stop must come while the old layout drains: runs in the timed lane, test/README.md)
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use IPC::Run;
 use Test::More;
 use Time::HiRes qw(time);
 
-my $node = PostgreSQL::Test::Cluster->new('pause_resize');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('pause_resize', conf => qq{
 fsync = on
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 });
-$node->start;
 $node->safe_psql('postgres', q{
     create extension pgque_bgw;
     -- the ledger, outside pgque: what was handed out and what was processed

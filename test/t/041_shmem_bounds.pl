@@ -10,21 +10,17 @@
 # orphaned entries are reclaimed (on a full claim, and by the watchdog).
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
 my $t0 = time;
-my $node = PostgreSQL::Test::Cluster->new('shmem_bounds');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('shmem_bounds', conf => qq{
 pgque_bgw.enabled = off
 pgque_bgw.watchdog_interval = 1
 pgque_bgw.launcher_naptime = 1
 });
-$node->start;
 my @dbs = ('d1', 'd2', 'd3', 'd4', 'other');
 for my $db ('postgres', @dbs)
 {

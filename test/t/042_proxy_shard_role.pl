@@ -15,14 +15,13 @@
 # plproxy function of its own.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('proxyrole');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'pgque_bgw'\npgque_bgw.enabled = off\n");
-$node->start;
+my $node = PgqueNode->new_preloaded('proxyrole', conf => qq{
+pgque_bgw.enabled = off
+});
 
 my $conninfo = "host=" . $node->host . " port=" . $node->port . " dbname=shard";
 $node->safe_psql('postgres', q{

@@ -10,22 +10,18 @@
 # nothing 0.2.0 lacks (no "does not exist" in the log).
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-my $node = PostgreSQL::Test::Cluster->new('upgbeside');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('upgbeside', conf => qq{
 max_worker_processes = 20
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 deadlock_timeout = '100ms'
 });
-$node->start;
 my $new = $node->safe_psql('postgres',
     q{select default_version from pg_available_extensions where name = 'pgque_bgw'});
 

@@ -11,16 +11,13 @@
 # when the drop is cancelled and the queue ticks again.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
 my $started = time();
-my $node = PostgreSQL::Test::Cluster->new('lock_squat');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('lock_squat', conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.watchdog_interval = '1s'
 pgque_bgw.ticker_stalled_after = '4s'
@@ -28,7 +25,6 @@ pgque_bgw.lag_alert_after = '1h'
 pgque_bgw.ticker_probe_interval = '1h'
 autovacuum = off
 });
-$node->start;
 $node->safe_psql('postgres', q{create extension pgque_bgw});
 $node->poll_query_until('postgres', q{
     select count(*) = 3 from pg_stat_activity where backend_type like 'pgque_bgw %' and datname = 'postgres'})

@@ -24,17 +24,13 @@
 # without a WHEN clause.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('inherited_child');
-$node->init;
-$node->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('inherited_child', conf => q{
 pgque_bgw.enabled = off
 });
-$node->start;
 
 $node->safe_psql('postgres', q{
     create role dbo login;

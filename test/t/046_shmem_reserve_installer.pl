@@ -13,21 +13,17 @@
 # installing role stays free of the per-role cap in its database.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
 
 my $t0 = time;
-my $node = PostgreSQL::Test::Cluster->new('shmem_reserve');
-$node->init;
-$node->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('shmem_reserve', conf => q{
 pgque_bgw.enabled = off
 pgque_bgw.max_slots = 64
 pgque_bgw.max_slots_per_database = 16
 });
-$node->start;
 $node->safe_psql('postgres', q{create role tenant login});
 my @dbs = ('t1', 't2', 't3', 't4');
 $node->safe_psql('postgres', qq{create database $_ owner tenant}) for @dbs;

@@ -12,17 +12,13 @@
 # its functions is in sql/01_foreign_guard.sql) and any cast of a pgque type.
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('added_member');
-$node->init;
-$node->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('added_member', conf => q{
 pgque_bgw.enabled = off
 });
-$node->start;
 $node->safe_psql('postgres', q{
     create role dbo login;
     create database up owner dbo;

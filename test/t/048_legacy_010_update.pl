@@ -8,14 +8,11 @@
 # superuser or that role (the target version is trusted).
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PostgreSQL::Test::Cluster->new('legacy010');
-$node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'pgque_bgw'\n");
-$node->start;
+my $node = PgqueNode->new_preloaded('legacy010');
 my $new = $node->safe_psql('postgres',
     q{select default_version from pg_available_extensions where name = 'pgque_bgw'});
 

@@ -16,9 +16,10 @@
 # own.  Then the worker_memory alert opens for each process once
 # pgque_bgw.worker_memory_limit is below its figure, follows a change to
 # the combined worker, and clears when the limit is 0 (off).
+# tap-lane: timed (bounds on durations: runs in the timed lane, test/README.md)
 use strict;
 use warnings;
-use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
@@ -30,10 +31,7 @@ my $MEASURE = 121;   # s measured (the acceptance asks for two minutes at least)
 my $WINDOW = 20;     # s: each end's floor is the lowest figure of this window
 my $BOUND = 8192;    # bytes a minute
 
-my $node = PostgreSQL::Test::Cluster->new('worker_memory');
-$node->init;
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
+my $node = PgqueNode->new_preloaded('worker_memory', conf => qq{
 autovacuum = off
 pgque_bgw.worker_mode = split
 pgque_bgw.launcher_naptime = '1s'
@@ -42,7 +40,6 @@ pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 pgque_bgw.ticker_probe_interval = '1s'
 });
-$node->start;
 $node->safe_psql('postgres', q{
     create extension pgque_bgw;
     select count(pgque.create_queue('q' || i)) from generate_series(1, 50) i;

@@ -1,0 +1,181 @@
+# PgqueNode: the set-up every TAP file of pgque_bgw shares (test/README.md).
+# Owns: making a throwaway server (from an initdb template when test/run.sh
+# provides one), the preload configuration, and the helpers the files used
+# to copy: waiting for a database's workers, polling with a deadline,
+# installing the extension, making login roles.
+#
+# A PgqueNode is a PostgreSQL::Test::Cluster: every method of the framework
+# works on it.
+#
+#   use PgqueNode;
+#   my $node = PgqueNode->new_preloaded('name', conf => q{
+#   pgque_bgw.launcher_naptime = '1s'
+#   });                                    # initialised, preloaded, started
+#   $node->install('postgres');            # create extension pgque_bgw
+#   ok($node->wait_for_workers('postgres'), 'the three workers run');
+package PgqueNode;
+
+use strict;
+use warnings;
+use parent 'PostgreSQL::Test::Cluster';
+use PostgreSQL::Test::Utils ();
+use Fcntl qw(:flock);
+use Time::HiRes ();
+use Carp;
+
+# The libraries every preloaded server loads, and what a file adds to them
+# (pg_cron for 006): one place for the line 48 files used to copy.
+our $PRELOAD = 'pgque_bgw';
+
+# Seconds a poll waits before it gives up: the framework's own
+# (PG_TEST_TIMEOUT_DEFAULT, 180 s), so a slow machine only makes a test
+# slower, never failing.
+our $TIMEOUT = $PostgreSQL::Test::Utils::timeout_default // 180;
+
+# new_preloaded(NAME, conf => TEXT, preload => LIBS, init => {PARAMS}, start => 0|1)
+# A new server with pgque_bgw (and LIBS) in shared_preload_libraries and the
+# lines of TEXT appended to postgresql.conf; started unless start => 0.
+sub new_preloaded
+{
+	my ($class, $name, %opt) = @_;
+	my $node = $class->new($name);
+	$node->init(%{ $opt{init} // {} });
+	$node->append_conf('postgresql.conf',
+		"shared_preload_libraries = '" . ($opt{preload} // $PRELOAD) . "'\n"
+		  . ($opt{conf} // ''));
+	$node->start unless defined $opt{start} && !$opt{start};
+	return $node;
+}
+
+# init: the framework's init, with the data directory copied from an initdb
+# template instead of a new initdb when PGQUE_INITDB_TEMPLATE names one
+# (test/run.sh sets it; ADR 0064).  The first file that needs the template
+# makes it, under a lock; the others wait for it and copy it.  initdb's own
+# options of the framework (-A trust -N) are the template's; a call with
+# extra initdb arguments runs initdb itself.
+sub init
+{
+	my ($self, %params) = @_;
+	my $template = $ENV{PGQUE_INITDB_TEMPLATE};
+	return $self->SUPER::init(%params)
+	  if !$template || @{ $params{extra} // [] };
+	_make_template($template);
+	# PostgreSQL 17 and later copy $INITDB_TEMPLATE themselves; up to 16
+	# the framework's one call of initdb is replaced by the copy
+	local $ENV{INITDB_TEMPLATE} = $template;
+	no warnings 'redefine';
+	my $system_or_bail = \&PostgreSQL::Test::Utils::system_or_bail;
+	local *PostgreSQL::Test::Utils::system_or_bail = sub {
+		return $system_or_bail->(@_) unless $_[0] eq 'initdb';
+		my $pgdata = $_[2];
+		$system_or_bail->('cp', '-RPp', $template, $pgdata);
+		return;
+	};
+	return $self->SUPER::init(%params);
+}
+
+# _make_template(DIR): initdb -A trust -N into DIR once, whoever comes first
+sub _make_template
+{
+	my ($dir) = @_;
+	return if -f "$dir/PG_VERSION";
+	open my $lock, '>>', "$dir.lock" or croak "cannot open $dir.lock: $!";
+	flock($lock, LOCK_EX) or croak "cannot lock $dir.lock: $!";
+	if (!-f "$dir/PG_VERSION")
+	{
+		my $tmp = "$dir.tmp$$";
+		PostgreSQL::Test::Utils::system_or_bail('initdb', '-D', $tmp, '-A',
+			'trust', '-N');
+		rename($tmp, $dir) or croak "cannot rename $tmp to $dir: $!";
+	}
+	close $lock;
+	return;
+}
+
+# pkglibdir(): the server's library directory (pg_config on PATH), for a
+# file that preloads a contrib module only where the server has it
+sub pkglibdir
+{
+	my $dir = `pg_config --pkglibdir`;
+	chomp $dir;
+	return $dir;
+}
+
+# install(DB, [ROLE]): create extension pgque_bgw in DB (as ROLE if given)
+sub install
+{
+	my ($self, $db, $role) = @_;
+	my $sql = 'create extension pgque_bgw';
+	$sql = "set role $role; $sql" if defined $role;
+	$self->safe_psql($db, $sql);
+	return;
+}
+
+# create_login_roles(NAME...): roles that can log in and have no other right
+sub create_login_roles
+{
+	my ($self, @names) = @_;
+	$self->safe_psql('postgres', join('', map { "create role $_ login;\n" } @names));
+	return;
+}
+
+# workers_in(DB): the kinds of pgque_bgw workers connected to DB, sorted and
+# comma-separated ('' when none)
+sub workers_in
+{
+	my ($self, $db) = @_;
+	return $self->safe_psql('postgres', qq{
+        select coalesce(string_agg(backend_type, ',' order by backend_type), '')
+          from pg_stat_activity
+         where backend_type like 'pgque_bgw %' and datname = '$db'});
+}
+
+# wait_for_workers(DB, [N]): true once N (default 3: ticker, maintenance,
+# watchdog) pgque_bgw workers are connected to DB; false after the timeout
+sub wait_for_workers
+{
+	my ($self, $db, $n) = @_;
+	$n //= 3;
+	return $self->poll_query_until('postgres', qq{
+        select count(*) = $n from pg_stat_activity
+         where backend_type like 'pgque_bgw %' and datname = '$db'});
+}
+
+# wait_for_launcher(): true once the launcher runs
+sub wait_for_launcher
+{
+	my ($self) = @_;
+	return $self->poll_query_until('postgres', q{
+        select count(*) = 1 from pg_stat_activity
+         where backend_type = 'pgque_bgw launcher' and datname is null});
+}
+
+# poll_value(DB, QUERY, [SECONDS]): the one value of QUERY once it is
+# neither empty nor 0, polled every 0.1 s; the last value at the deadline
+sub poll_value
+{
+	my ($self, $db, $query, $secs) = @_;
+	my $v = '';
+	PgqueNode::poll_until(sub {
+		$v = $self->safe_psql($db, $query);
+		return $v ne '' && $v ne '0';
+	}, $secs);
+	return $v;
+}
+
+# poll_until(CODE, [SECONDS], [INTERVAL]): call CODE until it returns true
+# (returns true) or SECONDS (default the framework's timeout) have passed
+# (returns false); never a fixed sleep-and-hope.  A function, not a method.
+sub poll_until
+{
+	my ($code, $secs, $interval) = @_;
+	my $deadline = Time::HiRes::time() + ($secs // $TIMEOUT);
+	while (1)
+	{
+		return 1 if $code->();
+		return 0 if Time::HiRes::time() >= $deadline;
+		Time::HiRes::sleep($interval // 0.1);
+	}
+}
+
+1;
