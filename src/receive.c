@@ -44,6 +44,7 @@
 #include "utils/tuplestore.h"
 
 #include "pgque_bgw.h"
+#include "state.h"
 #include "window.h"
 
 /* the columns of pgque.message */
