@@ -29,3 +29,7 @@ alter table pgque.subscription alter column sub_users set default '{}',
                                alter column sub_users set not null;
 alter table pgque.partition_consumer alter column users set default '{}',
                                      alter column users set not null;
+
+-- The grantee anchor (ADR 0079): the lists above name only the extension's
+-- roles, anchored by sql/90_grants.sql; 0.2.0 had no lists, so no role
+-- needs an anchor here and no OID in them can be stale.

@@ -76,3 +76,8 @@ drop function pgque._guc_interval(text, interval);
 -- The lease ttl's bounds are checked once, in C: _slot_claim takes the
 -- interval itself (was milliseconds, checked in SQL and again in C).
 drop function pgque._slot_claim(int4, text, int4, text, int8);
+
+-- The grantee anchor (ADR 0079): every role named in the rights lists
+-- holds SELECT on it, so DROP ROLE refuses the role.  The extension's
+-- roles get theirs from sql/90_grants.sql (replayed); 0.2.0 had no lists.
+create table pgque.grantee_anchor ();

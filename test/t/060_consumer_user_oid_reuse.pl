@@ -14,8 +14,12 @@
 # The queue rights (ADR 0047) are regrole[] too and go the same way: ghost
 # alone was granted "send" on the queue, and mallory must not inherit it.
 #
-# The last three assertions FAIL today: the attack works, and the fix
-# (never let a dropped role's OID reach a dump) is not in this branch.
+# The fix (ADR 0079): a granted role holds SELECT on pgque.grantee_anchor,
+# so DROP ROLE refuses it; the DBA's way round, DROP OWNED BY, takes the
+# anchor and leaves the OID in the lists until maintenance removes it, and
+# a listed role counts only while it holds its own anchor grant: the
+# OID dumped in that window grants mallory nothing.  After maintenance
+# the dump no longer carries the OID at all.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
@@ -49,7 +53,11 @@ $src->safe_psql('postgres', q{
     select pgque.grant_queue('orders', 'ghost', 'send');
 });
 my $ghost_oid = $src->safe_psql('postgres', q{select oid from pg_roles where rolname = 'ghost'});
-$src->safe_psql('postgres', 'drop role ghost');
+my ($rc, $out, $err) = $src->psql('postgres', 'drop role ghost');
+like($err, qr/role "ghost" cannot be dropped.*privileges for table pgque\.grantee_anchor/s,
+     'DROP ROLE refuses a role the consumer and the queue are granted to');
+# the DBA's way round: DROP OWNED revokes the anchor, then the role goes
+$src->safe_psql('postgres', 'drop owned by ghost; drop role ghost');
 is($src->safe_psql('postgres', q{
         select users::oid[]::text from pgque.consumer_rights where consumer_name = 'private'}),
    "{$ghost_oid}", 'the dropped role stays in the users as a bare OID');
@@ -92,16 +100,19 @@ command_ok([ "$bindir/pg_restore", '-h', $dst->host, '-p', $dst->port, '-d', 'po
              '--exit-on-error', $dump ], 'pg_restore into the destination');
 $dst->safe_psql('postgres', q{grant pgque_reader, pgque_writer to bob, mallory});
 
-my ($rc, $out, $err) = $dst->psql('postgres', q{
+($rc, $out, $err) = $dst->psql('postgres', q{
     set role bob; select count(*) from pgque.receive('orders', 'private')});
 like($err, qr/permission denied for consumer "private"/, 'bob, a reader without a grant, is refused');
 ($rc, $out, $err) = $dst->psql('postgres', q{set role bob; select pgque.send('orders', 'forged')});
 like($err, qr/permission denied to send to queue "orders"/, 'bob, a writer without the queue\'s "send", may not send');
 
 {
+    # the dump was taken before maintenance: the OID is there, and is
+    # mallory's now, but she holds no anchor grant of her own
     is($dst->safe_psql('postgres', q{
-            select 'mallory'::regrole = any (users) from pgque.consumer_rights where consumer_name = 'private'}),
-       'f', 'the restored users do not name mallory');
+            select 'mallory'::regrole = any (users) and not pgque._role_anchored('mallory')
+              from pgque.consumer_rights where consumer_name = 'private'}),
+       't', 'the restored users name mallory\'s OID, which holds no anchor');
     ($rc, $out, $err) = $dst->psql('postgres', q{
         set role mallory; select count(*) from pgque.receive('orders', 'private')});
     like($err, qr/permission denied for consumer "private"/,
@@ -111,6 +122,19 @@ like($err, qr/permission denied to send to queue "orders"/, 'bob, a writer witho
     like($err, qr/permission denied to send to queue "orders"/,
          'mallory, who never was granted "send" on the queue, may not send');
 }
+
+# maintenance takes the dropped role's OID out of every list: a dump taken
+# after it carries no bare number
+is($src->safe_psql('postgres', q{
+        select pgque.maint() >= 1;
+        select (select users::text from pgque.consumer_rights where consumer_name = 'private'),
+               (select queue_senders::text from pgque.queue where queue_name = 'orders')}),
+   "t\n{}|{}", 'maintenance removes the dropped role\'s OID from the users and the senders');
+my $dump2 = "$tmp/src2.dump";
+command_ok([ "$bindir/pg_dump", '-h', $src->host, '-p', $src->port, '-Fc', '-f', $dump2, 'postgres' ],
+           'pg_dump after maintenance');
+my $plain2 = `"$bindir/pg_restore" -f - --data-only -t subscription -t queue "$dump2" 2>&1`;
+unlike($plain2, qr/\b\Q$ghost_oid\E\b/, 'the dump after maintenance carries no bare OID');
 
 $src->stop;
 $dst->stop;
