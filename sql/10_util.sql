@@ -254,6 +254,15 @@ begin
     end if;
 end $$;
 
+-- Whether a list names the role (committed, as this statement sees them).
+create function pgque._anchor_listed(i_role regrole)
+returns boolean language sql stable as $$
+    select exists (select from pgque.queue q
+                    where i_role = any (q.queue_senders) or i_role = any (q.queue_subscribers))
+        or exists (select from pgque.subscription s where i_role = any (s.sub_users))
+        or exists (select from pgque.partition_consumer pc where i_role = any (pc.users))
+$$;
+
 -- Release the anchor of the roles given that no list names any more
 -- (revoke_queue, revoke_consumer, unsubscribe, drop_queue): DROP ROLE may
 -- then drop them.  -> number of roles released.
@@ -266,14 +275,13 @@ begin
     if i_roles is null or pg_catalog.cardinality(i_roles) = 0 then
         return 0;
     end if;
-    lock table pgque.grantee_anchor in share row exclusive mode;
     for r in select distinct u.role from pg_catalog.unnest(i_roles) u(role)
               join pg_catalog.pg_roles pr on pr.oid operator(pg_catalog.=) u.role loop
-        continue when pgque._anchor_kept(r) or not pgque._role_anchored(r);
-        continue when exists (select from pgque.queue q
-                               where r = any (q.queue_senders) or r = any (q.queue_subscribers))
-                   or exists (select from pgque.subscription s where r = any (s.sub_users))
-                   or exists (select from pgque.partition_consumer pc where r = any (pc.users));
+        continue when pgque._anchor_kept(r) or pgque._anchor_listed(r);
+        -- a role to release: the lock only now (a session holding it open
+        -- holds up the grants), and the lists read again under it
+        lock table pgque.grantee_anchor in share row exclusive mode;
+        continue when not pgque._role_anchored(r) or pgque._anchor_listed(r);
         execute pg_catalog.format('revoke select on table pgque.grantee_anchor from %I',
                                   (select pr.rolname from pg_catalog.pg_roles pr
                                     where pr.oid operator(pg_catalog.=) r));
