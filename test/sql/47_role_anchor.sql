@@ -130,6 +130,33 @@ set role pgque_reader;
 select count(*) as anchor_rows from pgque.grantee_anchor;
 reset role;
 
+-- a partitioned consumer: its users are anchored as well, maintenance
+-- cleans the consumer's list and its slots' copies, and the last
+-- unsubscribe_slot releases
+create role t47_p login in role pgque_reader;
+create role t47_pghost;
+set role t47_app;
+select pgque.subscribe_slot('anchored', 'shards', 0, 2), pgque.subscribe_slot('anchored', 'shards', 1, 2);
+select pgque.grant_consumer('anchored', 'shards', 't47_p') as granted_p,
+       pgque.grant_consumer('anchored', 'shards', 't47_pghost') as granted_pghost;
+reset role;
+\set VERBOSITY terse
+drop role t47_p;
+\set VERBOSITY default
+drop owned by t47_pghost;
+drop role t47_pghost;
+select pgque._maint_stale_roles() as cleaned_partitioned;
+select users::text as shards_users from pgque.consumer_rights where consumer_name = 'shards';
+set role t47_app;
+select pgque.unsubscribe_slot('anchored', 'shards', 0);
+reset role;
+select pgque._role_anchored('t47_p') as p_after_first_slot;
+set role t47_app;
+select pgque.unsubscribe_slot('anchored', 'shards', 1);
+reset role;
+select pgque._role_anchored('t47_p') as p_after_last_slot;
+drop role t47_p;
+
 select pgque.drop_queue('anchored', true);
 revoke usage on schema pgque_test from public;
 drop owned by t47_nobody;
