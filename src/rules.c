@@ -92,7 +92,8 @@ pgque_slot_of_sql(PG_FUNCTION_ARGS)
 /*
  * Per-queue rights (ADR 0047): may the caller (the session's current role,
  * as pgque._caller()) use right ("send" or "subscribe") on the queue whose
- * grantees are given?  It may when it is a member of a grantee, of
+ * grantees are given?  It may when it is a member of a grantee that holds
+ * its anchor grant (pgque_role_anchored, ADR 0079), of
  * pgque_admin or of the role that installed the extension (superusers are
  * members of every role), or of pgque_owner (the workers' role, ADR 0042);
  * else 42501 naming the queue and the right.  The
