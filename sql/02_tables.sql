@@ -51,6 +51,16 @@ create table pgque.queue (
     queue_truncated_xid       xid8
 );
 
+-- The grantee anchor (ADR 0079): a table with no column and no row.  Every
+-- role named in a regrole list (queue_senders, queue_subscribers,
+-- sub_users, partition_consumer.users) holds SELECT on it, granted by
+-- grant_queue/grant_consumer, so DROP ROLE refuses the role ("privileges
+-- for table pgque.grantee_anchor") and pg_dump writes the grant by name.
+-- A listed role counts only while it holds that grant itself
+-- (pgque._role_anchored): an OID a dropped role left grants nothing, in
+-- this cluster or in one a dump is restored into.
+create table pgque.grantee_anchor ();
+
 create table pgque.consumer (
     co_id    serial primary key,
     co_name  text not null unique

@@ -219,6 +219,119 @@ returns void language sql stable as $$
                                     case i_right when 'send' then q.queue_senders else q.queue_subscribers end)
 $$;
 
+-- The grantee anchor (ADR 0079, table pgque.grantee_anchor): a role named
+-- in a regrole list counts only while it holds its own SELECT on the
+-- anchor (the C rule of src/rules.c, which the producer uses too).
+create function pgque._role_anchored(i_role regrole)
+returns boolean language c stable as 'MODULE_PATHNAME', 'pgque_role_anchored_sql';
+
+-- The extension's roles and its installer: anchored at install
+-- (sql/90_grants.sql), never released (a new queue names pgque_writer and
+-- pgque_reader by default).
+create function pgque._anchor_kept(i_role regrole)
+returns boolean language sql stable as $$
+    select exists (select from pg_catalog.pg_roles r
+                    where r.oid operator(pg_catalog.=) i_role
+                      and r.rolname operator(pg_catalog.=) any
+                          ('{pgque_reader,pgque_writer,pgque_admin,pgque_owner}'::pg_catalog.name[]))
+        or exists (select from pg_catalog.pg_extension e
+                    where e.extname operator(pg_catalog.=) 'pgque_bgw'
+                      and e.extowner operator(pg_catalog.=) i_role)
+$$;
+
+-- Anchor a role about to be named in a list (grant_queue, grant_consumer):
+-- its own SELECT on the anchor, granted by pgque_owner, the table's owner.
+-- The lock (which SELECT cannot take) orders grants and releases: a
+-- release that reads the lists after a grant committed sees its role.
+create function pgque._anchor(i_role regrole)
+returns void language plpgsql as $$
+begin
+    lock table pgque.grantee_anchor in share row exclusive mode;
+    if not pgque._role_anchored(i_role) then
+        execute pg_catalog.format('grant select on table pgque.grantee_anchor to %I',
+                                  (select r.rolname from pg_catalog.pg_roles r
+                                    where r.oid operator(pg_catalog.=) i_role));
+    end if;
+end $$;
+
+-- Whether a list names the role (committed, as this statement sees them).
+create function pgque._anchor_listed(i_role regrole)
+returns boolean language sql stable as $$
+    select exists (select from pgque.queue q
+                    where i_role = any (q.queue_senders) or i_role = any (q.queue_subscribers))
+        or exists (select from pgque.subscription s where i_role = any (s.sub_users))
+        or exists (select from pgque.partition_consumer pc where i_role = any (pc.users))
+$$;
+
+-- Release the anchor of the roles given that no list names any more
+-- (revoke_queue, revoke_consumer, unsubscribe, drop_queue): DROP ROLE may
+-- then drop them.  -> number of roles released.
+create function pgque._anchor_release(i_roles regrole[])
+returns int4 language plpgsql as $$
+declare
+    r  regrole;
+    n  int4 := 0;
+begin
+    if i_roles is null or pg_catalog.cardinality(i_roles) = 0 then
+        return 0;
+    end if;
+    for r in select distinct u.role from pg_catalog.unnest(i_roles) u(role)
+              join pg_catalog.pg_roles pr on pr.oid operator(pg_catalog.=) u.role loop
+        continue when pgque._anchor_kept(r) or pgque._anchor_listed(r);
+        -- a role to release: the lock only now (a session holding it open
+        -- holds up the grants), and the lists read again under it
+        lock table pgque.grantee_anchor in share row exclusive mode;
+        continue when not pgque._role_anchored(r) or pgque._anchor_listed(r);
+        execute pg_catalog.format('revoke select on table pgque.grantee_anchor from %I',
+                                  (select pr.rolname from pg_catalog.pg_roles pr
+                                    where pr.oid operator(pg_catalog.=) r));
+        n := n + 1;
+    end loop;
+    return n;
+end $$;
+
+-- Maintenance (ADR 0079): take the OIDs that have no pg_roles row (a role
+-- dropped after DROP OWNED took its anchor) out of the four lists, so that
+-- no dump carries one.  One statement per list; nothing to write when no
+-- OID is stale.  -> number of rows changed.
+create function pgque._maint_stale_roles()
+returns int4 language plpgsql as $$
+declare
+    n  int4;
+    t  int4 := 0;
+begin
+    update pgque.queue q
+       set queue_senders = array(select u.role from pg_catalog.unnest(q.queue_senders) with ordinality u(role, i)
+                                  where exists (select from pg_catalog.pg_roles r
+                                                 where r.oid operator(pg_catalog.=) u.role) order by u.i),
+           queue_subscribers = array(select u.role from pg_catalog.unnest(q.queue_subscribers) with ordinality u(role, i)
+                                      where exists (select from pg_catalog.pg_roles r
+                                                     where r.oid operator(pg_catalog.=) u.role) order by u.i)
+     where exists (select from pg_catalog.unnest(q.queue_senders || q.queue_subscribers) u(role)
+                    where not exists (select from pg_catalog.pg_roles r
+                                       where r.oid operator(pg_catalog.=) u.role));
+    get diagnostics n = row_count;
+    t := t + n;
+    update pgque.subscription s
+       set sub_users = array(select u.role from pg_catalog.unnest(s.sub_users) with ordinality u(role, i)
+                              where exists (select from pg_catalog.pg_roles r
+                                             where r.oid operator(pg_catalog.=) u.role) order by u.i)
+     where exists (select from pg_catalog.unnest(s.sub_users) u(role)
+                    where not exists (select from pg_catalog.pg_roles r
+                                       where r.oid operator(pg_catalog.=) u.role));
+    get diagnostics n = row_count;
+    t := t + n;
+    update pgque.partition_consumer pc
+       set users = array(select u.role from pg_catalog.unnest(pc.users) with ordinality u(role, i)
+                          where exists (select from pg_catalog.pg_roles r
+                                         where r.oid operator(pg_catalog.=) u.role) order by u.i)
+     where exists (select from pg_catalog.unnest(pc.users) u(role)
+                    where not exists (select from pg_catalog.pg_roles r
+                                       where r.oid operator(pg_catalog.=) u.role));
+    get diagnostics n = row_count;
+    return t + n;
+end $$;
+
 -- Whether the caller may use a consumer owned by i_owner whose users are
 -- i_users (ADR 0058): a member of the owner, of one of the users, of
 -- pgque_admin or of the extension's owner.  i_users NULL: the owner's acts
@@ -230,7 +343,8 @@ returns boolean language sql stable as $$
     select pgque._caller() operator(pg_catalog.=) i_owner
         or pg_catalog.pg_has_role(pgque._caller(), i_owner, 'member')
         or exists (select from pg_catalog.unnest(i_users) u(role)
-                    where pg_catalog.pg_has_role(pgque._caller(), u.role, 'member'))
+                    where pg_catalog.pg_has_role(pgque._caller(), u.role, 'member')
+                      and pgque._role_anchored(u.role))
         or pgque._caller_is_admin()
 $$;
 
@@ -257,7 +371,8 @@ begin
                                          where s.sub_queue = i_queue_id and c.co_name = i_consumer),
                                        (select pc.users from pgque.partition_consumer pc
                                          where pc.queue_id = i_queue_id and pc.co_name = i_consumer))) u(role)
-                                    where pg_catalog.pg_has_role(me, u.role, 'member')) then
+                                    where pg_catalog.pg_has_role(me, u.role, 'member')
+                                      and pgque._role_anchored(u.role)) then
         raise exception 'permission denied to change consumer "%" of queue "%", owned by role "%"',
               i_consumer, (select queue_name from pgque.queue where queue_id = i_queue_id), i_owner
             using errcode = 'insufficient_privilege',

@@ -95,6 +95,7 @@ declare
     nsubs  int4;
     i      int4;
     b      int4;
+    gone   regrole[];
 begin
     perform pgque._check_not_null('force', x_force);
     q := pgque._queue(x_queue_name);
@@ -108,6 +109,9 @@ begin
             using errcode = 'dependent_objects_still_exist',
                   hint = 'Unsubscribe them first, or call pgque.drop_queue(queue_name, true).';
     end if;
+    -- the partitioned consumers' users, released with the rest at the end
+    gone := array(select u.role from pgque.partition_consumer pc, pg_catalog.unnest(pc.users) u(role)
+                   where pc.queue_id = q.queue_id);
     -- forced: cooperative groups lose their members with them
     delete from pgque.coop_member m using pgque.subscription s
      where s.sub_id = m.cm_sub and s.sub_queue = q.queue_id;
@@ -131,6 +135,7 @@ begin
         execute 'drop table ' || pgque._space_reserve_name(q);
     end if;
     delete from pgque.queue where queue_id = q.queue_id;
+    perform pgque._anchor_release(q.queue_senders || q.queue_subscribers || gone);
     return 1;
 end $$;
 
@@ -307,6 +312,7 @@ begin
     else
         update pgque.queue set queue_subscribers = queue_subscribers || i_role where queue_id = q.queue_id;
     end if;
+    perform pgque._anchor(i_role);      -- DROP ROLE now refuses it (ADR 0079)
     return 1;
 end $$;
 
@@ -327,6 +333,7 @@ begin
     else
         update pgque.queue set queue_subscribers = pg_catalog.array_remove(queue_subscribers, i_role) where queue_id = q.queue_id;
     end if;
+    perform pgque._anchor_release(array[i_role]);
     return 1;
 end $$;
 

@@ -178,6 +178,7 @@ set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q   pgque.queue;
     pn  int4;
+    usr regrole[];
 begin
     q := pgque._queue(queue_name);
     pn := pgque._partitioned(q, consumer_name, null, slot);
@@ -194,7 +195,9 @@ begin
                      join pgque.consumer c on c.co_name = pgque._slot_name(consumer_name, k, pn)
                      join pgque.subscription s on s.sub_consumer = c.co_id
                     where s.sub_queue = q.queue_id) then
-        delete from pgque.partition_consumer where queue_id = q.queue_id and co_name = consumer_name;
+        delete from pgque.partition_consumer where queue_id = q.queue_id and co_name = consumer_name
+        returning users into usr;
+        perform pgque._anchor_release(usr);     -- ADR 0079
         perform pgque._slot_forget(q.queue_id, consumer_name);
     end if;
 end $$;

@@ -95,6 +95,7 @@ begin
     delete from pgque.dead_letter where dl_queue_id = q.queue_id and dl_consumer_id = s.sub_consumer;
     delete from pgque.blocked_key where bk_sub = s.sub_id;     -- unsubscribing drops them (ADR 0038)
     delete from pgque.subscription where sub_id = s.sub_id;
+    perform pgque._anchor_release(s.sub_users);     -- ADR 0079
     delete from pgque.consumer c
      where c.co_id = s.sub_consumer
        and not exists (select 1 from pgque.subscription x where x.sub_consumer = c.co_id);
@@ -229,6 +230,7 @@ begin
                   hint = 'Grant the consumer to a group role and make the roles members of it.';
     end if;
     perform pgque._consumer_set_users(c.q, consumer_name, c.is_partitioned, c.users || role_name);
+    perform pgque._anchor(role_name);   -- DROP ROLE now refuses it (ADR 0079)
     return 1;
 end $$;
 
@@ -247,6 +249,7 @@ begin
     end if;
     perform pgque._consumer_set_users(c.q, consumer_name, c.is_partitioned,
                                       pg_catalog.array_remove(c.users, role_name));
+    perform pgque._anchor_release(array[role_name]);
     return 1;
 end $$;
 

@@ -305,7 +305,8 @@ end $$;
 --     switches of the current transaction;
 --   retries and delayed events, then cooperative groups (their cursors),
 --   then the tick history (it reads the cursors), the queues' hooks, the
---   expired idempotency keys (bounded batches) and the alert retention.
+--   expired idempotency keys (bounded batches), the alert retention and
+--   the OIDs of dropped roles in the rights lists (ADR 0079).
 -- Columns:
 --   step          the name a failure is recorded under (pgque.maint_failure)
 --   call          the expression run (select <call>); $1 is the queue's name
@@ -345,7 +346,8 @@ returns setof record language sql immutable as $$
     (9,  'reaping expired idempotency keys', 'pgque._maint_idem_batch(10000)', false, null, true, 10000, false,
      'idem_reaped', 'pgque.maint_idem'),
     (10, 'alert retention', 'pgque.maint_alerts(pgque._guc_interval(''pgque_bgw.alert_retention''))', false, null,
-     false, null, false, null, null)
+     false, null, false, null, null),
+    (11, 'dropped roles in the rights', 'pgque._maint_stale_roles()', false, null, true, null, false, null, null)
 $$;
 
 -- maint(): every maintenance step, for every queue, in the order of

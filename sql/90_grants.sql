@@ -38,6 +38,12 @@ end
 $revoke$;
 grant usage on schema pgque to pgque_reader, pgque_writer, pgque_admin;
 
+-- The grantee anchor (ADR 0079): a role named in a rights list counts
+-- while it holds SELECT on this empty, column-less table.  The extension's
+-- roles hold it for good (a new queue names pgque_writer and pgque_reader);
+-- grant_queue/grant_consumer give it to the others.
+grant select on pgque.grantee_anchor to pgque_reader, pgque_writer, pgque_admin;
+
 -- producing
 grant execute on function
     pgque.send(text, text), pgque.send(text, jsonb),

@@ -6,6 +6,7 @@
 -- lists any public object left without one.
 comment on schema pgque is 'pgque_bgw: ordered append-only event log (PgQ model); the API, the catalog and the event tables';
 comment on table pgque.queue is 'one row per queue: its event tables, rotation, ticker settings and sequences';
+comment on table pgque.grantee_anchor is 'empty: every role named in a queue''s rights or a consumer''s users holds SELECT on it, so DROP ROLE refuses the role (ADR 0079)';
 comment on table pgque.consumer is 'consumer names, shared by the queues that have a subscription of that name';
 comment on table pgque.subscription is 'one row per (queue, consumer): the cursor (sub_last_tick), the open batch and the owning role';
 comment on table pgque.tick is 'the ticks of each queue: the event-sequence position and the snapshot that slice the log into batches';

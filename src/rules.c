@@ -1,11 +1,16 @@
 /*
  * rules.c
  *		The C side of the rules in rules.h: the queue name check and the
- *		partition slot of a key, each also what SQL calls; and the per-queue
- *		rights rule (ADR 0047).
+ *		partition slot of a key, each also what SQL calls; the per-queue
+ *		rights rule (ADR 0047); and the anchor rule (ADR 0079): a role named
+ *		in a regrole list counts only while it holds its own grant on
+ *		pgque.grantee_anchor.
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "fmgr.h"
@@ -13,6 +18,8 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/syscache.h"
 
 #include "compat.h"
 #include "caller.h"
@@ -85,7 +92,8 @@ pgque_slot_of_sql(PG_FUNCTION_ARGS)
 /*
  * Per-queue rights (ADR 0047): may the caller (the session's current role,
  * as pgque._caller()) use right ("send" or "subscribe") on the queue whose
- * grantees are given?  It may when it is a member of a grantee, of
+ * grantees are given?  It may when it is a member of a grantee that holds
+ * its anchor grant (pgque_role_anchored, ADR 0079), of
  * pgque_admin or of the role that installed the extension (superusers are
  * members of every role), or of pgque_owner (the workers' role, ADR 0042);
  * else 42501 naming the queue and the right.  The
@@ -112,7 +120,7 @@ pgque_check_queue_right_of(Oid caller, const char *queue_name, const char *right
 	int			i;
 
 	for (i = 0; i < ngrantees; i++)
-		if (has_privs_of_role(caller, grantees[i]))
+		if (has_privs_of_role(caller, grantees[i]) && pgque_role_anchored(grantees[i]))
 			return;
 	/* the rare path: admins hold every right */
 	admin = get_role_oid("pgque_admin", true);
@@ -133,6 +141,65 @@ pgque_check_queue_right_of(Oid caller, const char *queue_name, const char *right
 					   right, queue_name),
 			 errhint("A pgque_admin grants it with pgque.grant_queue('%s', role, '%s').",
 					 queue_name, right)));
+}
+
+/*
+ * Is role anchored (ADR 0079)?  A role named in a consumer's users or a
+ * queue's rights counts only while pgque.grantee_anchor's ACL holds an
+ * entry of its own (SELECT, granted by grant_consumer/grant_queue; not one
+ * it inherits): that grant is what makes DROP ROLE refuse the role, and it
+ * is dumped by name.  An OID left by a dropped role (after DROP OWNED) has
+ * no entry, nor has the role that holds that OID after a dump is restored
+ * into another cluster: either grants nothing.  No anchor table (a schema
+ * older than the library): nobody is anchored, the admins still pass.
+ */
+bool
+pgque_role_anchored(Oid role)
+{
+	Oid			nsp;
+	Oid			rel;
+	HeapTuple	tup;
+	Datum		d;
+	bool		isnull;
+	bool		found = false;
+
+	nsp = get_namespace_oid("pgque", true);
+	if (!OidIsValid(nsp))
+		return false;
+	rel = get_relname_relid("grantee_anchor", nsp);
+	if (!OidIsValid(rel))
+		return false;
+	tup = SearchSysCache1(RELOID, ObjectIdGetDatum(rel));
+	if (!HeapTupleIsValid(tup))
+		return false;
+	d = SysCacheGetAttr(RELOID, tup, Anum_pg_class_relacl, &isnull);
+	if (isnull)
+		/* the default ACL: its owner's rights only */
+		found = ((Form_pg_class) GETSTRUCT(tup))->relowner == role;
+	else
+	{
+		Acl		   *acl = DatumGetAclP(d);
+		AclItem    *items = ACL_DAT(acl);
+		int			i;
+
+		for (i = 0; i < ACL_NUM(acl) && !found; i++)
+			found = items[i].ai_grantee == role && (items[i].ai_privs & ACL_SELECT) != 0;
+		if ((Pointer) acl != DatumGetPointer(d))
+			pfree(acl);
+	}
+	ReleaseSysCache(tup);
+	return found;
+}
+
+/* pgque._role_anchored(role regrole) -> boolean: the same, for SQL */
+PG_FUNCTION_INFO_V1(pgque_role_anchored_sql);
+
+Datum
+pgque_role_anchored_sql(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0))
+		PG_RETURN_BOOL(false);
+	PG_RETURN_BOOL(pgque_role_anchored(PG_GETARG_OID(0)));
 }
 
 /*

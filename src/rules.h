@@ -54,6 +54,7 @@ extern void pgque_check_queue_name(struct varlena *name);
 extern int32 pgque_slot_of(Datum key, bool isnull, int32 n);
 extern void pgque_check_queue_right(const char *queue_name, const char *right,
 									const Oid *grantees, int ngrantees);
+extern bool pgque_role_anchored(Oid role);
 extern void pgque_check_queue_right_of(Oid role, const char *queue_name, const char *right,
 									   const Oid *grantees, int ngrantees);
 

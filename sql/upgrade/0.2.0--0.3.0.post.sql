@@ -48,3 +48,7 @@ alter table pgque.subscription alter column sub_merge_windows set default false,
 update pgque.queue
    set queue_prev_step2 = coalesce(queue_switch_step2, queue_switch_step1),
        queue_truncated_xid = coalesce(queue_switch_step2, queue_switch_step1);
+
+-- The grantee anchor (ADR 0079): the lists above name only the extension's
+-- roles, anchored by sql/90_grants.sql; 0.2.0 had no lists, so no role
+-- needs an anchor here and no OID in them can be stale.

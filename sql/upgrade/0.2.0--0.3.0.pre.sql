@@ -92,3 +92,8 @@ alter table pgque.queue
     add column queue_prev_step2 xid8,
     add column queue_truncated_xid xid8;
 create index tick_time_idx on pgque.tick (tick_queue, tick_time);
+
+-- The grantee anchor (ADR 0079): every role named in the rights lists
+-- holds SELECT on it, so DROP ROLE refuses the role.  The extension's
+-- roles get theirs from sql/90_grants.sql (replayed); 0.2.0 had no lists.
+create table pgque.grantee_anchor ();

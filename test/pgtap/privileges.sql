@@ -266,6 +266,7 @@ insert into expected_rel values
     ('event_Q_tick_seq', 'public:- writer:- reader:- admin:- app2:- owner:-'),
     ('event_template', 'public:- writer:- reader:- admin:r app2:- owner:r'),
     ('idem', 'public:- writer:- reader:- admin:- app2:- owner:-'),
+    ('grantee_anchor', 'public:- writer:r reader:r admin:r app2:r owner:r'),
     ('maint_failure', 'public:- writer:- reader:- admin:r app2:- owner:r'),
     ('partition_consumer', 'public:- writer:- reader:- admin:- app2:- owner:-'),
     ('partition_resize', 'public:- writer:- reader:- admin:- app2:- owner:-'),

@@ -180,9 +180,12 @@ select sum(pgque.grant_consumer('orders', 'billing', ('t41_g' || k)::regrole)) a
 select pgque_test.error_of($$select pgque.grant_consumer('orders', 'billing', 't41_g33')$$) as the_33rd;
 reset role;
 
--- a dropped role's OID stays in the list, matches nobody, and its owner
--- can take it out by OID
+-- a granted role cannot be dropped (ADR 0079: it holds the anchor); after
+-- DROP OWNED its OID stays in the list, matches nobody, and its owner can
+-- take it out by OID
 select oid as g1 from pg_roles where rolname = 't41_g1' \gset
+drop role t41_g1;
+drop owned by t41_g1;
 drop role t41_g1;
 set role app_orders;
 select pgque_test.error_of($$select * from pgque.receive('orders', 'billing')$$) as stale_oid_matches_nobody;

@@ -228,6 +228,9 @@ for my $format ('custom', 'plain')
         select count(*)::text from pgque.subscription where 'rt_app'::regrole = any (sub_users)}),
        "open={pgque_reader,rt_app} pc={pgque_reader,rt_app}\n3",
        "$format: the consumers' users are restored by name, the slots' copies too");
+    # ADR 0079: the anchor grant that keeps rt_app counted is restored by name
+    is($node->safe_psql($db, q{select pgque._role_anchored('rt_app')}), 't',
+       "$format: the users' anchor grant is restored with them");
     is($node->safe_psql($db, q{select count(*) from pgque.get_partition_slot_info()
                                 where queue_name = 'parts' and lease_owner is not null}), '0',
        "$format: no slot is leased after the restore (leases live in shared memory)");
