@@ -233,7 +233,7 @@ declare
     s   pgque.subscription := pgque._subscription(x_queue, x_consumer);
     id  bigint := x_ev_id;
 begin
-    perform pgque._authorize(s.sub_owner, s.sub_queue, x_consumer);
+    perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, x_consumer);
     perform pgque._check_timestamp('retry_after', x_retry_after);
     perform pgque._check_timestamp('ev_time', x_ev_time);
     if x_ev_id is not null and x_ev_id < 1 then
