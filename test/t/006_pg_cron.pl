@@ -30,7 +30,7 @@ is($node->safe_psql('postgres', q{select status from pgque.status() where compon
 $node->safe_psql('postgres', 'select pgque.start()');
 is($node->safe_psql('postgres', q{
        select string_agg(jobname || ' ' || schedule || ' ' || command, '; ' order by jobname) from cron.job}),
-   'pgque_maint_postgres * * * * * select pgque.maint(); pgque_ticker_postgres * * * * * call pgque.ticker_loop(''59 seconds'')',
+   q{pgque_maint_postgres * * * * * select pgque.maint(); pgque_ticker_postgres * * * * * call pgque.ticker_loop('59 seconds')},
    'start() schedules ticker_loop() and maint() with pg_cron');
 $node->safe_psql('postgres', 'select pgque.start()');
 is($node->safe_psql('postgres', q{select count(*) from cron.job}), '2', 'start() again does not duplicate jobs');
