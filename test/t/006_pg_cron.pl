@@ -130,5 +130,21 @@ unlike($cronlog, qr/WARNING:  CRON ATTACK/, 'no planted operator or function was
 is($node->safe_psql('postgres', q{select rolsuper from pg_roles where rolname = 'dbo'}), 'f',
    'and the database owner is not a superuser');
 
+# ticker_loop()'s default is one 1 s slot from 0.3.0 on (ADR 0077): the
+# job 0.2.0's start() made, "call pgque.ticker_loop()", would tick one
+# second a minute after the update, which gives it the 59 s instead
+$node->safe_psql('postgres', q{
+    drop extension pgque_bgw cascade;
+    drop schema if exists pgque cascade;
+    create extension pgque_bgw version '0.2.0';
+    select pgque.start();
+});
+is($node->safe_psql('postgres', q{select string_agg(command, '; ' order by jobname) from cron.job where jobname like 'pgque_%'}),
+   'select pgque.maint(); call pgque.ticker_loop()', '0.2.0\'s start() scheduled ticker_loop() without a duration');
+$node->safe_psql('postgres', 'alter extension pgque_bgw update');
+is($node->safe_psql('postgres', q{select string_agg(command, '; ' order by jobname) from cron.job where jobname like 'pgque_%'}),
+   q{select pgque.maint(); call pgque.ticker_loop('59 seconds')},
+   'the update gives 0.2.0\'s ticker job the explicit 59 s');
+
 $node->stop('fast');
 done_testing();
