@@ -64,3 +64,7 @@ drop function pgque.get_partition_slot_info();
 -- pgque.config.singleton): a generated column, so that 0.2.0's dumps, which
 -- copy the key as "one", still load.
 alter table pgque.config add column singleton boolean generated always as (one) stored;
+
+-- pgque.tick.tick_snapshot defaults to the current snapshot, as PgQ's
+-- column does (PgQue's tests insert synthetic ticks without one).
+alter table pgque.tick alter column tick_snapshot set default pg_catalog.pg_current_snapshot();

@@ -102,3 +102,13 @@ select pg_catalog.clock_timestamp() - :'loop_start'::timestamptz < interval '5 s
 select pgque.set_tick_period_ms(100);
 revoke usage on schema pgque_test from cheap_writer;
 drop role cheap_writer;
+
+-- 5. a tick inserted by hand (PgQue's tests make synthetic ticks for
+-- throughput()) records the current snapshot, PgQ's default
+select pgque.create_queue('cheap_tick');
+insert into pgque.tick (tick_queue, tick_id, tick_time, tick_event_seq)
+select queue_id, 1000, now(), 0 from pgque.queue where queue_name = 'cheap_tick';
+select tick_snapshot is not null as snapshot_recorded
+  from pgque.tick t join pgque.queue q on q.queue_id = t.tick_queue
+ where q.queue_name = 'cheap_tick' and tick_id = 1000;
+select pgque.drop_queue('cheap_tick');
