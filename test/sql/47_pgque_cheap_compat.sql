@@ -112,3 +112,13 @@ select tick_snapshot is not null as snapshot_recorded
   from pgque.tick t join pgque.queue q on q.queue_id = t.tick_queue
  where q.queue_name = 'cheap_tick' and tick_id = 1000;
 select pgque.drop_queue('cheap_tick');
+
+-- 6. the bump is bounded: a ticker_max_count of 2^31-1 does not make an
+-- admin's force_tick draw four billion values
+select pgque.create_queue('cheap_big');
+select pgque.set_queue_config('cheap_big', 'ticker_max_count', '2147483647');
+select pgque.send('cheap_big', 'x') as big_id \gset
+select pgque.force_tick('cheap_big') is not null as forced;
+select pg_catalog.pg_sequence_last_value(queue_event_seq::regclass) - :big_id as bump_capped
+  from pgque.queue where queue_name = 'cheap_big';
+select pgque.drop_queue('cheap_big', true);
