@@ -166,7 +166,9 @@ create table pgque.tick (
     tick_queue      int4 not null,
     tick_id         bigint not null,
     tick_time       timestamptz not null default now(),
-    tick_snapshot   pg_catalog.pg_snapshot not null,
+    -- PgQ's default: a tick inserted by hand (PgQue's tests make
+    -- synthetic ticks) records the current snapshot; ticker() sets its own
+    tick_snapshot   pg_catalog.pg_snapshot not null default pg_catalog.pg_current_snapshot(),
     tick_event_seq  bigint not null,
     primary key (tick_queue, tick_id)
 );

@@ -82,6 +82,17 @@ begin
          where i.expires_at <= now()
         returning i.event_id into got;
         if got is not null then
+            -- PgQue's wiring: the queue lists the reaper among its extra
+            -- maintenance hooks.  Written once per queue (the queue row we
+            -- read says whether it is there), so the hot path stays
+            -- read-only; maintenance reaps every queue's claims anyway and
+            -- skips this hook (_maint_extra), so it never runs twice.
+            if not coalesce(q.queue_extra_maint @> array['pgque.maint_idem'], false) then
+                update pgque.queue qq
+                   set queue_extra_maint = pg_catalog.array_append(qq.queue_extra_maint, 'pgque.maint_idem')
+                 where qq.queue_id = q.queue_id
+                   and not coalesce(qq.queue_extra_maint @> array['pgque.maint_idem'], false);
+            end if;
             perform pgque._insert_event(queue_name, new_id, null, null, null, type_name, payload,
                                         partition_key, idem_key, null, null, true);
             return query select new_id, false;

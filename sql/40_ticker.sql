@@ -274,7 +274,13 @@ begin
 end $$;
 
 -- force_tick(queue_name) -> the last tick id.  It does not tick: it moves the
--- event sequence so that the next ticker() call ticks.
+-- event sequence by ticker_max_count * 2 + 1000, as PgQ does, so that the
+-- next ticker() call ticks (and a caller reading the sequence sees PgQ's
+-- jump).  The values are drawn with nextval, not set with setval: a
+-- producer drawing ids at the same time can never be handed one twice,
+-- which setval(nextval + n) allows if it draws more than n in between.
+-- At most 100,000 values (a few tenths of a second): ticker_max_count may be as
+-- large as int4 allows, and PgQ's amount would then take an hour.
 create function pgque.force_tick(i_queue_name text)
 returns bigint language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
@@ -282,7 +288,8 @@ declare
     q pgque.queue;
 begin
     q := pgque._ticked_here(i_queue_name);
-    perform pg_catalog.nextval(q.queue_event_seq::regclass);
+    perform pg_catalog.nextval(q.queue_event_seq::regclass)
+       from pg_catalog.generate_series(1, least(q.queue_ticker_max_count::int8 * 2 + 1000, 100000));
     return (select max(tick_id) from pgque.tick where tick_queue = q.queue_id);
 end $$;
 

@@ -75,6 +75,16 @@ begin
     s := pgque._subscription(i_queue_name, i_consumer_name);
     select * into s from pgque.subscription where sub_id = s.sub_id for update;
     perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, i_consumer_name);
+    -- a cooperative group's windows are its members': a plain batch on the
+    -- group would skip them.  A group without members (our unregister
+    -- turns the last member's group back into a plain consumer, so only a
+    -- hand-edited row is one) gets no batch, as in PgQue: nothing is
+    -- opened, the group's cursor does not move.
+    if s.sub_role = 'coop_main'
+       and not exists (select from pgque.coop_member m where m.cm_sub = s.sub_id) then
+        select * into prev from pgque.tick where tick_queue = s.sub_queue and tick_id = s.sub_last_tick;
+        return (null, null, prev.tick_id, null, prev.tick_time, null, prev.tick_event_seq)::pgque.batch_info;
+    end if;
     if s.sub_role = 'coop_main' then
         raise exception 'consumer % on queue % is a cooperative main consumer; use cooperative receive/next_batch with a subconsumer',
               i_consumer_name, i_queue_name

@@ -275,6 +275,9 @@ declare
 begin
     for r in select q.queue_name, h.hook
                from pgque.queue q, pg_catalog.unnest(q.queue_extra_maint) with ordinality h(hook, pos)
+              -- PgQue's idempotency reaper, which send_idem lists: maint()
+              -- and the worker reap every queue's expired claims already
+             where h.hook operator(pg_catalog.<>) 'pgque.maint_idem'
               order by q.queue_id, h.pos loop
         fn := pg_catalog.to_regprocedure(r.hook || '(text)');
         if fn is null then
@@ -456,7 +459,8 @@ begin
     select coalesce(bool_or(q.reserve), false) into more from pgque._maint_queue_steps() q;
     if more
        or exists (select from pgque.subscription where sub_role = 'coop_main')
-       or exists (select from pgque.queue where queue_extra_maint is not null) then
+       or exists (select from pgque.queue q, pg_catalog.unnest(q.queue_extra_maint) h(hook)
+                   where h.hook <> 'pgque.maint_idem') then
         func_name := 'pgque.maint';
         func_arg := null;
         return next;

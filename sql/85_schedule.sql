@@ -2,14 +2,15 @@
 -- ticking from a scheduler, and start()/stop() to schedule it with pg_cron.
 
 -- ticker_loop(duration, period): tick every period for duration, committing
--- after each pass (a procedure: CALL it, e.g. from a pg_cron job every
--- minute).  It runs as the caller, under the caller's search_path (a
+-- after each pass (a procedure: CALL it).  The default duration is PgQue's
+-- one pg_cron slot of 1 s; start() schedules it once a minute (pg_cron 1.4
+-- has no seconds) with an explicit duration of 59 s.  It runs as the caller, under the caller's search_path (a
 -- procedure that commits cannot pin one with SET), so every function and
 -- operator in it is qualified: a database owner's "operator public.+" is
 -- never picked (ADR 0014).
 -- A NULL period (the default) is pgque.config.tick_period_ms, read at the
 -- start: set_tick_period_ms() changes the rate from the next call on.
-create procedure pgque.ticker_loop(i_duration interval default '59 seconds',
+create procedure pgque.ticker_loop(i_duration interval default '1 second',
                                    i_period interval default null)
 language plpgsql as $$
 declare
@@ -76,7 +77,7 @@ begin
     -- cron.schedule_in_database() it is granted to PUBLIC, and the use of
     -- schema cron is all the caller needs
     execute 'select cron.schedule($1, $2, $3)'
-      using 'pgque_ticker_' || db, '* * * * *', 'call pgque.ticker_loop()';
+      using 'pgque_ticker_' || db, '* * * * *', 'call pgque.ticker_loop(''59 seconds'')';
     execute 'select cron.schedule($1, $2, $3)'
       using 'pgque_maint_' || db, '* * * * *', 'select pgque.maint()';
 end $$;

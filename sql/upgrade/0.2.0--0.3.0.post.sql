@@ -52,3 +52,40 @@ update pgque.queue
 -- The grantee anchor (ADR 0079): the lists above name only the extension's
 -- roles, anchored by sql/90_grants.sql; 0.2.0 had no lists, so no role
 -- needs an anchor here and no OID in them can be stale.
+
+-- ticker_loop()'s default duration is PgQue's one pg_cron slot (1 s) from
+-- 0.3.0 on; the jobs 0.2.0's start() scheduled call it without arguments
+-- once a minute, and would tick for one second of every minute.  They get
+-- the explicit 59 s start() now schedules, where this role may change
+-- them (a superuser; pg_cron lets a role change only its own jobs); else a
+-- WARNING says to call start() again.
+do $$
+declare
+    n int8;
+begin
+    -- pg_cron's own table only (a superuser installs pg_cron): a role with
+    -- CREATE on the database could make a schema cron with a table job and
+    -- a trigger on it, run by whoever updates (issue #25's rule: an update
+    -- never touches what another role can make)
+    if not exists (select from pg_catalog.pg_depend d
+                     join pg_catalog.pg_extension e on e.oid = d.refobjid
+                    where d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                      and d.objid = pg_catalog.to_regclass('cron.job')
+                      and d.refclassid = 'pg_catalog.pg_extension'::pg_catalog.regclass
+                      and d.deptype = 'e' and e.extname = 'pg_cron') then
+        return;
+    end if;
+    begin
+        execute 'update cron.job set command = $1 where command = $2 and jobname = $3'
+          using 'call pgque.ticker_loop(''59 seconds'')', 'call pgque.ticker_loop()',
+                'pgque_ticker_' || pg_catalog.current_database();
+        get diagnostics n = row_count;
+    exception when insufficient_privilege then
+        n := -1;
+    end;
+    if n < 0 then
+        raise warning 'the pg_cron job that calls pgque.ticker_loop() was not updated: it would tick one second a minute'
+            using detail = 'ticker_loop() now runs for 1 s by default, PgQue''s pg_cron slot.',
+                  hint = 'As the role that called pgque.start(), call pgque.start() again: it schedules ticker_loop(''59 seconds'').';
+    end if;
+end $$;

@@ -97,3 +97,7 @@ create index tick_time_idx on pgque.tick (tick_queue, tick_time);
 -- holds SELECT on it, so DROP ROLE refuses the role.  The extension's
 -- roles get theirs from sql/90_grants.sql (replayed); 0.2.0 had no lists.
 create table pgque.grantee_anchor ();
+
+-- pgque.tick.tick_snapshot defaults to the current snapshot, as PgQ's
+-- column does (PgQue's tests insert synthetic ticks without one).
+alter table pgque.tick alter column tick_snapshot set default pg_catalog.pg_current_snapshot();

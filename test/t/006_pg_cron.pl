@@ -26,7 +26,7 @@ is($node->safe_psql('postgres', q{select status from pgque.status() where compon
 $node->safe_psql('postgres', 'select pgque.start()');
 is($node->safe_psql('postgres', q{
        select string_agg(jobname || ' ' || schedule || ' ' || command, '; ' order by jobname) from cron.job}),
-   'pgque_maint_postgres * * * * * select pgque.maint(); pgque_ticker_postgres * * * * * call pgque.ticker_loop()',
+   q{pgque_maint_postgres * * * * * select pgque.maint(); pgque_ticker_postgres * * * * * call pgque.ticker_loop('59 seconds')},
    'start() schedules ticker_loop() and maint() with pg_cron');
 $node->safe_psql('postgres', 'select pgque.start()');
 is($node->safe_psql('postgres', q{select count(*) from cron.job}), '2', 'start() again does not duplicate jobs');
@@ -125,6 +125,22 @@ my $cronlog = slurp_file($node->logfile);
 unlike($cronlog, qr/WARNING:  CRON ATTACK/, 'no planted operator or function was called by the jobs');
 is($node->safe_psql('postgres', q{select rolsuper from pg_roles where rolname = 'dbo'}), 'f',
    'and the database owner is not a superuser');
+
+# ticker_loop()'s default is one 1 s slot from 0.3.0 on (ADR 0077): the
+# job 0.2.0's start() made, "call pgque.ticker_loop()", would tick one
+# second a minute after the update, which gives it the 59 s instead
+$node->safe_psql('postgres', q{
+    drop extension pgque_bgw cascade;
+    drop schema if exists pgque cascade;
+    create extension pgque_bgw version '0.2.0';
+    select pgque.start();
+});
+is($node->safe_psql('postgres', q{select string_agg(command, '; ' order by jobname) from cron.job where jobname like 'pgque_%'}),
+   'select pgque.maint(); call pgque.ticker_loop()', '0.2.0\'s start() scheduled ticker_loop() without a duration');
+$node->safe_psql('postgres', 'alter extension pgque_bgw update');
+is($node->safe_psql('postgres', q{select string_agg(command, '; ' order by jobname) from cron.job where jobname like 'pgque_%'}),
+   q{select pgque.maint(); call pgque.ticker_loop('59 seconds')},
+   'the update gives 0.2.0\'s ticker job the explicit 59 s');
 
 $node->stop('fast');
 done_testing();

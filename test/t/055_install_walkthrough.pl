@@ -116,12 +116,12 @@ $node->safe_psql('app', 'drop extension pg_cron');
 run_block($cron_dba);
 my $jobs = run_block($cron_owner) =~ s/^\n//r;	# start()'s void row
 is($jobs, "pgque_maint_app|* * * * *|select pgque.maint()|app_owner\n"
-        . "pgque_ticker_app|* * * * *|call pgque.ticker_loop()|app_owner",
+        . "pgque_ticker_app|* * * * *|call pgque.ticker_loop('59 seconds')|app_owner",
    'start() by the owner scheduled both jobs, as the owner');
 is($node->safe_psql('app', q{select string_agg(distinct database, ',') from cron.job}), 'app',
    'in the queues\' database');
 # what the jobs run works as their role (pg_cron connects as app_owner and
-# runs these; ticker_loop shortened from its 59 s)
+# runs these; ticker_loop for 1 s, its default, not the job's 59 s)
 $node->safe_psql('app', q{select pgque.send('orders', 'by cron')}, extra_params => [ '-U', 'app_producer' ]);
 $node->safe_psql('app', q{call pgque.ticker_loop('1 second', '100 milliseconds')}, extra_params => [ '-U', 'app_owner' ]);
 $node->safe_psql('app', q{select pgque.maint()}, extra_params => [ '-U', 'app_owner' ]);
