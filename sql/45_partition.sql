@@ -198,6 +198,29 @@ begin
     end if;
 end $$;
 
+-- The checks of a claim (claim_slot, claim_any_slot), in this order: a
+-- drained resize switches to the new layout (ADR 0030), the caller may use
+-- the consumer, the slot is in range, the worker id and the ttl are valid.
+-- -> the ttl in milliseconds, as _slot_claim takes it.
+create function pgque._claim_check(q pgque.queue, i_consumer text, i_slot int4, i_worker text,
+                                   i_ttl interval)
+returns int8 language plpgsql as $$
+begin
+    if (pgque._resize_of(q.queue_id, i_consumer)).to_n is not null then
+        perform pgque._partitioned(q, i_consumer, null, 0);
+        perform pgque._resize_complete(q.queue_id, i_consumer);
+    end if;
+    perform pgque._partitioned(q, i_consumer, null, i_slot);
+    perform pgque._check_worker(i_worker);
+    perform pgque._check_not_null('ttl', i_ttl);
+    if i_ttl < interval '1 second' or i_ttl > interval '1 day' then
+        raise exception 'ttl must be between 1 second and 1 day, got %', i_ttl
+            using errcode = 'invalid_parameter_value',
+                  hint = 'A worker renews its lease with every receive and ack; a short ttl hands a dead worker''s slots over sooner.';
+    end if;
+    return (extract(epoch from i_ttl) * 1000)::int8;
+end $$;
+
 -- claim_slot: take a free or expired slot (new, larger epoch), renew one's
 -- own (same epoch), or get NULL when another worker holds a live lease.
 create function pgque.claim_slot(queue_name text, consumer_name text, slot int4, worker text,
@@ -206,23 +229,65 @@ returns bigint language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue;
+    ms int8;
 begin
     q := pgque._queue(queue_name);
-    -- a drained resize switches to the new layout here (ADR 0030)
-    if (pgque._resize_of(q.queue_id, consumer_name)).to_n is not null then
-        perform pgque._partitioned(q, consumer_name, null, 0);
-        perform pgque._resize_complete(q.queue_id, consumer_name);
-    end if;
-    perform pgque._partitioned(q, consumer_name, null, slot);
-    perform pgque._check_worker(worker);
-    perform pgque._check_not_null('ttl', ttl);
-    if ttl < interval '1 second' or ttl > interval '1 day' then
-        raise exception 'ttl must be between 1 second and 1 day, got %', ttl
-            using errcode = 'invalid_parameter_value',
-                  hint = 'A worker renews its lease with every receive and ack; a short ttl hands a dead worker''s slots over sooner.';
-    end if;
-    return pgque._slot_claim(q.queue_id, consumer_name, slot, worker,
-                             (extract(epoch from ttl) * 1000)::int8);
+    ms := pgque._claim_check(q, consumer_name, slot, worker, ttl);
+    return pgque._slot_claim(q.queue_id, consumer_name, slot, worker, ms);
+end $$;
+
+-- The slots claim_any_slot may take for i_worker, the most behind first:
+-- free, expired or i_worker's own lease, with events after the slot's
+-- cursor tick (the queue's event sequence moved on since that tick, up to
+-- a draining resize's boundary).  The cursor tick orders them: a slot
+-- whose cursor is older has its oldest pending event (if it has one of its
+-- own) no later than one whose cursor is newer.  It reads the ticks, the
+-- subscriptions and the leases, never an event table (ADR 0075).
+create function pgque._slot_candidates(q pgque.queue, i_consumer text, i_n int4, i_worker text)
+returns setof int4 language sql stable as $$
+    select k.k
+      from pg_catalog.generate_series(0, i_n - 1) k(k)
+      join pgque.consumer c on c.co_name = pgque._slot_name(i_consumer, k.k, i_n)
+      join pgque.subscription s on s.sub_queue = q.queue_id and s.sub_consumer = c.co_id
+      join pgque.tick ct on ct.tick_queue = s.sub_queue and ct.tick_id = pgque._slot_cursor(s)
+      join lateral (select t.tick_event_seq from pgque.tick t where t.tick_queue = s.sub_queue
+                       and t.tick_id <= coalesce(pgque._resize_cap(s.sub_id), t.tick_id)
+                     order by t.tick_id desc limit 1) lt on true
+      left join pgque._slot_leases() l
+        on l.queue_id = q.queue_id and l.consumer = i_consumer and l.slot = k.k
+     where ct.tick_event_seq < lt.tick_event_seq
+       and (l.owner is null or l.lease_until <= pg_catalog.clock_timestamp() or l.owner = i_worker)
+     order by ct.tick_id, k.k
+$$;
+
+-- claim_any_slot: claim, as claim_slot would, the free or expired slot
+-- with the oldest pending event -> (slot, n, epoch), all NULL when no slot
+-- has work that another worker does not hold.  A claim lost to a racing
+-- worker tries the next candidate.
+create function pgque.claim_any_slot(queue_name text, consumer_name text, worker text,
+                                     ttl interval default '30 seconds',
+                                     out slot int4, out n int4, out epoch bigint)
+returns record language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q   pgque.queue;
+    ms  int8;
+    pn  int4;
+    k   int4;
+    e   bigint;
+begin
+    q := pgque._queue(queue_name);
+    ms := pgque._claim_check(q, consumer_name, 0, worker, ttl);
+    pn := pgque._partitioned(q, consumer_name, null, 0);
+    for k in select c from pgque._slot_candidates(q, consumer_name, pn, worker) c loop
+        e := pgque._slot_claim(q.queue_id, consumer_name, k, worker, ms);
+        if e is not null then
+            slot := k;
+            n := pn;
+            epoch := e;
+            return;
+        end if;
+    end loop;
 end $$;
 
 -- release_slot: owner only (false otherwise); the epoch is kept.  Release
