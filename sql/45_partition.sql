@@ -237,11 +237,13 @@ begin
 end $$;
 
 -- The slots claim_any_slot may take for i_worker, the most behind first:
--- free, expired or i_worker's own lease, with events after the slot's
--- cursor tick (the queue's event sequence moved on since that tick, up to
--- a draining resize's boundary).  The cursor tick orders them: a slot
--- whose cursor is older has its oldest pending event (if it has one of its
--- own) no later than one whose cursor is newer.  It reads the ticks, the
+-- free, expired or i_worker's own lease, whose cursor tick is older than
+-- the queue's latest tick (than a draining resize's boundary, for the old
+-- layout).  Any later tick counts, not only one that moved the event
+-- sequence: a retried event (and a paused key's re-queued one) comes back
+-- under its old ev_id.  The cursor tick orders them: a slot whose cursor
+-- is older has its oldest pending event (if it has one of its own) no
+-- later than one whose cursor is newer.  It reads the ticks, the
 -- subscriptions and the leases, never an event table (ADR 0075).
 create function pgque._slot_candidates(q pgque.queue, i_consumer text, i_n int4, i_worker text)
 returns setof int4 language sql stable as $$
@@ -249,15 +251,13 @@ returns setof int4 language sql stable as $$
       from pg_catalog.generate_series(0, i_n - 1) k(k)
       join pgque.consumer c on c.co_name = pgque._slot_name(i_consumer, k.k, i_n)
       join pgque.subscription s on s.sub_queue = q.queue_id and s.sub_consumer = c.co_id
-      join pgque.tick ct on ct.tick_queue = s.sub_queue and ct.tick_id = pgque._slot_cursor(s)
-      join lateral (select t.tick_event_seq from pgque.tick t where t.tick_queue = s.sub_queue
-                       and t.tick_id <= coalesce(pgque._resize_cap(s.sub_id), t.tick_id)
-                     order by t.tick_id desc limit 1) lt on true
       left join pgque._slot_leases() l
         on l.queue_id = q.queue_id and l.consumer = i_consumer and l.slot = k.k
-     where ct.tick_event_seq < lt.tick_event_seq
+     where pgque._slot_cursor(s) < (select t.tick_id from pgque.tick t where t.tick_queue = s.sub_queue
+                                       and t.tick_id <= coalesce(pgque._resize_cap(s.sub_id), t.tick_id)
+                                     order by t.tick_id desc limit 1)
        and (l.owner is null or l.lease_until <= pg_catalog.clock_timestamp() or l.owner = i_worker)
-     order by ct.tick_id, k.k
+     order by pgque._slot_cursor(s), k.k
 $$;
 
 -- claim_any_slot: claim, as claim_slot would, the free or expired slot

@@ -22,9 +22,12 @@ pgque_bgw.slot_unpolled_after = '10s'
 $node->start;
 $node->safe_psql('postgres', q{create extension pgque_bgw});
 
-# --- the choice, step by step (ticks taken by hand right after each send)
+# --- the choice, step by step (ticks taken by hand right after each send;
+# a slot is a candidate while its cursor tick is older than the latest)
 $node->safe_psql('postgres', q{
     select pgque.create_queue('pick');
+    -- no idle tick during the test: a later tick puts every slot behind
+    select pgque.set_queue_config('pick', 'ticker_idle_period', '1 hour');
     select pgque.subscribe_slot('pick', 'p', k, 4) from generate_series(0, 3) k;
     create function any_slot(w text) returns text language sql as $$
         select coalesce(c.slot::text, 'none') || '/' || coalesce(c.n::text, 'none')
