@@ -1,10 +1,12 @@
 -- examples/partition_worker.sql: a partition-slot worker, in plain SQL.
 --
--- It implements the worker loop of docs/partition-keys.md: cycle over every slot, claim
--- it, drain it (receive_partitioned -> process -> ack_partitioned, one
--- transaction per batch), release it between batches so another worker may
--- take it, and go on to the next slot, so every slot is polled.  Run as many
--- as you like, each with its own worker id.
+-- It implements the worker loop of docs/partition-keys.md: claim the slot
+-- that needs it most (pgque.claim_any_slot: the free or expired slot with
+-- the oldest pending event), take one batch from it (receive_partitioned ->
+-- process -> ack_partitioned, one transaction), release it so another
+-- worker may take it, and claim again.  A pool of M workers serves N slots
+-- (M < N too) without starving any slot.  Run as many as you like, each
+-- with its own worker id.
 --
 -- Run: as the role that subscribed the partitioned consumer
 -- (pgque.subscribe_partitioned; here 'indexer' on queue 'files', 8 slots):
@@ -12,8 +14,12 @@
 --   psql -f examples/partition_worker.sql            (defines the procedure)
 --   psql -c "call partition_worker('files', 'indexer', 8, 'worker-' || pg_backend_pid())"
 --
+-- i_n is kept for the callers of 0.2.0's loop and not used: the worker
+-- reads and acks with the n that claim_any_slot returns (the serving
+-- layout, also while a resize drains).
+--
 -- The handler here records what it processed in example_processed; put your
--- own in handle_event().  The lease epoch returned by claim_slot is passed
+-- own in handle_event().  The lease epoch returned by claim_any_slot is passed
 -- to the handler: stamp it on side effects to fence a worker that lost its
 -- lease (a zombie's ack raises SQLSTATE PQ002; PQ001 means the lease is gone,
 -- e.g. after a server restart: just claim again).
@@ -50,49 +56,49 @@ create or replace procedure partition_worker(i_queue text, i_consumer text, i_n 
                                              i_retry_after interval default '10 seconds')
 language plpgsql as $$
 declare
-    k          int4;
-    epoch      bigint;
+    c          record;
     m          pgque.message;
     rows       int4;
-    busy       boolean;
     idle_since timestamptz := clock_timestamp();
     pause      boolean := pgque.get_failure_policy(i_queue, i_consumer) = 'pause';
     nacked     text[];
 begin
     loop
-        busy := false;
-        for k in 0 .. i_n - 1 loop
-            epoch := pgque.claim_slot(i_queue, i_consumer, k, i_worker, i_ttl);
-            commit;
-            continue when epoch is null;            -- someone else has it
-            loop                                    -- drain this slot
-                rows := 0;
-                nacked := '{}';
-                for m in select * from pgque.receive_partitioned(i_queue, i_consumer, k, i_n, i_worker, 100) loop
-                    rows := rows + 1;
-                    -- pause: a key nacked in this batch waits for its failed event
-                    continue when pause and m.extra1 = any(nacked);
-                    begin
-                        perform handle_event(i_worker, epoch, k, m);
-                    exception when others then
-                        perform pgque.nack_partitioned(i_queue, i_consumer, k, i_n, i_worker, m,
-                                                       i_retry_after, sqlerrm);
-                        nacked := nacked || m.extra1;
-                    end;
-                end loop;
-                exit when rows = 0;
-                perform pgque.ack_partitioned(i_queue, i_consumer, k, i_n, i_worker);
-                commit;                             -- handler effects and ack together
-                busy := true;
+        select * into c from pgque.claim_any_slot(i_queue, i_consumer, i_worker, i_ttl);
+        commit;
+        rows := 0;
+        if c.slot is not null then
+            nacked := '{}';
+            for m in select * from pgque.receive_partitioned(i_queue, i_consumer, c.slot, c.n, i_worker, 100) loop
+                rows := rows + 1;
+                -- pause: a key nacked in this batch waits for its failed event
+                continue when pause and m.extra1 = any(nacked);
+                begin
+                    perform handle_event(i_worker, c.epoch, c.slot, m);
+                exception when others then
+                    perform pgque.nack_partitioned(i_queue, i_consumer, c.slot, c.n, i_worker, m,
+                                                   i_retry_after, sqlerrm);
+                    nacked := nacked || m.extra1;
+                end;
             end loop;
-            perform pgque.release_slot(i_queue, i_consumer, k, i_worker);
+            if rows > 0 then
+                perform pgque.ack_partitioned(i_queue, i_consumer, c.slot, c.n, i_worker);
+                commit;                             -- handler effects and ack together
+            end if;
+            -- release only after the ack committed: a lease is released at
+            -- once, and a worker claiming the slot before the ack's commit
+            -- would read the batch again
+            perform pgque.release_slot(i_queue, i_consumer, c.slot, i_worker);
             commit;
-        end loop;
-        if busy then
+        end if;
+        if rows > 0 then
             idle_since := clock_timestamp();
         else
+            -- no slot has work (or it had only empty windows, now passed)
             exit when clock_timestamp() - idle_since > i_idle_exit;
-            perform pg_sleep(0.05);
+            if c.slot is null then
+                perform pg_sleep(0.05);
+            end if;
         end if;
     end loop;
 end $$;

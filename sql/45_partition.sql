@@ -29,6 +29,10 @@ select pg_catalog.pg_extension_config_dump('pgque.slot_epoch_seq', '');
 -- _slot_claim checks the ttl (1 second to 1 day): the one check, in C.
 create function pgque._slot_claim(i_queue_id int4, i_consumer text, i_slot int4, i_worker text, i_ttl interval)
 returns bigint language c strict as 'MODULE_PATHNAME', 'pgque_slot_claim_ttl_sql';
+-- the lease ttl's bounds (src/slot_sql.c, the one check), for a caller that
+-- may claim no slot at all (claim_any_slot)
+create function pgque._lease_ttl_check(i_ttl interval)
+returns void language c strict as 'MODULE_PATHNAME', 'pgque_lease_ttl_check_sql';
 create function pgque._slot_release(i_queue_id int4, i_consumer text, i_slot int4, i_worker text)
 returns boolean language c strict as 'MODULE_PATHNAME', 'pgque_slot_release_sql';
 create function pgque._slot_check(i_queue_id int4, i_consumer text, i_slot int4, i_worker text,
@@ -202,6 +206,26 @@ begin
     end if;
 end $$;
 
+-- The checks of a claim (claim_slot, claim_any_slot), in this order: a
+-- drained resize switches to the new layout (ADR 0030), the caller may use
+-- the consumer, the slot is in range, the worker id and the ttl are valid.
+-- -> the ttl in milliseconds, as _slot_claim takes it.
+create function pgque._claim_check(q pgque.queue, i_consumer text, i_slot int4, i_worker text,
+                                   i_ttl interval)
+returns void language plpgsql as $$
+begin
+    -- a drained resize switches to the new layout here (ADR 0030)
+    if (pgque._resize_of(q.queue_id, i_consumer)).to_n is not null then
+        perform pgque._partitioned(q, i_consumer, null, 0);
+        perform pgque._resize_complete(q.queue_id, i_consumer);
+    end if;
+    perform pgque._partitioned(q, i_consumer, null, i_slot);
+    perform pgque._check_worker(i_worker);
+    perform pgque._check_not_null('ttl', i_ttl);
+    -- the ttl's bounds are checked in C (src/slot_sql.c), once
+    perform pgque._lease_ttl_check(i_ttl);
+end $$;
+
 -- claim_slot: take a free or expired slot (new, larger epoch), renew one's
 -- own (same epoch), or get NULL when another worker holds a live lease.
 create function pgque.claim_slot(queue_name text, consumer_name text, slot int4, worker text,
@@ -212,16 +236,61 @@ declare
     q pgque.queue;
 begin
     q := pgque._queue(queue_name);
-    -- a drained resize switches to the new layout here (ADR 0030)
-    if (pgque._resize_of(q.queue_id, consumer_name)).to_n is not null then
-        perform pgque._partitioned(q, consumer_name, null, 0);
-        perform pgque._resize_complete(q.queue_id, consumer_name);
-    end if;
-    perform pgque._partitioned(q, consumer_name, null, slot);
-    perform pgque._check_worker(worker);
-    perform pgque._check_not_null('ttl', ttl);
-    -- the ttl's bounds are checked there (src/slot_sql.c)
+    perform pgque._claim_check(q, consumer_name, slot, worker, ttl);
     return pgque._slot_claim(q.queue_id, consumer_name, slot, worker, ttl);
+end $$;
+
+-- The slots claim_any_slot may take for i_worker, the most behind first:
+-- free, expired or i_worker's own lease, whose cursor tick is older than
+-- the queue's latest tick (than a draining resize's boundary, for the old
+-- layout).  Any later tick counts, not only one that moved the event
+-- sequence: a retried event (and a paused key's re-queued one) comes back
+-- under its old ev_id.  The cursor tick orders them: a slot whose cursor
+-- is older has its oldest pending event (if it has one of its own) no
+-- later than one whose cursor is newer.  It reads the ticks, the
+-- subscriptions and the leases, never an event table (ADR 0075).
+create function pgque._slot_candidates(q pgque.queue, i_consumer text, i_n int4, i_worker text)
+returns setof int4 language sql stable as $$
+    select k.k
+      from pg_catalog.generate_series(0, i_n - 1) k(k)
+      join pgque.consumer c on c.co_name = pgque._slot_name(i_consumer, k.k, i_n)
+      join pgque.subscription s on s.sub_queue = q.queue_id and s.sub_consumer = c.co_id
+      left join pgque._slot_leases() l
+        on l.queue_id = q.queue_id and l.consumer = i_consumer and l.slot = k.k
+     where pgque._slot_cursor(s) < (select t.tick_id from pgque.tick t where t.tick_queue = s.sub_queue
+                                       and t.tick_id <= coalesce(pgque._resize_cap(s.sub_id), t.tick_id)
+                                     order by t.tick_id desc limit 1)
+       and (l.owner is null or l.lease_until <= pg_catalog.clock_timestamp() or l.owner = i_worker)
+     order by pgque._slot_cursor(s), k.k
+$$;
+
+-- claim_any_slot: claim, as claim_slot would, the free or expired slot
+-- with the oldest pending event -> (slot, n, epoch), all NULL when no slot
+-- has work that another worker does not hold.  A claim lost to a racing
+-- worker tries the next candidate.
+create function pgque.claim_any_slot(queue_name text, consumer_name text, worker text,
+                                     ttl interval default '30 seconds',
+                                     out slot int4, out n int4, out epoch bigint)
+returns record language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    q   pgque.queue;
+    pn  int4;
+    k   int4;
+    e   bigint;
+begin
+    q := pgque._queue(queue_name);
+    perform pgque._claim_check(q, consumer_name, 0, worker, ttl);
+    pn := pgque._partitioned(q, consumer_name, null, 0);
+    for k in select c from pgque._slot_candidates(q, consumer_name, pn, worker) c loop
+        e := pgque._slot_claim(q.queue_id, consumer_name, k, worker, ttl);
+        if e is not null then
+            slot := k;
+            n := pn;
+            epoch := e;
+            return;
+        end if;
+    end loop;
 end $$;
 
 -- release_slot: owner only (false otherwise); the epoch is kept.  Release

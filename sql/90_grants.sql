@@ -80,6 +80,7 @@ grant execute on function
     pgque.get_batch_info(bigint), pgque.dlq_inspect(text, int4), pgque.version(),
     pgque.subscribe_slot(text, text, int4, int4), pgque.unsubscribe_slot(text, text, int4),
     pgque.claim_slot(text, text, int4, text, interval), pgque.release_slot(text, text, int4, text),
+    pgque.claim_any_slot(text, text, text, interval),
     pgque.receive_partitioned(text, text, int4, int4, text, int4),
     pgque.ack_partitioned(text, text, int4, int4, text),
     pgque.nack_partitioned(text, text, int4, int4, text, pgque.message, interval, text),

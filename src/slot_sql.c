@@ -86,6 +86,19 @@ lease_ttl_ms(Interval *ttl)
 }
 
 /*
+ * pgque._lease_ttl_check(ttl): the same check for SQL that must refuse a bad
+ * ttl before it knows which slot it claims (claim_any_slot, which may claim
+ * none).
+ */
+PG_FUNCTION_INFO_V1(pgque_lease_ttl_check_sql);
+Datum
+pgque_lease_ttl_check_sql(PG_FUNCTION_ARGS)
+{
+	(void) lease_ttl_ms(PG_GETARG_INTERVAL_P(0));
+	PG_RETURN_VOID();
+}
+
+/*
  * pgque._slot_claim(queue_id, consumer, slot, worker, ttl interval) -> epoch
  * or NULL.  0.2.0's SQL (a database not yet updated, ADR 0019) declares it
  * with the ttl in milliseconds, int8, under the symbol pgque_slot_claim_sql:

@@ -28,6 +28,7 @@ insert into expected_fn values
     ('pgque.ack(bigint)', 'reader admin app2 owner'),
     ('pgque.ack_partitioned(text,text,integer,integer,text)', 'reader admin app2 owner'),
     ('pgque.batch_retry(bigint,integer)', 'admin owner'),
+    ('pgque.claim_any_slot(text,text,text,interval)', 'reader admin app2 owner'),
     ('pgque.claim_slot(text,text,integer,text,interval)', 'reader admin app2 owner'),
     ('pgque.consumer_stats()', 'reader admin app2 owner'),
     ('pgque.create_queue(text)', 'admin owner'),

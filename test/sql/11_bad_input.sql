@@ -109,6 +109,8 @@ insert into cases values
  ('subscribe_slot(text,text,integer,integer)', 'slot >= n', $$select pgque.subscribe_slot('bi', 'p', 3, 3)$$),
  ('unsubscribe_slot(text,text,integer)', 'not partitioned', $$select pgque.unsubscribe_slot('bi', 'p', 0)$$),
  ('claim_slot(text,text,integer,text,interval)', 'unknown queue', $$select pgque.claim_slot('nope', 'p', 0, 'w')$$),
+ ('claim_any_slot(text,text,text,interval)', 'not partitioned', $$select * from pgque.claim_any_slot('bi', 'p', 'w')$$),
+ ('claim_any_slot(text,text,text,interval)', 'unknown queue', $$select * from pgque.claim_any_slot('nope', 'p', 'w')$$),
  ('release_slot(text,text,integer,text)', 'null worker', $$select pgque.release_slot('bi', 'p', 0, null)$$),
  ('receive_partitioned(text,text,integer,integer,text,integer)', 'zero max', $$select * from pgque.receive_partitioned('bi', 'p', 0, 1, 'w', 0)$$),
  ('ack_partitioned(text,text,integer,integer,text)', 'not partitioned', $$select pgque.ack_partitioned('bi', 'p', 0, 1, 'w')$$),

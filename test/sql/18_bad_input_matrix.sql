@@ -72,6 +72,7 @@ select a, w, v, r::text[] from (values
     ('batch_handling', null,      '1',                      '{null,negative,max}'),
     ('dead_interval',  null,      quote_literal('1 hour'),  '{negative,zero,far}'),
     ('consumer_name',  'slot',    quote_literal('bim_p'),   '{null,empty,huge}'),
+    ('consumer_name',  'claim_any_slot', quote_literal('bim_p'), '{null,empty,huge}'),
     -- online resize (ADR 0030): the partitioned consumer, resized to n = 2
     ('consumer_name',  'new_n',   quote_literal('bim_p'),   '{null,empty,huge}'),
     ('consumer_name',  'partition_n', quote_literal('bim_p'), '{null,empty,huge}'),
