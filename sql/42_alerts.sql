@@ -53,7 +53,7 @@ create function pgque._alert_kinds(out kind text, out severity text, out thresho
 returns setof record language sql immutable as $$
     select k.kind, k.severity, k.threshold, k.hint,
            -- the runbook: the kind's row of the table of docs/alerts.md
-           'docs/alerts.md#the-alerts (' || k.kind || ')', k.conditions
+           'docs/alerts.md#' || k.kind, k.conditions
       from (values
     ('slot_unpolled', 'warning', 'pgque_bgw.slot_unpolled_after',
      'Make sure workers poll every slot (cycle over all slots, or run as many workers as slots).', null),

@@ -106,18 +106,19 @@ my $alerts_sql = slurp_file("$root/sql/42_alerts.sql");
 my ($registry) = $alerts_sql =~ /create function pgque\._alert_kinds\(.*?\n      from \(values\n(.*?)\n    \) k\(/s;
 ok(defined $registry, 'sql/42_alerts.sql defines the registry pgque._alert_kinds()');
 $registry //= '';
-my (%severity, %threshold, %conditions);
+my (%severity, %threshold, %conditions, %docs);
 while ($registry =~ /^\s*\('([a-z_]+)', '([a-z]+)', (null|'[a-z_.]+'),.*?(null|'[a-z_.]+')\)(?:,|\z)/msg)
 {
 	my ($kind, $sev, $thr, $fn) = ($1, $2, $3, $4);
 	$severity{$kind} = $sev;
 	($threshold{$kind} = $thr) =~ s/'//g;
 	($conditions{$kind} = $fn) =~ s/'//g;
+	$docs{$kind} = "alerts.md#$kind";
 }
 my @kinds = sort keys %severity;
 cmp_ok(scalar(@kinds), '>=', 10, 'registry kinds: ' . join(' ', @kinds));
 my ($table) = slurp_file("$root/docs/alerts.md") =~ /^## The alerts\n(.*?)^## /ms;
-my @documented = sort(($table // '') =~ /^\| `([a-z_]+)` \|/mg);
+my @documented = sort(($table // '') =~ /^\| `([a-z_]+)`(?: <a id="[a-z_]+"><\/a>)? \|/mg);
 is(join(' ', @documented), join(' ', @kinds), 'docs/alerts.md documents exactly the kinds of the registry');
 my $gucs = slurp_file("$root/docs/gucs.md");
 my $rules = slurp_file("$root/monitoring/prometheus-alerts.yml");
@@ -131,8 +132,8 @@ for my $kind (@kinds)
 	   "$kind: its conditions function $conditions{$kind} is defined");
 	my ($rule_severity) = $rules =~ /kind="\Q$kind\E"\}\s*\n\s*labels:\s*\n\s*severity: (\w+)/;
 	is($rule_severity // 'no rule', $severity{$kind}, "$kind: its Prometheus rule has the registry's severity");
-	like($rules, qr/kind="\Q$kind\E"\}.*?runbook: "docs\/alerts\.md#the-alerts \(\Q$kind\E\)"/s,
-	     "$kind: its Prometheus rule's runbook is the registry's docs anchor");
+	like($rules, qr/kind="\Q$kind\E"\}.*?runbook_url: "[^"]*\/\Q$docs{$kind}\E"/s,
+	     "$kind: its Prometheus rule's runbook_url ends in the registry's docs anchor ($docs{$kind})");
 }
 
 done_testing();
