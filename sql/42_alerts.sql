@@ -330,6 +330,13 @@ begin
                    where not pgque._queue_try_share(q.queue_id) order by q.queue_id);
     -- drained resizes switch to their new layout (ADR 0030)
     perform pgque._resize_complete_drained();
+    -- the drained resizes the switch left (a lock it waits for): noted, so
+    -- that a later pass can tell a switch that never comes (switch_pending)
+    update pgque.partition_resize r set drained_seen_at = pg_catalog.now()
+     where (r.queue_id, r.co_name) in (select x.queue_id, x.co_name from pgque.partition_resize x
+                                        where x.drained_seen_at is null and x.queue_id <> all (skip)
+                                          and pgque._resize_drained(x)
+                                          for update skip locked);
     conds := array(select x from pgque._alert_conditions(i_slot_unpolled_after, i_slot_stale_after,
                                                          i_lag_alert_after, i_ticker_stalled_after,
                                                          i_rotation_grace, skip) x)

@@ -400,7 +400,10 @@ set search_path = pgque, pg_catalog, pg_temp as $$
                             union select rq.ev_owner from pgque.retry_queue rq)),
     drained as materialized (
         select o.sub_id from pgque.partition_resize r, pg_catalog.unnest(r.old_subs) o(sub_id)
-         where o.sub_id is not null and pgque._resize_drained(r)),
+         where o.sub_id is not null and pgque._resize_drained(r)
+           -- drained at an earlier watchdog pass already, and still not
+           -- switched: a switch that waits for a lock is not orphaned state
+           and r.drained_seen_at < pg_catalog.now()),
     st as (
         select sl.sub_queue as queue_id, sl.base as consumer,
                case when sl.sub_id in (select d.sub_id from drained d) then 'switch_pending'

@@ -20,6 +20,10 @@ create table pgque.partition_resize (
     old_subs       int4[] not null,
     new_subs       int4[] not null,
     started_at     timestamptz not null default now(),
+    -- when a watchdog pass first found it drained and not switched (the
+    -- switch may wait for a lock): key_state_orphaned's switch_pending
+    -- counts only from the next pass on (ADR 0038)
+    drained_seen_at timestamptz,
     primary key (queue_id, co_name),
     foreign key (queue_id, co_name) references pgque.partition_consumer (queue_id, co_name) on delete cascade
 );

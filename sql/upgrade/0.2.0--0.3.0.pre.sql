@@ -101,3 +101,8 @@ create table pgque.grantee_anchor ();
 -- pgque.tick.tick_snapshot defaults to the current snapshot, as PgQ's
 -- column does (PgQue's tests insert synthetic ticks without one).
 alter table pgque.tick alter column tick_snapshot set default pg_catalog.pg_current_snapshot();
+
+-- key_state_orphaned's switch_pending counts a drained resize only from the
+-- watchdog pass after the one that found it drained (ADR 0038): the pass
+-- notes when, here.
+alter table pgque.partition_resize add column drained_seen_at timestamptz;
