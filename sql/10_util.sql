@@ -290,6 +290,15 @@ begin
     return n;
 end $$;
 
+-- The roles of a list that still exist (a pg_roles row), in their order;
+-- an empty list for NULL.
+create function pgque._live_roles(i_roles regrole[])
+returns regrole[] language sql stable as $$
+    select array(select u.role from pg_catalog.unnest(i_roles) with ordinality u(role, i)
+                  where exists (select from pg_catalog.pg_roles r
+                                 where r.oid operator(pg_catalog.=) u.role) order by u.i)
+$$;
+
 -- Maintenance (ADR 0079): take the OIDs that have no pg_roles row (a role
 -- dropped after DROP OWNED took its anchor) out of the four lists, so that
 -- no dump carries one.  One statement per list; nothing to write when no
@@ -301,33 +310,18 @@ declare
     t  int4 := 0;
 begin
     update pgque.queue q
-       set queue_senders = array(select u.role from pg_catalog.unnest(q.queue_senders) with ordinality u(role, i)
-                                  where exists (select from pg_catalog.pg_roles r
-                                                 where r.oid operator(pg_catalog.=) u.role) order by u.i),
-           queue_subscribers = array(select u.role from pg_catalog.unnest(q.queue_subscribers) with ordinality u(role, i)
-                                      where exists (select from pg_catalog.pg_roles r
-                                                     where r.oid operator(pg_catalog.=) u.role) order by u.i)
-     where exists (select from pg_catalog.unnest(q.queue_senders || q.queue_subscribers) u(role)
-                    where not exists (select from pg_catalog.pg_roles r
-                                       where r.oid operator(pg_catalog.=) u.role));
+       set queue_senders = pgque._live_roles(q.queue_senders),
+           queue_subscribers = pgque._live_roles(q.queue_subscribers)
+     where pgque._live_roles(q.queue_senders || q.queue_subscribers)
+           operator(pg_catalog.<>) (q.queue_senders || q.queue_subscribers);
     get diagnostics n = row_count;
     t := t + n;
-    update pgque.subscription s
-       set sub_users = array(select u.role from pg_catalog.unnest(s.sub_users) with ordinality u(role, i)
-                              where exists (select from pg_catalog.pg_roles r
-                                             where r.oid operator(pg_catalog.=) u.role) order by u.i)
-     where exists (select from pg_catalog.unnest(s.sub_users) u(role)
-                    where not exists (select from pg_catalog.pg_roles r
-                                       where r.oid operator(pg_catalog.=) u.role));
+    update pgque.subscription s set sub_users = pgque._live_roles(s.sub_users)
+     where pgque._live_roles(s.sub_users) operator(pg_catalog.<>) s.sub_users;
     get diagnostics n = row_count;
     t := t + n;
-    update pgque.partition_consumer pc
-       set users = array(select u.role from pg_catalog.unnest(pc.users) with ordinality u(role, i)
-                          where exists (select from pg_catalog.pg_roles r
-                                         where r.oid operator(pg_catalog.=) u.role) order by u.i)
-     where exists (select from pg_catalog.unnest(pc.users) u(role)
-                    where not exists (select from pg_catalog.pg_roles r
-                                       where r.oid operator(pg_catalog.=) u.role));
+    update pgque.partition_consumer pc set users = pgque._live_roles(pc.users)
+     where pgque._live_roles(pc.users) operator(pg_catalog.<>) pc.users;
     get diagnostics n = row_count;
     return t + n;
 end $$;
