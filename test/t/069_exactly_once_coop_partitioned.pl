@@ -157,6 +157,7 @@ $node->safe_psql('postgres', q{
     declare
         b bigint;
         n int4;
+        q text;
     begin
         foreach q in array array['bc', 'bp'] loop
             for i in 1 .. 1000 loop
