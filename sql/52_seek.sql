@@ -359,7 +359,7 @@ begin
       from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
      where s.sub_queue = q.queue_id
        and c.co_name in (select pgque._slot_name(i_consumer_name, k, i_n)
-                           from pg_catalog.generate_series(0, least(i_n, 1024) - 1) k);
+                           from pg_catalog.generate_series(0, least(greatest(i_n, 1), 1024) - 1) k);
     -- subscribe_slot checks n (slot 0 first: an n below 1 is refused there)
     for k in 0 .. greatest(i_n, 1) - 1 loop
         perform pgque.subscribe_slot(i_queue_name, i_consumer_name, k, i_n);

@@ -82,6 +82,7 @@ select pgque_test.error_of($$select pgque.subscribe_partitioned('spq', 'px', 2, 
 select pgque_test.error_of($$select pgque.subscribe_partitioned('spq', 'px', 2, start => null::timestamptz)$$) as null_start_time;
 select pgque_test.error_of($$select pgque.subscribe_partitioned('spq', 'px', 0, start => 'earliest')$$) as zero_n;
 select pgque_test.error_of($$select pgque.subscribe_partitioned('spq', 'px', 1025)$$) as huge_n;
+select pgque_test.error_of($$select pgque.subscribe_partitioned('spq', 'px', -2147483648)$$) as min_n;
 select pgque_test.error_of($$select pgque.subscribe_partitioned('spq', 'px', null)$$) as null_n;
 select pgque_test.error_of($$select pgque.subscribe_partitioned('spq', 'pe', 3, start => 'earliest')$$) as other_n;
 select pgque_test.error_of($$select pgque.subscribe_partitioned('nosuch', 'px', 2, start => 'earliest')$$) as no_queue;
