@@ -148,7 +148,7 @@ begin
         -- would take anyway), then read the subscription and the rows as
         -- it left them.  Read before the wait, they were the old position,
         -- and a takeover during a seek started there (isolation
-        -- seek_takeover_coop, ADR 0070).
+        -- slot_seek_takeover, ADR 0070).
         perform from pgque.subscription x where x.sub_id = i_sub.sub_id for key share;
         select * into i_sub from pgque.subscription x where x.sub_id = i_sub.sub_id;
         select * into o from pgque.slot_batch b
