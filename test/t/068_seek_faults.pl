@@ -109,10 +109,13 @@ $node->safe_psql('postgres', q{
             exception when others then
                 insert into worker_error values (me, sqlstate, sqlerrm);
             end;
+            commit;
+            -- a lease is released after the commit of the ack (ADR 0075):
+            -- released before, the next owner reads the old position
             if random() < 0.3 then
                 perform pgque.release_slot('sk', 'pc', c.slot, me);
+                commit;
             end if;
-            commit;
         end loop;
     end $$;
     -- a member of the cooperative group, the same way
