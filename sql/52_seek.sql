@@ -334,3 +334,70 @@ begin
     perform pgque._check_not_null('start', start);
     return pgque._subscribe_at(queue_name, consumer_name, 'time', start);
 end $$;
+
+-- subscribe_partitioned(queue_name, consumer_name, n, start): a partitioned
+-- consumer made in one call, every slot "C#k/n" (k = 0 .. n-1) subscribed
+-- as subscribe_slot() does (same checks, owner, buckets), and the slots this
+-- call subscribes all put at one tick, chosen as seek() chooses it and held
+-- the same way (ADR 0067, 0070): the consumer starts consistent, every key
+-- at the same point.  Slots subscribed already keep their cursors (a NOTICE
+-- says so: seek() moves all of them).  -> the number of slots subscribed now
+-- (n for a new consumer, 0 when every slot was there).
+create function pgque._subscribe_partitioned_at(i_queue_name text, i_consumer_name text, i_n int4,
+                                                i_what text, i_at timestamptz)
+returns int4 language plpgsql as $$
+declare
+    q      pgque.queue;
+    had    int4[];
+    fresh  int4[];
+    t      bigint;
+begin
+    q := pgque._queue(i_queue_name);
+    perform pgque._user_consumer_name(i_consumer_name);
+    perform pgque._check_not_null('n', i_n);
+    select pg_catalog.array_agg(s.sub_id) into had
+      from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+     where s.sub_queue = q.queue_id
+       and c.co_name in (select pgque._slot_name(i_consumer_name, k, i_n)
+                           from pg_catalog.generate_series(0, least(greatest(i_n, 1), 1024) - 1) k);
+    -- subscribe_slot checks n (slot 0 first: an n below 1 is refused there)
+    for k in 0 .. greatest(i_n, 1) - 1 loop
+        perform pgque.subscribe_slot(i_queue_name, i_consumer_name, k, i_n);
+    end loop;
+    select pg_catalog.array_agg(s.sub_id) into fresh
+      from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+     where s.sub_queue = q.queue_id
+       and c.co_name in (select pgque._slot_name(i_consumer_name, k, i_n)
+                           from pg_catalog.generate_series(0, i_n - 1) k)
+       and s.sub_id <> all (coalesce(had, '{}'));
+    if had is not null then
+        raise notice 'partitioned consumer "%" on queue "%": % of its % slots were subscribed already; their cursors stay where they are',
+              i_consumer_name, i_queue_name, pg_catalog.cardinality(had), i_n
+            using hint = 'pgque.seek() moves every slot.';
+    end if;
+    if fresh is null then
+        return 0;
+    end if;
+    t := (select h.tick_id from pgque._seek_hold(q, i_consumer_name, i_what, i_at) h);
+    perform pgque._seek_plain(s, t) from pgque.subscription s where s.sub_id = any (fresh);
+    return pg_catalog.cardinality(fresh);
+end $$;
+
+create function pgque.subscribe_partitioned(queue_name text, consumer_name text, n int4,
+                                            start text default 'latest')
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    p record;
+begin
+    p := pgque._seek_parse('start', start);
+    return pgque._subscribe_partitioned_at(queue_name, consumer_name, n, p.what, p.at);
+end $$;
+
+create function pgque.subscribe_partitioned(queue_name text, consumer_name text, n int4, start timestamptz)
+returns int4 language plpgsql security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._check_not_null('start', start);
+    return pgque._subscribe_partitioned_at(queue_name, consumer_name, n, 'time', start);
+end $$;

@@ -142,6 +142,15 @@ declare
 begin
     select * into r from pgque.slot_batch where sb_sub = i_sub.sub_id and sb_epoch = i_epoch for update;
     if not found then
+        -- A seek of the consumer in progress holds the subscription FOR
+        -- UPDATE and is about to delete the epochs' rows and move
+        -- sub_last_tick: wait for it here (KEY SHARE, as this epoch's row
+        -- would take anyway), then read the subscription and the rows as
+        -- it left them.  Read before the wait, they were the old position,
+        -- and a takeover during a seek started there (isolation
+        -- slot_seek_takeover, ADR 0070).
+        perform from pgque.subscription x where x.sub_id = i_sub.sub_id for key share;
+        select * into i_sub from pgque.subscription x where x.sub_id = i_sub.sub_id;
         select * into o from pgque.slot_batch b
          where b.sb_sub = i_sub.sub_id and b.sb_epoch < i_epoch
          order by b.sb_last_tick desc, b.sb_epoch desc limit 1;

@@ -69,6 +69,8 @@ grant execute on function
     -- replay by time (ADR 0067)
     pgque.subscribe(text, text, text), pgque.subscribe(text, text, timestamptz),
     pgque.seek(text, text, text), pgque.seek(text, text, timestamptz),
+    pgque.subscribe_partitioned(text, text, int4, text),
+    pgque.subscribe_partitioned(text, text, int4, timestamptz),
     pgque.receive(text, text, int4), pgque.ack(bigint),
     pgque.nack(bigint, pgque.message, interval, text),
     pgque.next_batch(text, text), pgque.next_batch_info(text, text),

@@ -152,6 +152,8 @@ insert into expected_fn values
     ('pgque.subscribe(text,text,timestamp with time zone)', 'reader admin app2 owner'),
     ('pgque.seek(text,text,text)', 'reader admin app2 owner'),
     ('pgque.seek(text,text,timestamp with time zone)', 'reader admin app2 owner'),
+    ('pgque.subscribe_partitioned(text,text,integer,text)', 'reader admin app2 owner'),
+    ('pgque.subscribe_partitioned(text,text,integer,timestamp with time zone)', 'reader admin app2 owner'),
     ('pgque.subscribe_slot(text,text,integer,integer)', 'reader admin app2 owner'),
     ('pgque.throughput(text,interval,interval)', 'reader admin app2 owner'),
     ('pgque.ticker()', 'admin owner'),
@@ -360,6 +362,8 @@ select pg_temp.denied('pgque_t_app2', $$select pgque.register_consumer_at('iso',
 select pg_temp.denied('pgque_t_app2', $$select pgque.subscribe('iso', 'spy', start => 'earliest')$$, 'app2''s reader: subscribe with a start refused');
 select pg_temp.denied('pgque_t_app2', $$select pgque.subscribe('iso', 'spy', start => now())$$, 'app2''s reader: subscribe with a start time refused');
 select pg_temp.denied('pgque_t_app2', $$select pgque.subscribe_slot('iso', 'spy', 0, 2)$$, 'app2''s reader: subscribe_slot refused');
+select pg_temp.denied('pgque_t_app2', $$select pgque.subscribe_partitioned('iso', 'spy', 2, start => 'earliest')$$, 'app2''s reader: subscribe_partitioned with a start refused');
+select pg_temp.denied('pgque_t_app2', $$select pgque.subscribe_partitioned('iso', 'spy', 2, start => now())$$, 'app2''s reader: subscribe_partitioned with a start time refused');
 select pg_temp.denied('pgque_t_app2', $$select pgque.register_subconsumer('iso', 'spyg', 'm1', false)$$, 'app2''s reader: register_subconsumer refused');
 select is((select count(*) from pgque.subscription s join pgque.queue q on q.queue_id = s.sub_queue where q.queue_name = 'iso'),
           0::bigint, 'app2 left no subscription on iso');

@@ -171,7 +171,9 @@ insert into cases values
  ('seek(text,text,text)', 'not a position', $$select * from pgque.seek('bi', 'c', 'soon')$$),
  ('seek(text,text,timestamp with time zone)', 'null time', $$select * from pgque.seek('bi', 'c', null::timestamptz)$$),
  ('subscribe(text,text,text)', 'not a position', $$select pgque.subscribe('bi', 'c', 'soon')$$),
- ('subscribe(text,text,timestamp with time zone)', 'null time', $$select pgque.subscribe('bi', 'c', null::timestamptz)$$);
+ ('subscribe(text,text,timestamp with time zone)', 'null time', $$select pgque.subscribe('bi', 'c', null::timestamptz)$$),
+ ('subscribe_partitioned(text,text,integer,text)', 'not a position', $$select pgque.subscribe_partitioned('bi', 'p', 2, 'soon')$$),
+ ('subscribe_partitioned(text,text,integer,timestamp with time zone)', 'null time', $$select pgque.subscribe_partitioned('bi', 'p', 2, null::timestamptz)$$);
 
 select func, what, pgque_test.error_of(sql) as error from cases order by func, what;
 
