@@ -10,6 +10,8 @@
 #     tick;
 #   - a prepared transaction across ticks, committed after a crash restart
 #     of the postmaster; another rolled back;
+#   - a producer backend killed (SIGKILL) with its transaction open across
+#     a tick;
 #   - a rotation (step 1 and step 2) while a transaction that wrote before
 #     the switch and after it is open;
 #   - a streaming standby reading the windows of batches opened on the
@@ -26,6 +28,7 @@ my $node = PgqueNode->new_preloaded('primary', init => { allows_streaming => 1 }
 pgque_bgw.enabled = off
 max_prepared_transactions = 4
 fsync = on
+restart_after_crash = on
 });
 $node->safe_psql('postgres', q{
     create extension pgque_bgw;
@@ -120,6 +123,21 @@ tick();
 $b = drain();
 is(scalar(@$b) . ':' . flat($b), '1:prep-1,prep-2',
    'COMMIT PREPARED after the restart: its events in one batch; the rolled-back one never');
+
+# --- a producer backend killed with its transaction open across a tick ----
+my $victim = $node->background_psql('postgres', on_error_stop => 1);
+my $vpid = $victim->query_safe(q{select pg_backend_pid()});
+die "no backend pid: '$vpid'" unless $vpid =~ /^\d+$/ && $vpid > 1;
+$victim->query_safe(q{begin; select pgque.send('rp', 'killed-1')});
+tick();
+send_now('other-3');
+kill 'KILL', $vpid;
+# its pipe is closed: quitting may fail, which is expected
+eval { $victim->quit; };
+ok($node->poll_query_until('postgres', 'select 1', '1'), 'the server is back after the SIGKILL of a producer');
+$gone{'killed-1'} = 1;
+tick();
+is(flat(drain()), 'other-3', 'the killed transaction\'s event is never delivered, the committed one is');
 
 # --- a rotation while a window's transaction is open -----------------------
 # the queue's first switch is complete (step 2 stamped), every cursor past it
