@@ -33,7 +33,7 @@ end $$;
 create function pgque._check_new_name(i_kind text, i_name text)
 returns void language plpgsql as $$
 declare
-    c  text := pg_catalog.substring(i_name from '[[:cntrl:]]');
+    c  text := pg_catalog.substring(i_name, '[[:cntrl:]]');
 begin
     if c is not null then
         raise exception '% name must not contain control characters', i_kind

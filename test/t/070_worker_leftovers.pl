@@ -1,4 +1,11 @@
-# A no-op ALTER EXTENSION pgque_bgw UPDATE (to the installed version) by the
+# The workers' leftovers of ADR 0071.
+#
+# 1. The worker log cannot be forged by a name: a consumer named with a
+# newline (0.2.0 stored any name; new names refuse control characters) is
+# quoted escaped in the watchdog's consumer_lagging WARNING, so no line of
+# the server log starts with the text after the newline.
+#
+# 2. A no-op ALTER EXTENSION pgque_bgw UPDATE (to the installed version) by the
 # extension's owner does not stall the workers.  The owner's extension DDL
 # quiesces them until its transaction ends (ADR 0046); a migration tool runs
 # the update in its own transaction, and a no-op update there held every
@@ -17,6 +24,7 @@ my $node = PgqueNode->new_preloaded('noopupd', conf => q{
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
+pgque_bgw.lag_alert_after = '1s'
 });
 my $version = $node->safe_psql('postgres',
     q{select default_version from pg_available_extensions where name = 'pgque_bgw'});
@@ -43,6 +51,20 @@ sub ticked_within
 }
 
 ok(ticked_within(30), 'the ticker ticks a sent event');
+
+# 1. a consumer stored by 0.2.0 with a newline in its name, lagging
+my $log_start = -s $node->logfile;
+$node->safe_psql('app', q{
+    insert into pgque.consumer (co_name) values (E'old\nLOG:  forged by a name');
+    select pgque.subscribe('q', E'old\nLOG:  forged by a name');
+    select pgque.send('q', 'for the lagging consumer');
+});
+ok(PgqueNode::poll_until(sub {
+       slurp_file($node->logfile, $log_start) =~ /alert consumer_lagging opened:.*old\\nLOG:  forged by a name/
+   }, 60), 'the watchdog\'s WARNING quotes the name with its newline escaped');
+unlike(slurp_file($node->logfile, $log_start), qr/^LOG:  forged by a name/m,
+       '... and no line of the server log starts with the forged text');
+$node->safe_psql('app', q{select pgque.unsubscribe('q', E'old\nLOG:  forged by a name')});
 
 for my $form ('alter extension pgque_bgw update', "alter extension pgque_bgw update to '$version'")
 {
