@@ -78,7 +78,9 @@ for my $form ('alter extension pgque_bgw update', "alter extension pgque_bgw upd
     my $t0 = time;
     ok(ticked_within(20), "the workers tick while the transaction of a no-op \"$form\" is open");
     diag(sprintf('figure: tick %.1f s after the send, beside the open no-op update', time - $t0));
-    is($node->safe_psql('app', q{select count(*) from pg_locks where locktype = 'object' and objsubid = 28785}),
+    # the DDL's mode: every unit of the workers takes ACCESS SHARE on it
+    is($node->safe_psql('app', q{select count(*) from pg_locks where locktype = 'object' and objsubid = 28785
+                                                              and mode = 'AccessExclusiveLock'}),
        '0', '... which holds no quiesce lock');
     $migration->query_safe('commit');
     $migration->quit;
