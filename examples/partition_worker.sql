@@ -83,11 +83,10 @@ begin
             end loop;
             if rows > 0 then
                 perform pgque.ack_partitioned(i_queue, i_consumer, c.slot, c.n, i_worker);
-                commit;                             -- handler effects and ack together
             end if;
-            -- release only after the ack committed: a lease is released at
-            -- once, and a worker claiming the slot before the ack's commit
-            -- would read the batch again
+            -- a release takes effect when its transaction commits (ADR
+            -- 0071): handler effects, ack and release together; no other
+            -- worker claims the slot before the ack is committed
             perform pgque.release_slot(i_queue, i_consumer, c.slot, i_worker);
             commit;
         end if;

@@ -25,6 +25,26 @@ begin
     end if;
 end $$;
 
+-- A name about to be stored (a new queue, consumer, member, partitioned
+-- consumer) or a worker id: no control character (ADR 0071).  Names are
+-- quoted in messages the workers log; a newline in one forged lines of the
+-- server log.  Names 0.2.0 stored are still found by the lookups
+-- (_check_name); the worker log escapes what they carry.
+create function pgque._check_new_name(i_kind text, i_name text)
+returns void language plpgsql as $$
+declare
+    c  text := pg_catalog.substring(i_name, '[[:cntrl:]]');
+begin
+    if c is not null then
+        raise exception '% name must not contain control characters', i_kind
+            using errcode = 'invalid_parameter_value',
+                  detail = pg_catalog.format('Character %s of the name is U+%s.',
+                                             pg_catalog.strpos(i_name, c),
+                                             pg_catalog.lpad(pg_catalog.to_hex(pg_catalog.ascii(c)), 4, '0')),
+                  hint = 'Use printable characters: names are quoted in the server log.';
+    end if;
+end $$;
+
 -- Reject a NULL argument.
 create function pgque._check_not_null(i_what text, i_value anyelement)
 returns void language plpgsql as $$
@@ -254,13 +274,22 @@ begin
     end if;
 end $$;
 
--- Whether a list names the role (committed, as this statement sees them).
+-- Anchor the owner of a new consumer (ADR 0071): DROP ROLE then refuses
+-- it, and pg_dump writes its anchor by name, as for a listed role.  The
+-- extension's roles and installer are anchored for good (no lock taken).
+create function pgque._anchor_owner(i_role regrole)
+returns void language sql as $$
+    select pgque._anchor(i_role) where not pgque._anchor_kept(i_role)
+$$;
+
+-- Whether a list names the role, or a consumer is its (committed, as this
+-- statement sees them).
 create function pgque._anchor_listed(i_role regrole)
 returns boolean language sql stable as $$
     select exists (select from pgque.queue q
                     where i_role = any (q.queue_senders) or i_role = any (q.queue_subscribers))
-        or exists (select from pgque.subscription s where i_role = any (s.sub_users))
-        or exists (select from pgque.partition_consumer pc where i_role = any (pc.users))
+        or exists (select from pgque.subscription s where i_role = any (s.sub_users) or s.sub_owner = i_role)
+        or exists (select from pgque.partition_consumer pc where i_role = any (pc.users) or pc.owner = i_role)
 $$;
 
 -- Release the anchor of the roles given that no list names any more
@@ -300,9 +329,10 @@ returns regrole[] language sql stable as $$
 $$;
 
 -- Maintenance (ADR 0079): take the OIDs that have no pg_roles row (a role
--- dropped after DROP OWNED took its anchor) out of the four lists, so that
--- no dump carries one.  One statement per list; nothing to write when no
--- OID is stale.  -> number of rows changed.
+-- dropped after DROP OWNED took its anchor) out of the four lists, and
+-- give the consumers whose owner is gone to pgque_admin (ADR 0071), so
+-- that no dump carries one.  One statement per list; nothing to write
+-- when no OID is stale.  -> number of rows changed.
 create function pgque._maint_stale_roles()
 returns int4 language plpgsql as $$
 declare
@@ -323,19 +353,33 @@ begin
     update pgque.partition_consumer pc set users = pgque._live_roles(pc.users)
      where pgque._live_roles(pc.users) operator(pg_catalog.<>) pc.users;
     get diagnostics n = row_count;
+    t := t + n;
+    -- a consumer whose owner is gone passes to pgque_admin (ADR 0071): a
+    -- name, which a dump writes as a name; its admins may use, unsubscribe
+    -- or grant it
+    update pgque.subscription s set sub_owner = 'pgque_admin'::pg_catalog.regrole
+     where pgque._live_roles(array[s.sub_owner]) operator(pg_catalog.=) '{}';
+    get diagnostics n = row_count;
+    t := t + n;
+    update pgque.partition_consumer pc set owner = 'pgque_admin'::pg_catalog.regrole
+     where pgque._live_roles(array[pc.owner]) operator(pg_catalog.=) '{}';
+    get diagnostics n = row_count;
     return t + n;
 end $$;
 
 -- Whether the caller may use a consumer owned by i_owner whose users are
 -- i_users (ADR 0058): a member of the owner, of one of the users, of
--- pgque_admin or of the extension's owner.  i_users NULL: the owner's acts
+-- pgque_admin or of the extension's owner.  The owner, as a user, counts
+-- only while anchored (ADR 0079, 0071): a bare OID a restore wrote onto
+-- another role grants nothing.  i_users NULL: the owner's acts
 -- (unsubscribe, reposition, resize, failure policy, the grants), which
 -- users may not do.  The one rule of _authorize and of the filters of
 -- dlq_replay_all and blocked_keys.
 create function pgque._may_use(i_owner regrole, i_users regrole[])
 returns boolean language sql stable as $$
-    select pgque._caller() operator(pg_catalog.=) i_owner
-        or pg_catalog.pg_has_role(pgque._caller(), i_owner, 'member')
+    select ((pgque._caller() operator(pg_catalog.=) i_owner
+             or pg_catalog.pg_has_role(pgque._caller(), i_owner, 'member'))
+            and pgque._role_anchored(i_owner))
         or exists (select from pg_catalog.unnest(i_users) u(role)
                     where pg_catalog.pg_has_role(pgque._caller(), u.role, 'member')
                       and pgque._role_anchored(u.role))

@@ -37,6 +37,7 @@ begin
     if exists (select 1 from pgque.queue where queue_name = i_queue_name) then
         return 0;
     end if;
+    perform pgque._check_new_name('queue', i_queue_name);
 
     -- Creators of the same name meet on the unique queue name (ADR 0040):
     -- the second waits for the first to end, then inserts nothing and
@@ -110,7 +111,7 @@ begin
                   hint = 'Unsubscribe them first, or call pgque.drop_queue(queue_name, true).';
     end if;
     -- the partitioned consumers' users, released with the rest at the end
-    gone := array(select u.role from pgque.partition_consumer pc, pg_catalog.unnest(pc.users) u(role)
+    gone := array(select u.role from pgque.partition_consumer pc, pg_catalog.unnest(pc.users || pc.owner) u(role)
                    where pc.queue_id = q.queue_id);
     -- forced: cooperative groups lose their members with them
     delete from pgque.coop_member m using pgque.subscription s

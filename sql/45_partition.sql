@@ -78,6 +78,9 @@ create function pgque._check_worker(i_worker text)
 returns void language plpgsql as $$
 begin
     perform pgque._check_name('worker', i_worker, 64);
+    -- not stored in a table: a lease lives in shared memory, which a
+    -- restart (the update's) empties, so every call may check it
+    perform pgque._check_new_name('worker', i_worker);
 end $$;
 
 -- The persisted N of a partitioned consumer, after checking that the caller
@@ -129,6 +132,7 @@ declare
     pn  int4;
     own regrole;
     usr regrole[];
+    fresh boolean;
 begin
     q := pgque._queue(queue_name);
     perform pgque._user_consumer_name(consumer_name);
@@ -148,10 +152,19 @@ begin
         raise exception 'slot % is out of range 0..%', slot, n - 1
             using errcode = 'invalid_parameter_value';
     end if;
+    if not exists (select from pgque.partition_consumer p where p.queue_id = q.queue_id and p.co_name = consumer_name) then
+        perform pgque._check_new_name('consumer', consumer_name);
+    end if;
     insert into pgque.partition_consumer as pc (queue_id, co_name, n, owner, users)
     values (q.queue_id, consumer_name, n, pgque._caller(), pgque._default_users())
     on conflict (queue_id, co_name) do update set n = pc.n
-    returning pc.n, pc.owner, pc.users into pn, own, usr;
+    returning pc.n, pc.owner, pc.users, pc.xmax operator(pg_catalog.=) '0'::pg_catalog.xid
+      into pn, own, usr, fresh;
+    -- a new consumer's owner is anchored (ADR 0071); an existing one's is
+    -- not: the role holding a restored bare OID must not anchor itself
+    if fresh then
+        perform pgque._anchor_owner(own);
+    end if;
     perform pgque._authorize(own, usr, q.queue_id, consumer_name);
     perform pgque._resize_refuse(q, consumer_name, 'subscribe_slot');
     if pn <> n then
@@ -200,7 +213,7 @@ begin
                      join pgque.subscription s on s.sub_consumer = c.co_id
                     where s.sub_queue = q.queue_id) then
         delete from pgque.partition_consumer where queue_id = q.queue_id and co_name = consumer_name
-        returning users into usr;
+        returning users || owner into usr;
         perform pgque._anchor_release(usr);     -- ADR 0079
         perform pgque._slot_forget(q.queue_id, consumer_name);
     end if;

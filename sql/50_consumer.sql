@@ -18,6 +18,9 @@ declare
     n    int4;
 begin
     perform pgque._check_queue_right(q, 'subscribe');
+    if not exists (select from pgque.consumer where co_name = i_consumer_name) then
+        perform pgque._check_new_name('consumer', i_consumer_name);
+    end if;
     insert into pgque.consumer (co_name) values (i_consumer_name) on conflict (co_name) do nothing;
     select co_id into cid from pgque.consumer where co_name = i_consumer_name;
 
@@ -59,6 +62,9 @@ begin
             case when i_owner is null then pgque._default_users() else coalesce(i_users, '{}') end)
     on conflict (sub_queue, sub_consumer) do nothing;
     get diagnostics n = row_count;
+    if n = 1 then
+        perform pgque._anchor_owner(coalesce(i_owner, pgque._caller()));     -- ADR 0071
+    end if;
     if n = 0 then
         -- a concurrent subscribe won: its owner and users decide, as above
         perform pgque._authorize(x.sub_owner, x.sub_users, q.queue_id, i_consumer_name)
@@ -95,7 +101,7 @@ begin
     delete from pgque.dead_letter where dl_queue_id = q.queue_id and dl_consumer_id = s.sub_consumer;
     delete from pgque.blocked_key where bk_sub = s.sub_id;     -- unsubscribing drops them (ADR 0038)
     delete from pgque.subscription where sub_id = s.sub_id;
-    perform pgque._anchor_release(s.sub_users);     -- ADR 0079
+    perform pgque._anchor_release(s.sub_users || s.sub_owner);     -- ADR 0079, 0071
     delete from pgque.consumer c
      where c.co_id = s.sub_consumer
        and not exists (select 1 from pgque.subscription x where x.sub_consumer = c.co_id);

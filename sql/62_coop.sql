@@ -170,6 +170,9 @@ begin
          where sub_id = s.sub_id returning * into s;
         created := 1;
     end if;
+    if not exists (select 1 from pgque.coop_member where cm_sub = s.sub_id and cm_name = i_subconsumer) then
+        perform pgque._check_new_name('subconsumer', i_subconsumer);
+    end if;
     if not exists (select 1 from pgque.coop_member where cm_sub = s.sub_id and cm_name = i_subconsumer)
        and (select count(*) from pgque.coop_member where cm_sub = s.sub_id) >= pgque._coop_max_members() then
         raise exception 'cooperative consumer %/% has % members already', q.queue_name, i_consumer,
@@ -220,7 +223,9 @@ $$;
 
 -- The group of a member, for a call by that member: the group must exist
 -- and the caller may use it; with i_register a missing group or member is
--- registered (receive_coop's cold start), else it is an error.
+-- registered (receive_coop's cold start), else it is an error.  The caller
+-- is authorized before the member is looked up: a role that may not use
+-- the group learns nothing of its members.
 create function pgque._coop_member_group(i_queue text, i_consumer text, i_subconsumer text,
                                          i_register boolean)
 returns pgque.subscription language plpgsql as $$
@@ -230,6 +235,9 @@ declare
 begin
     q := pgque._queue(i_queue);
     g := pgque._coop_group(q, i_consumer);
+    if g.sub_id is not null then
+        perform pgque._authorize(g.sub_owner, g.sub_users, g.sub_queue, i_consumer);
+    end if;
     if g.sub_id is null or not exists (select 1 from pgque.coop_member
                                         where cm_sub = g.sub_id and cm_name = i_subconsumer) then
         if i_register then
@@ -245,7 +253,6 @@ begin
                       hint = 'Register it with pgque.register_subconsumer().';
         end if;
     end if;
-    perform pgque._authorize(g.sub_owner, g.sub_users, g.sub_queue, i_consumer);
     return g;
 end $$;
 
@@ -439,11 +446,15 @@ declare
 begin
     perform pgque._coop_names(i_queue, i_consumer, i_subconsumer);
     g := pgque._coop_group(pgque._queue(i_queue), i_consumer);
-    if g.sub_id is null
-       or not exists (select 1 from pgque.coop_member where cm_sub = g.sub_id and cm_name = i_subconsumer) then
+    if g.sub_id is null then
         return 0;
     end if;
+    -- before the member's lookup: 0 or 1 would tell a caller who may not
+    -- use the group whether the name is a member
     perform pgque._authorize(g.sub_owner, g.sub_users, g.sub_queue, i_consumer);
+    if not exists (select 1 from pgque.coop_member where cm_sub = g.sub_id and cm_name = i_subconsumer) then
+        return 0;
+    end if;
     perform pgque._coop_touch(g.sub_id, i_subconsumer, null);
     return 1;
 end $$;

@@ -34,8 +34,23 @@
  * an undo list of the entries it created or took over, tagged with the
  * subtransaction, and the abort removes what it created and gives back what
  * it took over (the entry as it was, epoch included: the aborted epoch was
- * never committed).  A commit, or PREPARE, keeps the claims; renewals and
- * releases are not undone.
+ * never committed).  A commit, or PREPARE, keeps the claims; renewals are
+ * not undone.
+ *
+ * A release takes effect at commit (ADR 0071).  Made at once, it let
+ * another worker claim the slot while the releasing transaction (the ack
+ * before it, typically) could still roll back, or its backend die: the new
+ * owner read the old cursor and delivered the batch again (TAP 059 counted
+ * 28 duplicates in 4,000).  Now release_slot records the release in a
+ * second per-backend list, tagged with the subtransaction, and the commit
+ * applies it if the entry is still this worker's lease of the same epoch;
+ * an abort (of the subtransaction) drops it, a crash never applies it (the
+ * lease then expires with its ttl).  Within the transaction the slot counts
+ * as released for this worker (its receive and ack get PQ001, as after a
+ * release), but for every other session it is still held.  A claim by the
+ * same worker in the same transaction takes the release back.  PREPARE
+ * TRANSACTION is refused after a release: the commit that would apply it
+ * happens in another session.
  */
 #include "postgres.h"
 
@@ -112,6 +127,19 @@ static SlotUndo *undo = NULL;
 static int	undo_len = 0;
 static int	undo_cap = 0;
 static bool callbacks_registered = false;
+
+/* A release this backend made, applied at commit (the file header). */
+typedef struct SlotPendingRelease
+{
+	SubTransactionId subid;
+	SlotKey		key;
+	char		worker[PGQUE_WORKER_MAX + 1];
+	int64		epoch;			/* applied only if the lease is still this one */
+} SlotPendingRelease;
+
+static SlotPendingRelease *pending = NULL;
+static int	pending_len = 0;
+static int	pending_cap = 0;
 
 void
 pgque_slots_request(void)
@@ -450,6 +478,77 @@ undo_abort(SubTransactionId subid)
 	undo_len = keep;
 }
 
+/* ---- releases applied at commit ---- */
+
+/* The index of this transaction's pending release of (key, worker), or -1. */
+static int
+pending_find(const SlotKey *key, const char *worker)
+{
+	int			i;
+
+	for (i = 0; i < pending_len; i++)
+		if (memcmp(&pending[i].key, key, sizeof(SlotKey)) == 0 &&
+			strcmp(pending[i].worker, worker) == 0)
+			return i;
+	return -1;
+}
+
+/* Take a pending release back (a claim of the same slot by the same worker). */
+static void
+pending_cancel(const SlotKey *key, const char *worker)
+{
+	int			i = pending_find(key, worker);
+
+	if (i < 0)
+		return;
+	pending[i] = pending[--pending_len];
+}
+
+/* At commit: release what this transaction released, if still ours. */
+static void
+pending_commit(void)
+{
+	int			i;
+
+	for (i = 0; i < pending_len; i++)
+	{
+		SlotPendingRelease *p = &pending[i];
+		uint32		hash = get_hash_value(slot_table, &p->key);
+		LWLock	   *lock = partition_lock(hash);
+		SlotLease  *e;
+
+		LWLockAcquire(lock, LW_EXCLUSIVE);
+		e = hash_search_with_hash_value(slot_table, &p->key, hash, HASH_FIND, NULL);
+		if (e != NULL && e->epoch == p->epoch && strcmp(e->owner, p->worker) == 0)
+		{
+			e->owner[0] = '\0';	/* the epoch stays: it only grows */
+			e->lease_until = 0;
+			e->released_at = GetCurrentTimestamp();
+			pg_atomic_fetch_add_u64(&slot_shared->releases, 1);
+		}
+		LWLockRelease(lock);
+	}
+	pending_len = 0;
+}
+
+/* Drop the pending releases of subtransaction subid (all: InvalidSubTransactionId). */
+static void
+pending_abort(SubTransactionId subid)
+{
+	int			i;
+	int			keep = 0;
+
+	if (subid == InvalidSubTransactionId)
+	{
+		pending_len = 0;
+		return;
+	}
+	for (i = 0; i < pending_len; i++)
+		if (pending[i].subid != subid)
+			pending[keep++] = pending[i];
+	pending_len = keep;
+}
+
 static void
 slots_xact_callback(XactEvent event, void *arg)
 {
@@ -458,9 +557,21 @@ slots_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_ABORT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			undo_abort(InvalidSubTransactionId);
+			pending_abort(InvalidSubTransactionId);
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+			if (pending_len > 0)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that released a partition slot"),
+						 errdetail("A release takes effect when its transaction commits, and COMMIT PREPARED runs in another session."),
+						 errhint("Release the slot in a transaction of its own after COMMIT PREPARED, or let its lease expire.")));
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
+			pending_commit();
+			undo_commit();
+			break;
 		case XACT_EVENT_PREPARE:
 			/* kept: a prepared transaction's claims stay, like a commit's */
 			undo_commit();
@@ -480,11 +591,15 @@ slots_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 	{
 		case SUBXACT_EVENT_ABORT_SUB:
 			undo_abort(mySubid);
+			pending_abort(mySubid);
 			break;
 		case SUBXACT_EVENT_COMMIT_SUB:
 			for (i = 0; i < undo_len; i++)
 				if (undo[i].subid == mySubid)
 					undo[i].subid = parentSubid;
+			for (i = 0; i < pending_len; i++)
+				if (pending[i].subid == mySubid)
+					pending[i].subid = parentSubid;
 			break;
 		default:
 			break;
@@ -570,12 +685,16 @@ pgque_slot_claim(const SlotKey *key, const char *worker, int64 ttl_ms, int64 (*n
 		}
 		if (e->owner[0] != '\0' && strcmp(e->owner, worker) == 0)
 		{
-			/* own lease, live or expired with nobody else: renew, same epoch */
+			/*
+			 * own lease, live or expired with nobody else: renew, same epoch;
+			 * a release of it earlier in this transaction is taken back
+			 */
 			int64		epoch = e->epoch;
 
 			e->lease_until = TimestampTzPlusMilliseconds(now, ttl_ms);
 			e->ttl_ms = ttl_ms;
 			LWLockRelease(lock);
+			pending_cancel(key, worker);
 			return epoch;
 		}
 		if (e->owner[0] != '\0' && e->lease_until > now)
@@ -616,26 +735,50 @@ pgque_slot_claim(const SlotKey *key, const char *worker, int64 ttl_ms, int64 (*n
 	}
 }
 
+/*
+ * Release worker's lease: recorded now, applied when the transaction
+ * commits (the file header).  False when worker holds no lease of it (or
+ * released it already in this transaction).
+ */
 bool
 pgque_slot_release(const SlotKey *key, const char *worker)
 {
 	uint32		hash = get_hash_value(slot_table, key);
 	LWLock	   *lock = partition_lock(hash);
 	SlotLease  *e;
-	bool		released = false;
+	int64		epoch = 0;
+	bool		held = false;
 
-	LWLockAcquire(lock, LW_EXCLUSIVE);
+	if (pending_find(key, worker) >= 0)
+		return false;
+	register_callbacks();
+	if (pending_len == pending_cap)
+	{
+		int			cap = pending_cap == 0 ? 16 : pending_cap * 2;
+
+		pending = pending == NULL ? MemoryContextAlloc(TopMemoryContext, sizeof(SlotPendingRelease) * cap)
+			: repalloc(pending, sizeof(SlotPendingRelease) * cap);
+		pending_cap = cap;
+	}
+	LWLockAcquire(lock, LW_SHARED);
 	e = hash_search_with_hash_value(slot_table, key, hash, HASH_FIND, NULL);
 	if (e != NULL && e->owner[0] != '\0' && strcmp(e->owner, worker) == 0)
 	{
-		e->owner[0] = '\0';		/* the epoch stays: it only grows */
-		e->lease_until = 0;
-		e->released_at = GetCurrentTimestamp();
-		released = true;
-		pg_atomic_fetch_add_u64(&slot_shared->releases, 1);
+		held = true;
+		epoch = e->epoch;
 	}
 	LWLockRelease(lock);
-	return released;
+	if (held)
+	{
+		SlotPendingRelease *p = &pending[pending_len++];
+
+		memset(p, 0, sizeof(SlotPendingRelease));
+		p->subid = GetCurrentSubTransactionId();
+		memcpy(&p->key, key, sizeof(SlotKey));
+		strlcpy(p->worker, worker, sizeof(p->worker));
+		p->epoch = epoch;
+	}
+	return held;
 }
 
 /*
@@ -654,7 +797,14 @@ pgque_slot_check(const SlotKey *key, const char *worker, bool is_ack, SlotLease 
 
 	LWLockAcquire(lock, LW_EXCLUSIVE);
 	e = hash_search_with_hash_value(slot_table, key, hash, HASH_FIND, NULL);
-	if (e == NULL || e->owner[0] == '\0')
+	if (e != NULL && pending_find(key, worker) >= 0)
+	{
+		/* released by this transaction: not held, as after the commit */
+		memcpy(snap, e, sizeof(SlotLease));
+		snap->owner[0] = '\0';
+		v = SLOT_NOT_HELD;
+	}
+	else if (e == NULL || e->owner[0] == '\0')
 	{
 		if (e != NULL)
 			memcpy(snap, e, sizeof(SlotLease));
@@ -708,6 +858,8 @@ pgque_slot_holds(const SlotKey *key, const char *worker, int64 epoch, SlotLease 
 	else
 		memset(snap, 0, sizeof(SlotLease));
 	LWLockRelease(lock);
+	if (pending_find(key, worker) >= 0)
+		snap->owner[0] = '\0';	/* released by this transaction */
 	if (snap->owner[0] == '\0')
 		v = snap->fenced[0] != '\0' && strcmp(snap->fenced, worker) == 0 ? SLOT_FENCED : SLOT_NOT_HELD;
 	else if (strcmp(snap->owner, worker) != 0 || snap->epoch != epoch)

@@ -28,6 +28,7 @@
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
 #include "commands/extension.h"
+#include "executor/spi.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "storage/lmgr.h"
@@ -35,6 +36,7 @@
 #include "utils/acl.h"
 #include "utils/syscache.h"
 
+#include "caller.h"
 #include "compat.h"
 #include "pgque_bgw.h"
 #include "state.h"
@@ -214,6 +216,51 @@ drops_our_extension(Node *parsetree)
 }
 
 /*
+ * Whether ALTER EXTENSION pgque_bgw UPDATE [TO v] asks for the installed
+ * version: PostgreSQL then only says so (a NOTICE) and runs no script, so
+ * the workers have nothing to wait for.  Quiescing them for it held them
+ * for the whole transaction around it: a migration tool that runs the
+ * update in its own long transaction stopped every tick until it committed.
+ * The target without TO is the default_version PostgreSQL itself reads
+ * (pg_available_extensions: its control file, on 18 wherever
+ * extension_control_path finds it), not the library's: a package upgraded
+ * before the restart has a newer control file than the loaded library.  Any
+ * doubt (no such row) quiesces.
+ */
+static bool
+update_is_noop(AlterExtensionStmt *stmt, const char *installed)
+{
+	ListCell   *lc;
+	const char *target = NULL;
+	bool		noop = false;
+
+	if (installed == NULL)
+		return false;
+	foreach(lc, stmt->options)
+	{
+		DefElem    *opt = (DefElem *) lfirst(lc);
+
+		if (strcmp(opt->defname, "new_version") == 0)
+			target = defGetString(opt);
+	}
+	if (target != NULL)
+		return strcmp(target, installed) == 0;
+
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "SPI_connect failed");
+	if (SPI_execute("select e.default_version from pg_catalog.pg_available_extensions e"
+					" where e.name operator(pg_catalog.=) 'pgque_bgw'", true, 1) == SPI_OK_SELECT &&
+		SPI_processed == 1)
+	{
+		char	   *v = SPI_getvalue(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1);
+
+		noop = v != NULL && strcmp(v, installed) == 0;
+	}
+	SPI_finish();
+	return noop;
+}
+
+/*
  * ALTER EXTENSION pgque_bgw UPDATE and DROP EXTENSION pgque_bgw by a role
  * that may run them: quiesce the database's workers until the end of the
  * transaction (PGQUE_EXTENSION_DDL_SUBID in pgque_bgw.h).  Taken here,
@@ -229,6 +276,7 @@ quiesce_for_extension_ddl(Node *parsetree)
 {
 	Oid			extoid;
 	bool		ours = false;
+	char	   *installed;
 
 	if (IsA(parsetree, AlterExtensionStmt))
 		ours = strcmp(((AlterExtensionStmt *) parsetree)->extname, "pgque_bgw") == 0;
@@ -236,8 +284,11 @@ quiesce_for_extension_ddl(Node *parsetree)
 		ours = drops_our_extension(parsetree);
 	if (!ours)
 		return;
-	extoid = get_extension_oid("pgque_bgw", true);
-	if (!OidIsValid(extoid) || !pgque_extension_ownercheck(extoid, GetUserId()))
+	if (!OidIsValid(pgque_extension_row(&installed, &extoid)) ||
+		!pgque_extension_ownercheck(extoid, GetUserId()))
+		return;
+	if (IsA(parsetree, AlterExtensionStmt) &&
+		update_is_noop((AlterExtensionStmt *) parsetree, installed))
 		return;
 	LockDatabaseObject(ExtensionRelationId, extoid, PGQUE_EXTENSION_DDL_SUBID, AccessExclusiveLock);
 }

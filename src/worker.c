@@ -35,6 +35,7 @@
 #include "catalog/pg_extension.h"
 #include "commands/extension.h"
 #include "executor/spi.h"
+#include "lib/stringinfo.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
 #include "pgstat.h"
@@ -109,12 +110,61 @@ static emit_log_hook_type prev_emit_log_hook = NULL;
  * theirs: they are what a bug report needs.  Workers only: a session that
  * runs the same SQL gets everything, as it asked for it.
  */
+/*
+ * A text with its control characters escaped (\n, \r, \t, \xNN; the C1
+ * controls U+0080..U+009F as \uNNNN), or the text itself when it has none.
+ * The names the workers quote (queues, consumers, members, workers) may
+ * carry a newline stored by 0.2.0 (ADR 0071: new names refuse them); in a
+ * worker's message it would start a line of the server log that looks like
+ * the server's own.
+ */
+static char *
+log_escaped(char *text)
+{
+	StringInfoData buf;
+	const unsigned char *p;
+	bool		any = false;
+
+	if (text == NULL)
+		return NULL;
+	for (p = (const unsigned char *) text; *p; p++)
+		if (*p < 0x20 || *p == 0x7f || (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+			any = true;
+	if (!any)
+		return text;
+	initStringInfo(&buf);
+	for (p = (const unsigned char *) text; *p; p++)
+	{
+		if (*p == '\n')
+			appendStringInfoString(&buf, "\\n");
+		else if (*p == '\r')
+			appendStringInfoString(&buf, "\\r");
+		else if (*p == '\t')
+			appendStringInfoString(&buf, "\\t");
+		else if (*p < 0x20 || *p == 0x7f)
+			appendStringInfo(&buf, "\\x%02x", *p);
+		else if (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+		{
+			appendStringInfo(&buf, "\\u%04x", p[1]);
+			p++;
+		}
+		else
+			appendStringInfoChar(&buf, (char) *p);
+	}
+	return buf.data;
+}
+
 static void
 worker_emit_log(ErrorData *edata)
 {
 	if (edata->elevel < ERROR && edata->message != NULL &&
 		strncmp(edata->message, "pgque_bgw", 9) == 0)
 		edata->hide_ctx = true;
+	/* one line per field: nothing a name carries starts a new one */
+	edata->message = log_escaped(edata->message);
+	edata->detail = log_escaped(edata->detail);
+	edata->detail_log = log_escaped(edata->detail_log);
+	edata->hint = log_escaped(edata->hint);
 	if (prev_emit_log_hook)
 		prev_emit_log_hook(edata);
 }

@@ -89,3 +89,13 @@ begin
                   hint = 'As the role that called pgque.start(), call pgque.start() again: it schedules ticker_loop(''59 seconds'').';
     end if;
 end $$;
+
+-- Consumer owners are anchored (ADR 0071): the owners of 0.2.0's consumers
+-- get their anchor, so that they keep using them, DROP ROLE refuses them
+-- and a dump names them; a consumer whose owner 0.2.0 let be dropped
+-- passes to pgque_admin (a bare OID a dump would write onto another role).
+select pgque._anchor_owner(o.role)
+  from (select distinct s.sub_owner as role from pgque.subscription s
+        union select pc.owner from pgque.partition_consumer pc) o
+ where exists (select from pg_catalog.pg_roles r where r.oid = o.role);
+select pgque._maint_stale_roles();

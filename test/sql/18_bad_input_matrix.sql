@@ -62,12 +62,16 @@ insert into pgque_test.bim_arg
 select a, w, v, r::text[] from (values
     ('queue_name',     null,      quote_literal('bim'),     '{null,empty,huge,unknown,odd_chars}'),
     ('queue_name',     'tick_id', quote_literal('bim_ext'), '{null,empty,huge,unknown,odd_chars}'),
-    ('queue_name',     'create_queue', quote_literal('bim'), '{null,empty,huge}'),
+    ('queue_name',     'create_queue', quote_literal('bim'), '{null,empty,huge,control}'),
     ('consumer_name',  null,      quote_literal('bim_c'),   '{null,empty,huge}'),
     -- cooperative consumers (PgQue's names: queue, consumer, subconsumer)
     ('queue',          null,      quote_literal('bim'),     '{null,empty,huge,unknown,odd_chars}'),
     ('consumer',       null,      quote_literal('bim_g'),   '{null,empty,huge}'),
     ('subconsumer',    null,      quote_literal('bim_m'),   '{null,empty,huge}'),
+    -- the calls that register a new member refuse control characters (ADR 0071)
+    ('subconsumer',    'register_subconsumer', quote_literal('bim_m'), '{null,empty,huge,control}'),
+    ('subconsumer',    'subscribe_subconsumer', quote_literal('bim_m'), '{null,empty,huge,control}'),
+    ('subconsumer',    'receive_coop', quote_literal('bim_m'), '{null,empty,huge,control}'),
     ('convert_normal', null,      'false',                  '{null}'),
     ('batch_handling', null,      '1',                      '{null,negative,max}'),
     ('dead_interval',  null,      quote_literal('1 hour'),  '{negative,zero,far}'),
@@ -80,7 +84,7 @@ select a, w, v, r::text[] from (values
     ('consumer_name',  'get_failure_policy', quote_literal('bim_p'), '{null,empty,huge}'),
     ('consumer_name',  'set_failure_policy', quote_literal('bim_p'), '{null,empty,huge}'),
     ('consumer_id',    null,      quote_literal('bim_c'),   '{null,empty,huge}'),
-    ('worker',         null,      quote_literal('bim_w'),   '{null,empty,huge}'),
+    ('worker',         null,      quote_literal('bim_w'),   '{null,empty,huge,control}'),
     ('failure_policy', null,      quote_literal('pause'),   '{null,empty,huge}'),
     ('failure_policy', 'slot',    quote_literal('pause'),   '{empty,huge}'),
     ('idem_key',       null,      quote_literal('bim_k'),   '{null,empty,huge}'),
@@ -177,6 +181,8 @@ insert into pgque_test.bim_variant values
     ('text',    'unknown',  '''bim_nope''',                   '{42704}'),
     -- quotes, LIKE wildcards, a backslash and a newline: never SQL, never a pattern
     ('text',    'odd_chars', 'E''b''''i"m%_\\\n''',              '{42704}'),
+    -- a new name with a newline, which would start a server log line (ADR 0071)
+    ('text',    'control',  'E''bim_nope\n''',                 '{22023}'),
     ('integer', 'null',     'null',                           '{22004}'),
     ('integer', 'negative', '-1',                             '{22023}'),
     ('integer', 'zero',     '0',                              '{22023}'),

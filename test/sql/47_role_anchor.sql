@@ -21,7 +21,8 @@ reset role;
 select pgque.grant_queue('anchored', 't47_sender', 'send') as granted_send;
 select pgque.grant_queue('anchored', 't47_user', 'send') as granted_user_send;
 
--- each granted role holds its own anchor grant, nobody else a new one
+-- each granted role holds its own anchor grant, and so does the consumer's
+-- owner t47_app (ADR 0071); nobody else a new one
 select r.rolname, pgque._role_anchored(r.oid::regrole) as anchored
   from pg_roles r where r.rolname like 't47%' or r.rolname = 'T47 Odd' order by 1;
 
