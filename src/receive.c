@@ -250,27 +250,27 @@ part_receiver_init(PartReceiver *r, Tuplestorestate *ts, TupleDesc desc, int64 b
 }
 
 /*
- * One part of open batch batch_id into ts: the number of rows, and *more
- * (the window goes on; *last is the part's last ev_id).
+ * The bounds of open batch batch_id's window into args/nulls (the window
+ * plan's parameters before WA_EV_ID: lo, hi, xip, snapshot, owner, after),
+ * with its source (the relations to read) when want_source: a part served
+ * from the cache does not need it, and pgque._event_source() is the larger
+ * part of the statement (the planner drops a column the query does not
+ * read).  NULL: the batch is not open.
  */
-static int64
-read_part(int64 batch_id, int64 max_return, const SlotShare *share, Tuplestorestate *ts,
-		  TupleDesc desc, bool *more, int64 *last)
+static SPIPlanPtr bounds_plan;
+
+static bool
+batch_bounds(int64 batch_id, const SlotShare *share, bool want_source, Datum *args, char *nulls,
+			 char **source)
 {
 	Oid			argtypes[3] = {INT8OID, INT4OID, INT4OID};
 	Datum		sargs[3];
 	char		snulls[3] = {' ', 'n', 'n'};
-	Datum		args[WINDOW_NPARAMS];
-	char		nulls[WINDOW_NPARAMS];
-	char	   *source;
 	bool		isnull;
 	int			ret;
 	int			i;
-	int64		n;
-	PartReceiver r;
+	int			first = want_source ? 2 : 1;
 
-	*more = false;
-	*last = 0;
 	sargs[0] = Int64GetDatum(batch_id);
 	if (share != NULL)
 	{
@@ -278,27 +278,37 @@ read_part(int64 batch_id, int64 max_return, const SlotShare *share, Tuplestorest
 		sargs[2] = Int32GetDatum(share->slot);
 		snulls[1] = snulls[2] = ' ';
 	}
-	ret = SPI_execute_plan(kept_plan(&source_plan,
-									 "select source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos"
-									 "  from pgque._batch_source($1, $2, $3)",
-									 3, argtypes),
-						   sargs, snulls, false, 1);
+	if (want_source)
+		ret = SPI_execute_plan(kept_plan(&source_plan,
+										 "select source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos"
+										 "  from pgque._batch_source($1, $2, $3)",
+										 3, argtypes),
+							   sargs, snulls, false, 1);
+	else
+		ret = SPI_execute_plan(kept_plan(&bounds_plan,
+										 "select lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos"
+										 "  from pgque._batch_source($1, $2, $3)",
+										 3, argtypes),
+							   sargs, snulls, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pgque_bgw: batch source read failed: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 0)
-		return 0;
+		return false;
 
 	/* copied out of the SPI result, which the window read replaces */
-	source = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	if (isnull)
-		elog(ERROR, "pgque_bgw: batch %lld has no event source", (long long) batch_id);
+	if (want_source)
+	{
+		*source = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		if (isnull)
+			elog(ERROR, "pgque_bgw: batch %lld has no event source", (long long) batch_id);
+	}
 	for (i = 0; i < WINDOW_NPARAMS; i++)
 		nulls[i] = 'n';
 	for (i = 0; i < 6; i++)
 	{
-		/* lo, hi, xip, snapshot, owner (sub_id), after (pos): columns 2..7 */
-		Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, i + 1);
-		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 2, &isnull);
+		/* lo, hi, xip, snapshot, owner (sub_id), after (pos) */
+		Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, i + first - 1);
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + first, &isnull);
 
 		nulls[i] = isnull ? 'n' : ' ';
 		args[i] = isnull ? (Datum) 0 : SPI_datumTransfer(d, att->attbyval, att->attlen);
@@ -313,9 +323,39 @@ read_part(int64 batch_id, int64 max_return, const SlotShare *share, Tuplestorest
 		args[WA_SLOT] = Int32GetDatum(share->slot);
 		nulls[WA_N] = nulls[WA_SLOT] = ' ';
 	}
+	return true;
+}
 
-	if (part_from_cache(source, args, nulls, batch_id, max_return, ts, &n, more, last))
-		return n;
+/*
+ * One part of open batch batch_id into ts: the number of rows, and *more
+ * (the window goes on; *last is the part's last ev_id).
+ */
+static int64
+read_part(int64 batch_id, int64 max_return, const SlotShare *share, Tuplestorestate *ts,
+		  TupleDesc desc, bool *more, int64 *last)
+{
+	Datum		args[WINDOW_NPARAMS];
+	char		nulls[WINDOW_NPARAMS];
+	char	   *source = NULL;
+	int64		n;
+	PartReceiver r;
+
+	*more = false;
+	*last = 0;
+
+	/*
+	 * A part of a window this backend holds comes from memory, with only
+	 * the window's bounds read; otherwise the bounds again, with the source.
+	 */
+	if (mcache.valid && !mcache.filling)
+	{
+		if (!batch_bounds(batch_id, share, false, args, nulls, NULL))
+			return 0;
+		if (part_from_cache(NULL, args, nulls, batch_id, max_return, ts, &n, more, last))
+			return n;
+	}
+	if (!batch_bounds(batch_id, share, true, args, nulls, &source))
+		return 0;
 
 	/*
 	 * The window from the part's start, in no order, formed as messages

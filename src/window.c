@@ -239,12 +239,20 @@ key_part(int i)
 	return i != WA_AFTER && i != WA_EV_ID && i != WA_LIMIT;
 }
 
+/*
+ * Whether c holds rows of this window.  source NULL: the relations are not
+ * known yet; a window of one reader (owner: a subscription, so one queue)
+ * has the same rows whichever relations are named for it (they are fixed by
+ * its two snapshots, ADR 0082), so the parameters say it.
+ */
 bool
 pgque_window_cache_matches(WindowCache *c, const char *source, Datum *args, char *nulls)
 {
 	int			i;
 
-	if (!c->valid || strcmp(c->source, source) != 0)
+	if (!c->valid)
+		return false;
+	if (source == NULL ? nulls[WA_OWNER] == 'n' : strcmp(c->source, source) != 0)
 		return false;
 	for (i = 0; i < WINDOW_NPARAMS; i++)
 	{
