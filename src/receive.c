@@ -14,7 +14,8 @@
  * and here: the kept window plan (src/window.c), with the slot's filter for
  * a slot, runs with a DestReceiver that forms each event row into a
  * pgque.message tuple once.  The window is read from the part's start,
- * unordered, into the part cache of window.c and sorted there; each part is
+ * unordered, into the part cache of window.c and put in order there (a
+ * bucketed window's per-bucket runs merged, ADR 0082); each part is
  * copied from it into the result the caller reads.  A window larger than
  * the cache keeps the smallest ids that fit, and the part past them reads
  * the rest the same way.  A part as large as the cache itself is read in
