@@ -96,3 +96,44 @@ select count(*) as keys_out_of_order
  where prev > payload;
 
 select pgque.drop_queue('bm', true), pgque.drop_queue('pm', true);
+
+-- Two consumers of one queue read the same windows in one backend; a
+-- retried event is its consumer's alone.  The part cache is keyed by the
+-- reader as well as by the window (a part it holds is matched without the
+-- relations' names): c2 never gets c1's retry from c1's cached rows.
+select pgque.create_queue('bo'), pgque.set_queue_config('bo', 'partition_buckets', '32');
+select pgque.subscribe('bo', 'c1'), pgque.subscribe('bo', 'c2');
+select count(pgque.send('bo', 'default', 'e' || i, 'k' || i)) from generate_series(1, 20) i;
+select pgque.ticker('bo') is not null as ticked;
+create temp table seen (who text, payload text, retry int4);
+create function pg_temp.part(who text, n int4) returns int4 language plpgsql as $$
+declare
+    m pgque.message;
+    b bigint;
+    k int4 := 0;
+begin
+    for m in select * from pgque.receive('bo', who, n) loop
+        insert into seen values (who, m.payload, m.retry_count);
+        b := m.batch_id;
+        -- c1 sends its first event of e5 back for a retry
+        if who = 'c1' and m.payload = 'e5' and m.retry_count is null then
+            perform pgque.nack(b, m, '0 seconds', 'retry me');
+        end if;
+        k := k + 1;
+    end loop;
+    if b is not null then
+        perform pgque.ack(b);
+    end if;
+    return k;
+end $$;
+select pg_temp.part('c1', 7) as c1_part, pg_temp.part('c2', 7) as c2_part;
+select pg_temp.part('c1', 7) as c1_part, pg_temp.part('c2', 7) as c2_part;
+select pg_temp.part('c1', 7) as c1_part, pg_temp.part('c2', 7) as c2_part;
+select pgque.maint() >= 0 as maint_ran;
+select pgque.ticker('bo') is not null as ticked;
+select pg_temp.part('c1', 7) as c1_part, pg_temp.part('c2', 7) as c2_part;
+select pg_temp.part('c1', 7) as c1_part, pg_temp.part('c2', 7) as c2_part;
+select who, count(*) as events, count(*) filter (where retry is not null) as retried,
+       string_agg(payload, ' ' order by payload) filter (where retry is not null) as retried_payloads
+  from seen group by who order by who;
+select pgque.drop_queue('bo', true);
