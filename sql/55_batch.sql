@@ -300,6 +300,59 @@ create function pgque._window_where(i_lo_xmax int4, i_hi_xmax int4, i_lo_xip int
 returns text language c immutable strict
 as 'MODULE_PATHNAME', 'pgque_window_where_sql';
 
+-- The window of an open batch, one function per kind of batch: the reader
+-- (sub_id), its queue, the two ticks' snapshots, the window's bounds as the
+-- window read takes them (lo's xmax and xip, hi's xmax) and the position
+-- acked inside it.  No row: no such batch of that kind.  receive() reads
+-- its kind's one alone for a part it holds in memory (ADR 0082): the
+-- union below starts the scans of all three.
+-- A plain consumer's batch.
+create function pgque._sub_batch_window(i_batch_id bigint,
+                                        out sub_id int4, out queue_id int4,
+                                        out lo pg_catalog.pg_snapshot, out hi pg_catalog.pg_snapshot,
+                                        out lo_xmax xid8, out hi_xmax xid8, out lo_xip xid8[], out pos bigint)
+returns setof record language sql stable as $$
+    select sub.sub_id, sub.sub_queue, t1.tick_snapshot, t2.tick_snapshot,
+           pg_catalog.pg_snapshot_xmax(t1.tick_snapshot), pg_catalog.pg_snapshot_xmax(t2.tick_snapshot),
+           array(select pg_catalog.pg_snapshot_xip(t1.tick_snapshot)), sub.sub_batch_pos
+      from pgque.subscription sub
+      join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = sub.sub_last_tick
+      join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = sub.sub_next_tick
+     where sub.sub_batch = i_batch_id
+$$;
+
+-- A cooperative member's batch: its window, read as the group (ADR 0017).
+create function pgque._coop_batch_window(i_batch_id bigint,
+                                         out sub_id int4, out queue_id int4,
+                                         out lo pg_catalog.pg_snapshot, out hi pg_catalog.pg_snapshot,
+                                         out lo_xmax xid8, out hi_xmax xid8, out lo_xip xid8[], out pos bigint)
+returns setof record language sql stable as $$
+    select sub.sub_id, sub.sub_queue, t1.tick_snapshot, t2.tick_snapshot,
+           pg_catalog.pg_snapshot_xmax(t1.tick_snapshot), pg_catalog.pg_snapshot_xmax(t2.tick_snapshot),
+           array(select pg_catalog.pg_snapshot_xip(t1.tick_snapshot)), w.cw_pos
+      from pgque.coop_window w
+      join pgque.subscription sub on sub.sub_id = w.cw_sub
+      join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = w.cw_prev_tick
+      join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = w.cw_next_tick
+     where w.cw_batch = i_batch_id
+$$;
+
+-- A partition slot's batch: the window of its epoch's row (ADR 0023).
+create function pgque._slot_batch_window(i_batch_id bigint,
+                                         out sub_id int4, out queue_id int4,
+                                         out lo pg_catalog.pg_snapshot, out hi pg_catalog.pg_snapshot,
+                                         out lo_xmax xid8, out hi_xmax xid8, out lo_xip xid8[], out pos bigint)
+returns setof record language sql stable as $$
+    select sub.sub_id, sub.sub_queue, t1.tick_snapshot, t2.tick_snapshot,
+           pg_catalog.pg_snapshot_xmax(t1.tick_snapshot), pg_catalog.pg_snapshot_xmax(t2.tick_snapshot),
+           array(select pg_catalog.pg_snapshot_xip(t1.tick_snapshot)), b.sb_pos
+      from pgque.slot_batch b
+      join pgque.subscription sub on sub.sub_id = b.sb_sub
+      join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = b.sb_last_tick
+      join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = b.sb_next_tick
+     where b.sb_batch = i_batch_id
+$$;
+
 -- Where an open batch's events are: the relations (_event_source) and the
 -- window's bounds, read in one statement so that the queue row and the
 -- ticks come from one snapshot.  No row: the batch is not open.
@@ -308,39 +361,14 @@ create function pgque._batch_source(i_batch_id bigint, i_n int4, i_slot int4,
                                     out lo_xip xid8[], out hi pg_catalog.pg_snapshot,
                                     out sub_id int4, out pos bigint)
 returns setof record language sql stable as $$
-    select pgque._event_source(q, t1.tick_snapshot, t2.tick_snapshot, i_n, i_slot),
-           pg_catalog.pg_snapshot_xmax(t1.tick_snapshot), pg_catalog.pg_snapshot_xmax(t2.tick_snapshot),
-           array(select pg_catalog.pg_snapshot_xip(t1.tick_snapshot)), t2.tick_snapshot,
-           sub.sub_id, sub.sub_batch_pos
-      from pgque.subscription sub
-      join pgque.queue q on q.queue_id = sub.sub_queue
-      join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = sub.sub_last_tick
-      join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = sub.sub_next_tick
-     where sub.sub_batch = i_batch_id
-    union all
-    -- a cooperative member's batch: its window, read as the group (ADR 0017)
-    select pgque._event_source(q, t1.tick_snapshot, t2.tick_snapshot, i_n, i_slot),
-           pg_catalog.pg_snapshot_xmax(t1.tick_snapshot), pg_catalog.pg_snapshot_xmax(t2.tick_snapshot),
-           array(select pg_catalog.pg_snapshot_xip(t1.tick_snapshot)), t2.tick_snapshot,
-           sub.sub_id, w.cw_pos
-      from pgque.coop_window w
-      join pgque.subscription sub on sub.sub_id = w.cw_sub
-      join pgque.queue q on q.queue_id = sub.sub_queue
-      join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = w.cw_prev_tick
-      join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = w.cw_next_tick
-     where w.cw_batch = i_batch_id
-    union all
-    -- a partition slot's batch: the window of its epoch's row (ADR 0023)
-    select pgque._event_source(q, t1.tick_snapshot, t2.tick_snapshot, i_n, i_slot),
-           pg_catalog.pg_snapshot_xmax(t1.tick_snapshot), pg_catalog.pg_snapshot_xmax(t2.tick_snapshot),
-           array(select pg_catalog.pg_snapshot_xip(t1.tick_snapshot)), t2.tick_snapshot,
-           sub.sub_id, b.sb_pos
-      from pgque.slot_batch b
-      join pgque.subscription sub on sub.sub_id = b.sb_sub
-      join pgque.queue q on q.queue_id = sub.sub_queue
-      join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = b.sb_last_tick
-      join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = b.sb_next_tick
-     where b.sb_batch = i_batch_id
+    select pgque._event_source(q, w.lo, w.hi, i_n, i_slot), w.lo_xmax, w.hi_xmax, w.lo_xip, w.hi,
+           w.sub_id, w.pos
+      from (select * from pgque._sub_batch_window(i_batch_id)
+            union all
+            select * from pgque._coop_batch_window(i_batch_id)
+            union all
+            select * from pgque._slot_batch_window(i_batch_id)) w
+      join pgque.queue q on q.queue_id = w.queue_id
 $$;
 
 -- The events of an open batch in ev_id order, past what receive() already

@@ -14,7 +14,8 @@
  * and here: the kept window plan (src/window.c), with the slot's filter for
  * a slot, runs with a DestReceiver that forms each event row into a
  * pgque.message tuple once.  The window is read from the part's start,
- * unordered, into the part cache of window.c and sorted there; each part is
+ * unordered, into the part cache of window.c and put in order there (a
+ * bucketed window's per-bucket runs merged, ADR 0082); each part is
  * copied from it into the result the caller reads.  A window larger than
  * the cache keeps the smallest ids that fit, and the part past them reads
  * the rest the same way.  A part as large as the cache itself is read in
@@ -250,27 +251,34 @@ part_receiver_init(PartReceiver *r, Tuplestorestate *ts, TupleDesc desc, int64 b
 }
 
 /*
- * One part of open batch batch_id into ts: the number of rows, and *more
- * (the window goes on; *last is the part's last ev_id).
+ * How a kind of batch's window is read without its source: the kind's
+ * pgque._*_batch_window() alone (ADR 0082), a kept plan each.
  */
-static int64
-read_part(int64 batch_id, int64 max_return, const SlotShare *share, Tuplestorestate *ts,
-		  TupleDesc desc, bool *more, int64 *last)
+typedef struct WindowOfKind
+{
+	const char *sql;			/* $1 batch: lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos */
+	SPIPlanPtr	plan;
+} WindowOfKind;
+
+/*
+ * The bounds of open batch batch_id's window into args/nulls (the window
+ * plan's parameters before WA_EV_ID: lo, hi, xip, snapshot, owner, after),
+ * with its source (the relations to read) when want_source: a part served
+ * from the cache needs neither the source nor the other kinds' tables.
+ * false: the batch is not open.
+ */
+static bool
+batch_bounds(int64 batch_id, const SlotShare *share, WindowOfKind *wk, bool want_source,
+			 Datum *args, char *nulls, char **source)
 {
 	Oid			argtypes[3] = {INT8OID, INT4OID, INT4OID};
 	Datum		sargs[3];
 	char		snulls[3] = {' ', 'n', 'n'};
-	Datum		args[WINDOW_NPARAMS];
-	char		nulls[WINDOW_NPARAMS];
-	char	   *source;
 	bool		isnull;
 	int			ret;
 	int			i;
-	int64		n;
-	PartReceiver r;
+	int			first = want_source ? 2 : 1;
 
-	*more = false;
-	*last = 0;
 	sargs[0] = Int64GetDatum(batch_id);
 	if (share != NULL)
 	{
@@ -278,27 +286,33 @@ read_part(int64 batch_id, int64 max_return, const SlotShare *share, Tuplestorest
 		sargs[2] = Int32GetDatum(share->slot);
 		snulls[1] = snulls[2] = ' ';
 	}
-	ret = SPI_execute_plan(kept_plan(&source_plan,
-									 "select source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos"
-									 "  from pgque._batch_source($1, $2, $3)",
-									 3, argtypes),
-						   sargs, snulls, false, 1);
+	if (want_source)
+		ret = SPI_execute_plan(kept_plan(&source_plan,
+										 "select source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos"
+										 "  from pgque._batch_source($1, $2, $3)",
+										 3, argtypes),
+							   sargs, snulls, false, 1);
+	else
+		ret = SPI_execute_plan(kept_plan(&wk->plan, wk->sql, 1, argtypes), sargs, snulls, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pgque_bgw: batch source read failed: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 0)
-		return 0;
+		return false;
 
 	/* copied out of the SPI result, which the window read replaces */
-	source = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	if (isnull)
-		elog(ERROR, "pgque_bgw: batch %lld has no event source", (long long) batch_id);
+	if (want_source)
+	{
+		*source = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+		if (isnull)
+			elog(ERROR, "pgque_bgw: batch %lld has no event source", (long long) batch_id);
+	}
 	for (i = 0; i < WINDOW_NPARAMS; i++)
 		nulls[i] = 'n';
 	for (i = 0; i < 6; i++)
 	{
-		/* lo, hi, xip, snapshot, owner (sub_id), after (pos): columns 2..7 */
-		Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, i + 1);
-		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 2, &isnull);
+		/* lo, hi, xip, snapshot, owner (sub_id), after (pos) */
+		Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, i + first - 1);
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + first, &isnull);
 
 		nulls[i] = isnull ? 'n' : ' ';
 		args[i] = isnull ? (Datum) 0 : SPI_datumTransfer(d, att->attbyval, att->attlen);
@@ -313,9 +327,39 @@ read_part(int64 batch_id, int64 max_return, const SlotShare *share, Tuplestorest
 		args[WA_SLOT] = Int32GetDatum(share->slot);
 		nulls[WA_N] = nulls[WA_SLOT] = ' ';
 	}
+	return true;
+}
 
-	if (part_from_cache(source, args, nulls, batch_id, max_return, ts, &n, more, last))
-		return n;
+/*
+ * One part of open batch batch_id into ts: the number of rows, and *more
+ * (the window goes on; *last is the part's last ev_id).
+ */
+static int64
+read_part(int64 batch_id, int64 max_return, const SlotShare *share, WindowOfKind *wk,
+		  Tuplestorestate *ts, TupleDesc desc, bool *more, int64 *last)
+{
+	Datum		args[WINDOW_NPARAMS];
+	char		nulls[WINDOW_NPARAMS];
+	char	   *source = NULL;
+	int64		n;
+	PartReceiver r;
+
+	*more = false;
+	*last = 0;
+
+	/*
+	 * A part of a window this backend holds comes from memory, with only
+	 * the window's bounds read; otherwise the bounds again, with the source.
+	 */
+	if (mcache.valid && !mcache.filling)
+	{
+		if (!batch_bounds(batch_id, share, wk, false, args, nulls, NULL))
+			return 0;
+		if (part_from_cache(NULL, args, nulls, batch_id, max_return, ts, &n, more, last))
+			return n;
+	}
+	if (!batch_bounds(batch_id, share, wk, true, args, nulls, &source))
+		return 0;
 
 	/*
 	 * The window from the part's start, in no order, formed as messages
@@ -377,6 +421,7 @@ typedef struct ReceiveKind
 	int			share_arg;		/* slot, n at these two arguments; -1: none */
 	const char *mark_sql;		/* $1 batch, $2 the part's last ev_id or NULL */
 	const char *finish_sql;		/* $1 batch */
+	WindowOfKind window;		/* the batch's window, without its source */
 	SPIPlanPtr	open_plan;
 	SPIPlanPtr	mark_plan;
 	SPIPlanPtr	finish_plan;
@@ -390,25 +435,31 @@ typedef struct ReceiveKind
 	"            when $2 is null then true" \
 	"            else " last_col " operator(pg_catalog.<>) $2 end"
 
+#define WINDOW_OF_KIND_SQL(fn) \
+	"select lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos from pgque." fn "($1)"
+
 static ReceiveKind plain_kind = {
 	"select pgque._receive_open($1, $2, $3, $4), false",
 	3, {TEXTOID, TEXTOID, INT4OID, BOOLOID}, 2, -1,
 	MARK_SQL("subscription", "sub_batch", "sub_batch_last"),
-	"select pgque._finish_batch($1)"
+	"select pgque._finish_batch($1)",
+	{WINDOW_OF_KIND_SQL("_sub_batch_window")}
 };
 
 static ReceiveKind slot_kind = {
 	"select batch_id, pause from pgque._slot_receive_open($1, $2, $3, $4, $5, $6, $7)",
 	6, {TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTOID, INT4OID, BOOLOID}, 5, 2,
 	MARK_SQL("slot_batch", "sb_batch", "sb_last"),
-	"select pgque._slot_finish($1)"
+	"select pgque._slot_finish($1)",
+	{WINDOW_OF_KIND_SQL("_slot_batch_window")}
 };
 
 static ReceiveKind coop_kind = {
 	"select pgque._coop_receive_open($1, $2, $3, $4, $5, $6), false",
 	5, {TEXTOID, TEXTOID, TEXTOID, INT4OID, INTERVALOID, BOOLOID}, 3, -1,
 	MARK_SQL("coop_window", "cw_batch", "cw_last"),
-	"select pgque._coop_finish($1)"
+	"select pgque._coop_finish($1)",
+	{WINDOW_OF_KIND_SQL("_coop_batch_window")}
 };
 
 /* a pausing slot's part (ADR 0029): its read withholds blocked keys, in SQL */
@@ -516,8 +567,8 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 			n = read_paused(batch_id, max_return, &share, ts);
 		else
 		{
-			n = read_part(batch_id, max_return, kind->share_arg >= 0 ? &share : NULL, ts, desc,
-						  &more, &last);
+			n = read_part(batch_id, max_return, kind->share_arg >= 0 ? &share : NULL, &kind->window,
+						  ts, desc, &more, &last);
 			if (n > 0)
 			{
 				/* where the part ends, for the ack; NULL: the whole window */

@@ -239,12 +239,20 @@ key_part(int i)
 	return i != WA_AFTER && i != WA_EV_ID && i != WA_LIMIT;
 }
 
+/*
+ * Whether c holds rows of this window.  source NULL: the relations are not
+ * known yet; a window of one reader (owner: a subscription, so one queue)
+ * has the same rows whichever relations are named for it (they are fixed by
+ * its two snapshots, ADR 0082), so the parameters say it.
+ */
 bool
 pgque_window_cache_matches(WindowCache *c, const char *source, Datum *args, char *nulls)
 {
 	int			i;
 
-	if (!c->valid || strcmp(c->source, source) != 0)
+	if (!c->valid)
+		return false;
+	if (source == NULL ? nulls[WA_OWNER] == 'n' : strcmp(c->source, source) != 0)
 		return false;
 	for (i = 0; i < WINDOW_NPARAMS; i++)
 	{
@@ -463,19 +471,64 @@ kept_row_cmp(const void *a, const void *b)
 }
 
 /*
- * The rows kept by keep_smallest in ev_id order (mostly they came so
- * already), without those at or past the cut; the cache is then valid,
- * and complete when no row was left out.
+ * Merge at most this many ascending runs; more (rows that came in no
+ * order: a max-heap after an overflow) are sorted.
  */
-void
-pgque_window_cache_seal(WindowCache *c)
+#define CACHE_MERGE_MAX_RUNS 1024
+
+/* a run being merged: its next row and its end, in the cache's arrays */
+typedef struct CacheRun
 {
+	int			next;
+	int			end;
+} CacheRun;
+
+/* the min-heap of runs on their next row's ev_id, restored below i */
+static void
+run_sift_down(CacheRun *runs, int nruns, const int64 *ids, int i)
+{
+	for (;;)
+	{
+		int			l = 2 * i + 1;
+		int			m = i;
+		CacheRun	t;
+
+		if (l < nruns && ids[runs[l].next] < ids[runs[m].next])
+			m = l;
+		if (l + 1 < nruns && ids[runs[l + 1].next] < ids[runs[m].next])
+			m = l + 1;
+		if (m == i)
+			return;
+		t = runs[i];
+		runs[i] = runs[m];
+		runs[m] = t;
+		i = m;
+	}
+}
+
+/*
+ * The kept rows in ev_id order, by merging the ascending runs they came in.
+ * A window of a bucketed queue is read one bucket after the other, each
+ * bucket's rows ascending (ADR 0082): its rows are as many runs as there
+ * are buckets, and a merge of k runs costs n log k comparisons where a
+ * sort costs n log n.  Rows in no order (many short runs) are sorted.
+ */
+static void
+cache_order(WindowCache *c)
+{
+	int			nruns = 1;
 	int			i;
+	int			k;
+	CacheRun   *runs;
+	HeapTuple  *tuples;
+	int64	   *ids;
 
 	for (i = 1; i < c->ntuples; i++)
 		if (c->ev_ids[i - 1] > c->ev_ids[i])
-			break;
-	if (i < c->ntuples)
+			nruns++;
+	if (nruns == 1)
+		return;
+	if (nruns > CACHE_MERGE_MAX_RUNS || nruns > c->ntuples / 4)
 	{
 		KeptRow    *rows = palloc(sizeof(KeptRow) * c->ntuples);
 
@@ -491,7 +544,49 @@ pgque_window_cache_seal(WindowCache *c)
 			c->tuples[i] = rows[i].tup;
 		}
 		pfree(rows);
+		return;
 	}
+
+	/* the runs, then a k-way merge into new arrays of the cache's context */
+	runs = palloc(sizeof(CacheRun) * nruns);
+	k = 0;
+	runs[0].next = 0;
+	for (i = 1; i < c->ntuples; i++)
+		if (c->ev_ids[i - 1] > c->ev_ids[i])
+		{
+			runs[k].end = i;
+			runs[++k].next = i;
+		}
+	runs[k].end = c->ntuples;
+	for (i = nruns / 2 - 1; i >= 0; i--)
+		run_sift_down(runs, nruns, c->ev_ids, i);
+	tuples = MemoryContextAlloc(c->cxt, sizeof(HeapTuple) * c->maxtuples);
+	ids = MemoryContextAlloc(c->cxt, sizeof(int64) * c->maxtuples);
+	for (i = 0; i < c->ntuples; i++)
+	{
+		int			r = runs[0].next++;
+
+		tuples[i] = c->tuples[r];
+		ids[i] = c->ev_ids[r];
+		if (runs[0].next == runs[0].end)
+			runs[0] = runs[--nruns];
+		run_sift_down(runs, nruns, c->ev_ids, 0);
+	}
+	pfree(runs);
+	pfree(c->tuples);
+	pfree(c->ev_ids);
+	c->tuples = tuples;
+	c->ev_ids = ids;
+}
+
+/*
+ * The rows kept by keep_smallest in ev_id order, without those at or past
+ * the cut; the cache is then valid, and complete when no row was left out.
+ */
+void
+pgque_window_cache_seal(WindowCache *c)
+{
+	cache_order(c);
 	/* equal ids on both sides of the cut (none expected): none is kept */
 	while (c->has_cut && c->ntuples > 0 && c->ev_ids[c->ntuples - 1] >= c->cut)
 	{
