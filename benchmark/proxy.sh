@@ -28,11 +28,11 @@ select pgque.send_batch('bench', 'default', array_fill('payload-abcdefghij'::tex
 	for c in 1 2; do
 		BENCH_DB=shard0 bench proxy_send_1 "send on a shard" $c 1 "$one"
 		for s in 1 2 3; do
-			BENCH_DB=proxy$s bench proxy_send_1 "send via proxy, S=$s" $c 1 "$one"
+			BENCH_DB=proxy$s bench proxy_send_1 "send via proxy S=$s" $c 1 "$one"
 		done
 	done
 	BENCH_DB=shard0 bench proxy_send_100 "send_batch on a shard" 1 100 "$hundred"
 	for s in 1 2 3; do
-		BENCH_DB=proxy$s bench proxy_send_100 "send_batch via proxy, S=$s" 1 100 "$hundred"
+		BENCH_DB=proxy$s bench proxy_send_100 "send_batch via proxy S=$s" 1 100 "$hundred"
 	done
 }
