@@ -4,9 +4,11 @@
 # the figures it was read from; the table also goes to
 # benchmark/results/<stamp>-targets.md for docs/benchmarks.md.
 
-# result WORKLOAD SYSTEM CLIENTS: the figure (column 4) of that row, or empty
+# result WORKLOAD SYSTEM CLIENTS: the figure (column 4) of that row, the
+# mean when a workload ran it in rounds (proxy.sh), or empty
 result() {
-	awk -F, -v w="$1" -v s="$2" -v c="$3" '$1 == w && $2 == s && $3 == c {v = $4} END {print v}' "$RESULTS"
+	awk -F, -v w="$1" -v s="$2" -v c="$3" '$1 == w && $2 == s && $3 == c && $4 != "" {t += $4; n++; one = $4}
+		END {if (n == 1) print one; else if (n) printf (t / n >= 100 ? "%.0f\n" : "%.3f\n"), t / n; else print ""}' "$RESULTS"
 }
 
 # target_row ISSUE WHAT TARGET MEASURED VERDICT: one line of the report
