@@ -25,14 +25,24 @@ select pgque.send('bench', 'default', 'payload-abcdefghij', 'tenant-' || :k);"
 	local hundred="\\set k random(1, 2000)
 select pgque.send_batch('bench', 'default', array_fill('payload-abcdefghij'::text, array[100]),
                         array(select 'tenant-' || ((:k + i * 37) % 2000) from generate_series(1, 100) i));"
-	for c in 1 2; do
-		BENCH_DB=shard0 bench proxy_send_1 "send on a shard" $c 1 "$one"
-		for s in 1 2 3; do
-			BENCH_DB=proxy$s bench proxy_send_1 "send via proxy, S=$s" $c 1 "$one"
-		done
+	# the targets' pairs (on the shard, through the proxy at S = 1, 1
+	# client) alternate, two rounds of half the duration each, so that a
+	# shared machine's load falls on both; the targets read their mean
+	local half=$(( DUR / 2 > 0 ? DUR / 2 : 1 )) round
+	for round in 1 2; do
+		DUR=$half BENCH_DB=shard0 bench proxy_send_1 "send on a shard" 1 1 "$one"
+		DUR=$half BENCH_DB=proxy1 bench proxy_send_1 "send via proxy S=1" 1 1 "$one"
+		DUR=$half BENCH_DB=shard0 bench proxy_send_100 "send_batch on a shard" 1 100 "$hundred"
+		DUR=$half BENCH_DB=proxy1 bench proxy_send_100 "send_batch via proxy S=1" 1 100 "$hundred"
 	done
-	BENCH_DB=shard0 bench proxy_send_100 "send_batch on a shard" 1 100 "$hundred"
+	for s in 2 3; do
+		BENCH_DB=proxy$s bench proxy_send_1 "send via proxy S=$s" 1 1 "$one"
+	done
+	BENCH_DB=shard0 bench proxy_send_1 "send on a shard" 2 1 "$one"
 	for s in 1 2 3; do
-		BENCH_DB=proxy$s bench proxy_send_100 "send_batch via proxy, S=$s" 1 100 "$hundred"
+		BENCH_DB=proxy$s bench proxy_send_1 "send via proxy S=$s" 2 1 "$one"
+	done
+	for s in 2 3; do
+		BENCH_DB=proxy$s bench proxy_send_100 "send_batch via proxy S=$s" 1 100 "$hundred"
 	done
 }

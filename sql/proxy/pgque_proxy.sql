@@ -226,13 +226,14 @@ end $$;
 
 -- shards() -> one row per shard: its number and connection string, read
 -- from the server's partition options (the one place that parses them).
+-- Inlined into its callers (no SET clause, every name qualified): a keyed
+-- batch counts the shards at every call.
 create function pgque.shards(out shard int4, out conninfo text)
-returns setof record language sql stable
-set search_path = pg_catalog, pg_temp as $$
-    select pg_catalog.substr(o, 2, pg_catalog.strpos(o, '=') - 2)::int4,
-           pg_catalog.substr(o, pg_catalog.strpos(o, '=') + 1)
+returns setof record language sql stable as $$
+    select pg_catalog.substr(o, 2, pg_catalog.strpos(o, '=') operator(pg_catalog.-) 2)::pg_catalog.int4,
+           pg_catalog.substr(o, pg_catalog.strpos(o, '=') operator(pg_catalog.+) 1)
       from pg_catalog.pg_foreign_server s, pg_catalog.unnest(s.srvoptions) o
-     where s.srvname = 'pgque_shards' and o operator(pg_catalog.~) '^p[0-9]+='
+     where s.srvname operator(pg_catalog.=) 'pgque_shards' and o operator(pg_catalog.~) '^p[0-9]+='
      order by 1
 $$;
 
@@ -240,17 +241,20 @@ $$;
 -- takes it modulo S.  Inside a shard the slot of a key is
 -- hashtextextended(key, 0) mod N (pgque._slot_of); the shard takes the
 -- same hash with another seed, so that the keys of one shard still spread
--- over all of its slots.
+-- over all of its slots.  No SET clause, so that the planner inlines it
+-- (written fully qualified, like the producer calls below): a SQL function
+-- with one is planned again at every call from plpgsql, which was half of
+-- the proxy's work per keyed send (docs/benchmarks.md, scale-out).
 create function pgque._key_hash(i_key text)
-returns int4 language sql immutable parallel safe
-set search_path = pg_catalog, pg_temp as $$
+returns int4 language sql immutable parallel safe as $$
     select (pg_catalog.hashtextextended(i_key, 1886483829) operator(pg_catalog.&) 2147483647)::pg_catalog.int4
 $$;
 
 -- The shard of a partition key (NULL for a NULL key: keyless, any shard).
+-- Inlined too (no SET clause, fully qualified): a keyed batch takes it for
+-- every event.
 create function pgque.shard_of(i_key text, i_shards int4 default null)
-returns int4 language sql stable
-set search_path = pg_catalog, pg_temp as $$
+returns int4 language sql stable as $$
     select pgque._key_hash(i_key) operator(pg_catalog.%) coalesce(i_shards, pgque._shard_count())
 $$;
 
@@ -335,6 +339,25 @@ returns bigint[] language plproxy as $$
                         else pgque.send_batch(i_queue, i_type, i_payloads, i_keys) end;
 $$;
 
+-- The keyed sends, the producers' hot path, have a remote call of their
+-- own: PL/Proxy sends its statement unprepared, so the shard parses and
+-- plans it at every call, and a CASE over two overloads cost it a fifth
+-- more than one plain call (docs/benchmarks.md, scale-out).
+create function pgque._on_send_keyed(i_shard int4, i_queue text, i_type text, i_payload text, i_key text)
+returns bigint language plproxy as $$
+    cluster 'pgque_shards';
+    run on i_shard;
+    select pgque.send(i_queue, i_type, i_payload, i_key);
+$$;
+
+create function pgque._on_send_batch_keyed(i_shard int4, i_queue text, i_type text, i_payloads text[],
+                                           i_keys text[])
+returns bigint[] language plproxy as $$
+    cluster 'pgque_shards';
+    run on i_shard;
+    select pgque.send_batch(i_queue, i_type, i_payloads, i_keys);
+$$;
+
 create function pgque._on_send_idem(i_shard int4, i_queue text, i_type text, i_payload text,
                                     i_idem_key text, i_ttl interval, i_key text,
                                     out event_id bigint, out deduped boolean)
@@ -395,6 +418,9 @@ declare
 begin
     for i in 0 .. 2147483646 loop
         begin
+            if i_key is not null then
+                return pgque._on_send_keyed(s, i_queue, i_type, i_payload, i_key);
+            end if;
             return pgque._on_send(s, i_queue, i_type, i_payload, i_key, i_typed);
         exception when others then
             get stacked diagnostics st = returned_sqlstate, msg = message_text,
@@ -473,16 +499,26 @@ begin
     end if;
     dflt := pgque.shard_of((select k from pg_catalog.unnest(i_keys) k where k is not null limit 1), n);
     ids := pg_catalog.array_fill(null::bigint, array[pg_catalog.cardinality(i_payloads)]);
+    -- one shard: the batch is its one part, as it came (nothing to group)
     for part in
+        select 0 as shard, null::int8[] as ords, i_payloads as payloads, i_keys as keys, 1::int8 as first
+         where n operator(pg_catalog.=) 1
+        union all
         select coalesce(pgque.shard_of(k, n), dflt) as shard,
                pg_catalog.array_agg(o order by o) as ords,
                pg_catalog.array_agg(p order by o) as payloads,
-               pg_catalog.array_agg(k order by o) as keys
+               pg_catalog.array_agg(k order by o) as keys,
+               pg_catalog.min(o) as first
           from rows from (pg_catalog.unnest(i_payloads), pg_catalog.unnest(i_keys)) with ordinality u(p, k, o)
-         group by 1 order by pg_catalog.min(o)
+         where n operator(pg_catalog.>) 1
+         group by 1
+        order by first
     loop
         begin
-            got := pgque._on_send_batch(part.shard, i_queue, i_type, part.payloads, part.keys, 'keyed');
+            got := pgque._on_send_batch_keyed(part.shard, i_queue, i_type, part.payloads, part.keys);
+            if pg_catalog.cardinality(got) = pg_catalog.cardinality(i_payloads) then
+                return got;         -- one shard had every event: in input order already
+            end if;
             for i in 1 .. pg_catalog.cardinality(got) loop
                 ids[part.ords[i]] := got[i];
             end loop;
