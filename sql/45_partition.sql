@@ -372,6 +372,8 @@ begin
     if i_check then
         perform pgque._check_max_return(i_max_return);
     end if;
+    -- an unlogged queue that lost its events is reset first (ADR 0068)
+    perform pgque._unlogged_gate(q);
     g := pgque._slot_guard(q, i_consumer, i_slot, i_n, i_worker, false);
     pause := pgque._slot_pauses(q.queue_id, i_consumer);
     batch_id := (pgque._slot_next_batch(i_queue_name, g.sub_name, g.epoch,

@@ -73,6 +73,8 @@ declare
     res   pgque.batch_info;
 begin
     s := pgque._subscription(i_queue_name, i_consumer_name);
+    -- an unlogged queue that lost its events is reset first (ADR 0068)
+    perform pgque._unlogged_gate(s.sub_queue);
     select * into s from pgque.subscription where sub_id = s.sub_id for update;
     perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, i_consumer_name);
     -- a cooperative group's windows are its members': a plain batch on the
@@ -308,6 +310,7 @@ returns setof record language sql stable as $$
       join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = sub.sub_last_tick
       join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = sub.sub_next_tick
      where sub.sub_batch = i_batch_id
+       and (not q.queue_unlogged or pgque._unlogged_whole(q))
     union all
     -- a cooperative member's batch: its window, read as the group (ADR 0017)
     select pgque._event_source(q, t1.tick_snapshot, t2.tick_snapshot, i_n, i_slot),
@@ -320,6 +323,7 @@ returns setof record language sql stable as $$
       join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = w.cw_prev_tick
       join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = w.cw_next_tick
      where w.cw_batch = i_batch_id
+       and (not q.queue_unlogged or pgque._unlogged_whole(q))
     union all
     -- a partition slot's batch: the window of its epoch's row (ADR 0023)
     select pgque._event_source(q, t1.tick_snapshot, t2.tick_snapshot, i_n, i_slot),
@@ -332,6 +336,7 @@ returns setof record language sql stable as $$
       join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = b.sb_last_tick
       join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = b.sb_next_tick
      where b.sb_batch = i_batch_id
+       and (not q.queue_unlogged or pgque._unlogged_whole(q))
 $$;
 
 -- The events of an open batch in ev_id order, past what receive() already

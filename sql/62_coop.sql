@@ -229,6 +229,8 @@ declare
     g  pgque.subscription;
 begin
     q := pgque._queue(i_queue);
+    -- an unlogged queue that lost its events is reset first (ADR 0068)
+    perform pgque._unlogged_gate(q);
     g := pgque._coop_group(q, i_consumer);
     if g.sub_id is null or not exists (select 1 from pgque.coop_member
                                         where cm_sub = g.sub_id and cm_name = i_subconsumer) then

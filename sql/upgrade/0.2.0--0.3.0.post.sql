@@ -89,3 +89,9 @@ begin
                   hint = 'As the role that called pgque.start(), call pgque.start() again: it schedules ticker_loop(''59 seconds'').';
     end if;
 end $$;
+
+-- Unlogged queues (ADR 0068, column added in the pre step): every queue of
+-- 0.2.0 is logged.
+update pgque.queue set queue_unlogged = false;
+alter table pgque.queue alter column queue_unlogged set default false,
+                        alter column queue_unlogged set not null;
