@@ -500,6 +500,11 @@ begin
         if g.subs is null or g.qid = any (i_skip) then
             continue;
         end if;
+        if (g.q).queue_unlogged and pg_catalog.pg_is_in_recovery() then
+            -- a standby has no events of an unlogged queue (ADR 0068): unknown
+            return query select u, null::bigint from pg_catalog.unnest(g.subs) u;
+            continue;
+        end if;
         if g.lo_tick >= g.hi_tick then
             -- every slot is at the latest tick: nothing pending, nothing read
             return query select u, 0::bigint from pg_catalog.unnest(g.subs) u;
