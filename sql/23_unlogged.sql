@@ -55,24 +55,27 @@ end $$;
 
 -- The gate of every path that ticks a queue or opens a batch: an unlogged
 -- queue without its seal is reset first.  A logged queue costs nothing; an
--- unlogged one an index probe.  -> whether this call reset it.
-create function pgque._unlogged_gate(q pgque.queue)
+-- unlogged one an index probe.  Without i_wait (the workers, ADR 0040) a
+-- queue row another transaction holds is not waited for.  -> false only
+-- when the queue still needs its reset (not waited for, or a restore is
+-- loading the state): the caller does not tick it now.
+create function pgque._unlogged_gate(q pgque.queue, i_wait boolean default true)
 returns boolean language plpgsql as $$
 begin
     if not q.queue_unlogged then
-        return false;
+        return true;
     end if;
     perform pgque._unlogged_refuse_standby(q);
     if exists (select from pgque.unlogged_seal u where u.queue_id = q.queue_id) then
-        return false;
+        return true;
     end if;
-    return pgque._unlogged_reset(q);
+    return pgque._unlogged_reset(q, i_wait);
 end $$;
 
 create function pgque._unlogged_gate(i_queue_id int4)
 returns boolean language sql as $$
     select coalesce((select pgque._unlogged_gate(q) from pgque.queue q
-                      where q.queue_id = i_queue_id and q.queue_unlogged), false)
+                      where q.queue_id = i_queue_id and q.queue_unlogged), true)
 $$;
 
 -- The reset of an unlogged queue whose events a crash emptied: the empty,
@@ -91,8 +94,10 @@ $$;
 -- Retries, delayed events and dead letters are logged and stay.  A resize
 -- in progress drains at once (every cursor is past its boundary).  Under
 -- the queue row lock, the seal checked again; never while a restore loads
--- the state (ADR 0022).  -> true when it reset the queue.
-create function pgque._unlogged_reset(q pgque.queue)
+-- the state (ADR 0022); without i_wait, not when another transaction holds
+-- the queue row (a worker's call: it comes again).  -> whether the queue is
+-- whole now (reset here, or by someone else meanwhile).
+create function pgque._unlogged_reset(q pgque.queue, i_wait boolean default true)
 returns boolean language plpgsql as $$
 declare
     last     pgque.tick;
@@ -105,10 +110,16 @@ begin
     if pgque._state_held() is not null or not pgque._queue_try_share(q.queue_id) then
         return false;
     end if;
-    select * into q from pgque.queue where queue_id = q.queue_id for no key update;
-    if not found or not q.queue_unlogged
-       or exists (select from pgque.unlogged_seal u where u.queue_id = q.queue_id) then
+    if i_wait then
+        select * into q from pgque.queue where queue_id = q.queue_id for no key update;
+    else
+        select * into q from pgque.queue where queue_id = q.queue_id for no key update skip locked;
+    end if;
+    if not found then
         return false;
+    end if;
+    if not q.queue_unlogged or exists (select from pgque.unlogged_seal u where u.queue_id = q.queue_id) then
+        return true;
     end if;
     select * into last from pgque.tick where tick_queue = q.queue_id order by tick_id desc limit 1;
     -- the oldest cursor: what was still to be read from there was dropped
@@ -165,10 +176,11 @@ end $$;
 
 -- Every unlogged queue whose seal is gone, reset: the first maintenance
 -- step, for the queues the ticker does not visit (paused, external ticker)
--- and for pg_cron and manual set-ups.  -> queues reset.
+-- and for pg_cron and manual set-ups.  A queue row held by another
+-- transaction is not waited for (the next pass comes).  -> queues reset.
 create function pgque._unlogged_reset_all()
 returns int4 language sql as $$
-    select count(*) filter (where pgque._unlogged_reset(q))::int4
+    select count(*) filter (where pgque._unlogged_reset(q, false))::int4
       from pgque.queue q
      where q.queue_unlogged and not pg_catalog.pg_is_in_recovery()
        and not exists (select from pgque.unlogged_seal u where u.queue_id = q.queue_id)

@@ -165,7 +165,9 @@ begin
     if not pgque._queue_try_share(q.queue_id) then
         return null;
     end if;
-    perform pgque._unlogged_gate(q);
+    if not pgque._unlogged_gate(q, i_wait) then
+        return 0;
+    end if;
     if not pgque._tick_due(q) then
         return null;
     end if;
