@@ -131,7 +131,7 @@ begin
         oldest := last;
     end if;
     -- the events there now were sent after the crash
-    execute pg_catalog.format('select count(*) from %s', q.queue_data_pfx) into present;
+    execute pg_catalog.format('select count(*) from pgque.%I', 'event_' || q.queue_id) into present;
     -- at most: the sequence runs ahead of what committed (rollbacks, and up
     -- to 32 values a crash skips)
     dropped := greatest(pgque._event_seq_pos(q) - oldest.tick_event_seq - present, 0);
@@ -157,7 +157,7 @@ begin
     get diagnostics kept = row_count;
     execute pg_catalog.format(
         'delete from pgque.idem i where i.queue_id = $1
-            and not exists (select from %s e where e.ev_id = i.event_id)', q.queue_data_pfx)
+            and not exists (select from pgque.%I e where e.ev_id = i.event_id)', 'event_' || q.queue_id)
       using q.queue_id;
 
     details := pg_catalog.jsonb_build_object(

@@ -79,13 +79,8 @@ $primary->safe_psql('postgres', q{
 # the standby, streaming from the start
 $primary->backup('bk');
 my $standby = PgqueNode->new('ul_standby');
+# (the backup carries the primary's settings: preloaded, fast workers)
 $standby->init_from_backup($primary, 'bk', has_streaming => 1);
-$standby->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pgque_bgw'
-pgque_bgw.launcher_naptime = '1s'
-pgque_bgw.maint_interval = '1s'
-pgque_bgw.watchdog_interval = '1s'
-});
 $standby->start;
 
 # send: n events to queue q with keys k0..k4, recorded in the ledger
