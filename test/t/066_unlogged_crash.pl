@@ -130,7 +130,9 @@ $primary->safe_psql('postgres', qq{
     create temp table m as select * from pgque.receive_partitioned('uq', 'part', $k1_slot, 2, 'w$k1_slot', 1000);
     insert into acked select 'uq', 'slot$k1_slot', msg_id, payload from m
      where not (extra1 = 'k1' and msg_id >= (select min(msg_id) from m where extra1 = 'k1'));
-    select pgque.nack_partitioned('uq', 'part', $k1_slot, 2, 'w$k1_slot', m, '1 hour', 'fails for the test')
+    select pgque.nack_partitioned('uq', 'part', $k1_slot, 2, 'w$k1_slot',
+             (m.msg_id, m.batch_id, m.type, m.payload, m.retry_count, m.created_at,
+              m.extra1, m.extra2, m.extra3, m.extra4)::pgque.message, '1 hour', 'fails for the test')
       from m where extra1 = 'k1' order by msg_id limit 1;
     select pgque.ack_partitioned('uq', 'part', $k1_slot, 2, 'w$k1_slot');
 });
@@ -218,10 +220,12 @@ is($primary->safe_psql('postgres', q{select count(*) from acked where q = 'uq' a
 
 # the promoted standby: its copy of uq has no events and no seal
 $primary->wait_for_catchup($standby);
+my $first_reset = $primary->safe_psql('postgres', q{select details->>'reset_at' from pgque.alert where kind = 'unlogged_reset'});
 $primary->stop('fast');
 $standby->promote;
-ok($standby->poll_query_until('postgres', q{select count(*) = 2 from pgque.alert where kind = 'unlogged_reset'}),
-   'the promoted standby resets uq: a second unlogged_reset alert');
+ok($standby->poll_query_until('postgres', qq{select count(*) = 1 from pgque.alert where kind = 'unlogged_reset'
+    and cleared_at is null and details->>'reset_at' <> '$first_reset'}),
+   'the promoted standby resets uq: its open unlogged_reset alert says the new reset');
 $standby->safe_psql('postgres', q{insert into sent select 'uq', pgque.send('uq', 'ev', 'promoted-' || i), 'promoted-' || i, null
                                   from generate_series(1, 5) i});
 ok(wait_ticked($standby, 'uq'), 'the promoted server ticks uq');
