@@ -201,8 +201,9 @@ begin
         raise exception 'cannot change queue "%" on a standby', q.queue_name
             using errcode = 'read_only_sql_transaction';
     end if;
-    perform pgque._unlogged_gate(q);
+    -- the DDL lock first, as drop_queue (ADR 0020), then the reset
     perform pgque._queue_ddl_lock(q.queue_id);
+    perform pgque._unlogged_gate(q);
     select * into q from pgque.queue where queue_id = q.queue_id for update;
     update pgque.queue set queue_unlogged = i_unlogged where queue_id = q.queue_id;
     q.queue_unlogged := i_unlogged;
