@@ -217,7 +217,11 @@ end $$;
 
 -- Each event table of the queue (parent, children, buckets) made as
 -- persistent as the queue says (queue_unlogged): the one source of
--- set_queue_config and of the buckets made later (_create_buckets).
+-- set_queue_config and of the buckets made later (_create_buckets).  The
+-- queue's sequences stay logged: ALTER TABLE SET UNLOGGED takes the
+-- sequences a table owns along (PostgreSQL 15+), and the event and tick ids
+-- must never go back after a crash (the workers would also hold: ticks
+-- ahead of their sequence look like a restore in progress, ADR 0022).
 create function pgque._event_tables_persistence(q pgque.queue)
 returns void language plpgsql as $$
 declare
@@ -230,5 +234,12 @@ begin
               order by c.relname loop
         execute pg_catalog.format('alter table %s set %s', r,
                                   case when q.queue_unlogged then 'unlogged' else 'logged' end);
+    end loop;
+    for r in select c.oid::regclass from pg_catalog.pg_class c
+              where c.relnamespace = 'pgque'::pg_catalog.regnamespace and c.relkind = 'S'
+                and c.relname in ('event_' || q.queue_id || '_id_seq', 'event_' || q.queue_id || '_tick_seq')
+                and c.relpersistence <> 'p'
+              order by c.relname loop
+        execute pg_catalog.format('alter sequence %s set logged', r);
     end loop;
 end $$;

@@ -192,9 +192,11 @@ begin
     select 'unlogged'::text, 'info'::text,
            pg_catalog.format('queue "%s": unlogged (its events are lost in a crash, and not on a standby)%s',
                              q.queue_name,
-                             coalesce(pg_catalog.format('; last reset %s, at most %s events dropped',
-                                                        q.queue_unlogged_reset->>'reset_at',
-                                                        q.queue_unlogged_reset->>'dropped_at_most'), ''))
+                             case when q.queue_unlogged_reset is not null
+                                  then pg_catalog.format('; last reset %s, at most %s events dropped',
+                                                         q.queue_unlogged_reset->>'reset_at',
+                                                         q.queue_unlogged_reset->>'dropped_at_most')
+                                  else '' end)
       from pgque.queue q
      where q.queue_unlogged
      order by q.queue_id;

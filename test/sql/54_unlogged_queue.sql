@@ -5,10 +5,14 @@
 -- real server).  Every consumer kind, the idempotency claims, the alert,
 -- status() and metrics().
 
--- the persistence of every event table of a queue: 'u' or 'p', and how many
+-- the persistence of every event table of a queue: 'u' or 'p', and how
+-- many; then its two sequences' (always 'p': ids never go back)
 create function pgque_test.persistence(i_queue text) returns text
 language sql as $$
     select string_agg(distinct c.relpersistence::text, ',') || ' x' || count(*)
+           || ', sequences ' || (select string_agg(distinct s.relpersistence::text, ',') from pg_class s
+                                  where s.relnamespace = 'pgque'::regnamespace and s.relkind = 'S'
+                                    and s.relname ~ ('^event_' || (select queue_id from pgque.queue where queue_name = i_queue) || '_(id|tick)_seq$'))
       from pg_class c
      where c.relnamespace = 'pgque'::regnamespace and c.relkind = 'r'
        and c.relname ~ ('^event_' || (select queue_id from pgque.queue where queue_name = i_queue) || '(_[0-9]+(_b[0-9]+)?)?$')
