@@ -353,6 +353,8 @@ if want sustained; then
 	lap sustained
 fi
 
+if want unlogged || want drain; then echo "== unlogged queues: send and drain beside a logged queue"; . benchmark/unlogged.sh; unlogged_workload; fi
+
 echo "== dead tuples in event tables after all of the above"
 "${PSQL[@]}" -c "select pg_stat_force_next_flush()" >/dev/null
 sleep 1

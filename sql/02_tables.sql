@@ -48,7 +48,14 @@ create table pgque.queue (
     -- starts a window that is whole (NULL: no event was truncated yet).
     queue_retention           interval,
     queue_prev_step2          xid8,
-    queue_truncated_xid       xid8
+    queue_truncated_xid       xid8,
+    -- addition: unlogged queues (ADR 0068).  queue_unlogged: the event
+    -- tables are UNLOGGED (emptied by a crash; the seal in
+    -- pgque.unlogged_seal says whether they still hold their events).
+    -- queue_unlogged_reset: the figures of the last reset after a crash
+    -- (the unlogged_reset alert's details), NULL before any.
+    queue_unlogged            boolean not null default false,
+    queue_unlogged_reset      jsonb
 );
 
 -- The grantee anchor (ADR 0079): a table with no column and no row.  Every

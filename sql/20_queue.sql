@@ -167,6 +167,8 @@ begin
         end loop;
     end loop;
     perform pgque._event_table_grants(q.queue_id);
+    -- an unlogged queue's buckets are unlogged too (ADR 0068)
+    perform pgque._event_tables_persistence(q);
     -- producers see the new layout through the queue row (relcache
     -- invalidation, src/queue_cache.c); rows some of them append meanwhile to
     -- the child tables themselves stay readable until buckets_step2 is past
@@ -401,13 +403,16 @@ begin
             perform pgque._check_interval(p, iv);
         end if;
         update pgque.queue set queue_retention = iv where queue_id = q.queue_id;
+    elsif p = 'unlogged' then
+        -- the event tables unlogged or logged again (ADR 0068)
+        perform pgque._unlogged_set(q, coalesce(x_param_value::boolean, false));
     elsif p in ('ticker_paused', 'external_ticker', 'disable_insert') then
         execute pg_catalog.format('update pgque.queue set %I = coalesce($1, false) where queue_id = $2', 'queue_' || p)
             using x_param_value::boolean, q.queue_id;
     else
         raise exception 'unknown queue parameter "%"', x_param_name
             using errcode = 'invalid_parameter_value',
-                  hint = 'Known parameters: ticker_max_count, ticker_max_lag, ticker_idle_period, ticker_paused, rotation_period, max_retries, external_ticker, disable_insert, partition_buckets, retention.';
+                  hint = 'Known parameters: ticker_max_count, ticker_max_lag, ticker_idle_period, ticker_paused, rotation_period, max_retries, external_ticker, disable_insert, partition_buckets, retention, unlogged.';
     end if;
     return 1;
 end $$;

@@ -159,8 +159,16 @@ end $$;
 create function pgque._tick_visit(q pgque.queue, i_wait boolean)
 returns bigint language plpgsql as $$
 begin
-    -- a queue being dropped is skipped (its DDL lock, ADR 0020)
-    if not pgque._queue_try_share(q.queue_id) or not pgque._tick_due(q) then
+    -- a queue being dropped is skipped (its DDL lock, ADR 0020); an
+    -- unlogged queue that lost its events in a crash is reset before any
+    -- tick after the crash (ADR 0068)
+    if not pgque._queue_try_share(q.queue_id) then
+        return null;
+    end if;
+    if not pgque._unlogged_gate(q, i_wait) then
+        return 0;
+    end if;
+    if not pgque._tick_due(q) then
         return null;
     end if;
     if i_wait then
@@ -250,6 +258,7 @@ begin
     perform pgque._check_not_null('tick_id', i_tick_id);
     perform pgque._check_timestamp('timestamp', i_orig_timestamp);
     perform pgque._check_not_null('event_seq', i_event_seq);
+    perform pgque._unlogged_gate(q);
     select * into q from pgque.queue where queue_id = q.queue_id for update;
     if not q.queue_external_ticker then
         raise exception 'queue "%" is not configured for an external ticker', i_queue_name

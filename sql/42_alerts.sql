@@ -88,7 +88,10 @@ returns setof record language sql immutable as $$
      'pgque._worker_memory_conditions'),
     ('retention_size', 'warning', 'pgque_bgw.retention_size_limit',
      'The queue''s retained events take more room than pgque_bgw.retention_size_limit: shorten its retention (set_queue_config(queue, ''retention'', ...)), make room, or raise the limit; a cursor far behind also keeps tables (pgque.get_consumer_info()).',
-     'pgque._retention_conditions')
+     'pgque._retention_conditions'),
+    ('unlogged_reset', 'warning', 'pgque_bgw.unlogged_reset_alert_for',
+     'An unlogged queue lost its events in a crash (or a restore, or a promotion) and was reset: its consumers resume with the events sent since; the producers of the dropped events (details: dropped_at_most, since) may send them again.',
+     'pgque._unlogged_conditions')
     ) k(kind, severity, threshold, hint, conditions)
 $$;
 
@@ -299,6 +302,32 @@ returns interval language sql stable as $$
            operator(pg_catalog.+) pgque._guc_interval('pgque_bgw.watchdog_interval')
 $$;
 
+-- Open an alert: its row, a WARNING naming it with its kind's hint, a
+-- NOTIFY.  The watchdog's pass opens what became true; an event that is
+-- its own cause opens it at once (unlogged_reset, sql/23_unlogged.sql).  An
+-- alert of that kind and subject already open takes the new details and
+-- is said again.  -> the row.
+create function pgque._alert_open(c pgque.alert_condition)
+returns pgque.alert language plpgsql
+set search_path = pgque, pg_catalog, pg_temp as $$
+declare
+    a  pgque.alert;
+begin
+    insert into pgque.alert (kind, subject, queue_name, consumer, slot, details)
+    values (c.kind, c.subject, c.queue_name, c.consumer, c.slot, c.details)
+    on conflict (kind, subject) where cleared_at is null do update set details = excluded.details
+    returning * into a;
+    raise warning 'pgque_bgw alert % opened: %: %', c.kind, pgque._alert_where(a), c.details
+        -- a NULL hint would make RAISE fail and with it the whole pass
+        using hint = coalesce((select k.hint from pgque._alert_kinds() k where k.kind = c.kind),
+                              'See docs/alerts.md for what to do.');
+    -- any role may LISTEN: the payload names the alert, pgque.alerts
+    -- (which needs pgque rights) has what it is about
+    perform pg_catalog.pg_notify('pgque_alert', pg_catalog.jsonb_build_object(
+        'event', 'opened', 'alert_id', a.alert_id, 'kind', a.kind)::text);
+    return a;
+end $$;
+
 -- Open what became true, clear what stopped being true.  The thresholds
 -- are the settings' (the watchdog passes none); a test passes its own.
 -- -> (opened, cleared)
@@ -315,7 +344,6 @@ declare
     conds       pgque.alert_condition[];
     c           pgque.alert_condition;
     a           pgque.alert;
-    where_text  text;
     skip        int4[];
 begin
     opened := 0;
@@ -356,18 +384,7 @@ begin
               where not exists (select 1 from pgque.alert x
                                  where x.cleared_at is null and x.kind = n.kind and x.subject = n.subject)
               order by n.kind, n.subject loop
-        insert into pgque.alert (kind, subject, queue_name, consumer, slot, details)
-        values (c.kind, c.subject, c.queue_name, c.consumer, c.slot, c.details)
-        returning * into a;
-        where_text := pgque._alert_where(a);
-        raise warning 'pgque_bgw alert % opened: %: %', c.kind, where_text, c.details
-            -- a NULL hint would make RAISE fail and with it the whole pass
-            using hint = coalesce((select k.hint from pgque._alert_kinds() k where k.kind = c.kind),
-                                  'See docs/alerts.md for what to do.');
-        -- any role may LISTEN: the payload names the alert, pgque.alerts
-        -- (which needs pgque rights) has what it is about
-        perform pg_catalog.pg_notify('pgque_alert', pg_catalog.jsonb_build_object(
-            'event', 'opened', 'alert_id', a.alert_id, 'kind', a.kind)::text);
+        perform pgque._alert_open(c);
         opened := opened + 1;
     end loop;
 

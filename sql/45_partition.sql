@@ -385,6 +385,8 @@ begin
     if i_check then
         perform pgque._check_max_return(i_max_return);
     end if;
+    -- an unlogged queue that lost its events is reset first (ADR 0068)
+    perform pgque._unlogged_gate(q);
     g := pgque._slot_guard(q, i_consumer, i_slot, i_n, i_worker, false);
     pause := pgque._slot_pauses(q.queue_id, i_consumer);
     batch_id := (pgque._slot_next_batch(i_queue_name, g.sub_name, g.epoch,
@@ -509,6 +511,11 @@ begin
             return query select u, null::bigint from pg_catalog.unnest(g.gone) u;
         end if;
         if g.subs is null or g.qid = any (i_skip) then
+            continue;
+        end if;
+        if (g.q).queue_unlogged and pg_catalog.pg_is_in_recovery() then
+            -- a standby has no events of an unlogged queue (ADR 0068): unknown
+            return query select u, null::bigint from pg_catalog.unnest(g.subs) u;
             continue;
         end if;
         if g.lo_tick >= g.hi_tick then

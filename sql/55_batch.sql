@@ -73,6 +73,8 @@ declare
     res   pgque.batch_info;
 begin
     s := pgque._subscription(i_queue_name, i_consumer_name);
+    -- an unlogged queue that lost its events is reset first (ADR 0068)
+    perform pgque._unlogged_gate(s.sub_queue);
     select * into s from pgque.subscription where sub_id = s.sub_id for update;
     perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, i_consumer_name);
     -- a cooperative group's windows are its members': a plain batch on the
@@ -369,6 +371,8 @@ returns setof record language sql stable as $$
             union all
             select * from pgque._slot_batch_window(i_batch_id)) w
       join pgque.queue q on q.queue_id = w.queue_id
+     -- an unlogged queue emptied by a crash is reset before this batch (ADR 0068)
+     where (not q.queue_unlogged or pgque._unlogged_whole(q))
 $$;
 
 -- The events of an open batch in ev_id order, past what receive() already

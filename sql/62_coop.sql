@@ -234,6 +234,8 @@ declare
     g  pgque.subscription;
 begin
     q := pgque._queue(i_queue);
+    -- an unlogged queue that lost its events is reset first (ADR 0068)
+    perform pgque._unlogged_gate(q);
     g := pgque._coop_group(q, i_consumer);
     if g.sub_id is not null then
         perform pgque._authorize(g.sub_owner, g.sub_users, g.sub_queue, i_consumer);

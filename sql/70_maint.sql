@@ -333,6 +333,7 @@ create function pgque._maint_steps(out step_no int4, out step text, out call tex
                                    out wakes_ticker boolean, out report text, out operation text)
 returns setof record language sql immutable as $$
     values
+    (0,  'unlogged queues lost in a crash', 'pgque._unlogged_reset_all()', false, null, true, null, false, null, null),
     (1,  'rotation step 2', 'pgque.maint_rotate_tables_step2()', false, null, true, null, false, null,
      'pgque.maint_rotate_tables_step2'),
     (2,  'rotation step 1', 'pgque._maint_rotate_step1($1)', true, 'rotate', true, null, false, 'switched',

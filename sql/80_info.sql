@@ -187,6 +187,19 @@ begin
                              pg_catalog.pg_size_pretty(r.bytes))
       from pgque._retention_state() r
      where r.retention is not null;
+    -- each unlogged queue (ADR 0068): its events do not survive a crash
+    return query
+    select 'unlogged'::text, 'info'::text,
+           pg_catalog.format('queue "%s": unlogged (its events are lost in a crash, and not on a standby)%s',
+                             q.queue_name,
+                             case when q.queue_unlogged_reset is not null
+                                  then pg_catalog.format('; last reset %s, at most %s events dropped',
+                                                         q.queue_unlogged_reset->>'reset_at',
+                                                         q.queue_unlogged_reset->>'dropped_at_most')
+                                  else '' end)
+      from pgque.queue q
+     where q.queue_unlogged
+     order by q.queue_id;
 end $$;
 
 create function pgque.get_queue_info(

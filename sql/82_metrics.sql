@@ -28,6 +28,10 @@ set search_path = pgque, pg_catalog, pg_temp as $$
     select 'pgque_current_table', jsonb_build_object('queue', q.queue_name), q.queue_cur_table::float8
       from pgque.queue q
     union all
+    -- 1: the queue's event tables are unlogged (ADR 0068)
+    select 'pgque_queue_unlogged', jsonb_build_object('queue', q.queue_name), q.queue_unlogged::int::float8
+      from pgque.queue q
+    union all
     select 'pgque_seconds_since_rotation', jsonb_build_object('queue', q.queue_name),
            extract(epoch from now() - q.queue_switch_time)::float8
       from pgque.queue q

@@ -42,6 +42,7 @@ static int	pgque_long_transaction_after = 300;
 static int	pgque_key_blocked_after = 300;
 static int	pgque_worker_memory_limit = 64 * 1024;	/* kB */
 static int	pgque_retention_size_limit = 0; /* kB */
+static int	pgque_unlogged_reset_alert_for = 3600;
 int			pgque_alert_retention = 7 * 24 * 3600;
 static int	pgque_resize_stalled_after = 600;
 int			pgque_restart_max = 5000;
@@ -171,6 +172,12 @@ pgque_define_gucs(void)
 							"Alert retention_size when the event tables of a queue with a retention hold more than this (0: never).",
 							"Each queue's bytes are in pgque.metrics() (pgque_queue_bytes) and status().",
 							&pgque_retention_size_limit, 0, 0, INT_MAX, PGC_SIGHUP, GUC_UNIT_KB,
+							NULL, NULL, NULL);
+	/* read by SQL (pgque._unlogged_conditions), not by C */
+	DefineCustomIntVariable("pgque_bgw.unlogged_reset_alert_for",
+							"How long the unlogged_reset alert stays open after an unlogged queue was reset.",
+							"An unlogged queue loses its events in a crash; the reset that follows opens the alert.",
+							&pgque_unlogged_reset_alert_for, 3600, 1, 86400 * 30, PGC_SIGHUP, GUC_UNIT_S,
 							NULL, NULL, NULL);
 	DefineCustomIntVariable("pgque_bgw.alert_retention",
 							"How long cleared alerts stay in pgque.alert.",

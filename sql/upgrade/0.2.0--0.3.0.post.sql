@@ -99,3 +99,8 @@ select pgque._anchor_owner(o.role)
         union select pc.owner from pgque.partition_consumer pc) o
  where exists (select from pg_catalog.pg_roles r where r.oid = o.role);
 select pgque._maint_stale_roles();
+-- Unlogged queues (ADR 0068, column added in the pre step): every queue of
+-- 0.2.0 is logged.
+update pgque.queue set queue_unlogged = false;
+alter table pgque.queue alter column queue_unlogged set default false,
+                        alter column queue_unlogged set not null;

@@ -106,3 +106,15 @@ alter table pgque.tick alter column tick_snapshot set default pg_catalog.pg_curr
 -- watchdog pass after the one that found it drained (ADR 0038): the pass
 -- notes when, here.
 alter table pgque.partition_resize add column drained_seen_at timestamptz;
+
+-- Unlogged queues (ADR 0068): the queue's flag and the figures of its last
+-- reset (value, default and NOT NULL of the flag in the post step, as the
+-- queue rights above), and the seal whose loss in a crash says the events
+-- went with it (not dumped: sql/23_unlogged.sql).
+alter table pgque.queue
+    add column queue_unlogged boolean,
+    add column queue_unlogged_reset jsonb;
+create unlogged table pgque.unlogged_seal (
+    queue_id   int4 primary key references pgque.queue (queue_id) on delete cascade,
+    sealed_at  timestamptz not null default now()
+);

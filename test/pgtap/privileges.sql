@@ -289,7 +289,8 @@ insert into expected_rel values
     ('state_seal', 'public:- writer:- reader:- admin:r app2:- owner:r'),
     ('subscription', 'public:- writer:- reader:- admin:r app2:- owner:r'),
     ('subscription_sub_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:-'),
-    ('tick', 'public:- writer:- reader:- admin:r app2:- owner:r');
+    ('tick', 'public:- writer:- reader:- admin:r app2:- owner:r'),
+    ('unlogged_seal', 'public:- writer:- reader:- admin:r app2:- owner:r');
 
 create temp view actual_rel as
     select c.oid::regclass::text as relname,
