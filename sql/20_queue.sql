@@ -8,6 +8,22 @@ returns text language sql immutable as $$
     select 'fillfactor = 100, autovacuum_enabled = off'::text
 $$;
 
+-- A queue's event tables: the parent, its child tables and their
+-- partition buckets (i_children: the children and buckets only), by name.
+-- The one source of the rights, the storage options, the persistence
+-- (unlogged queues) and the bytes of a queue's tables.
+create function pgque._queue_event_tables(i_queue_id int4, i_children boolean default false)
+returns setof regclass language sql stable as $$
+    select c.oid::pg_catalog.regclass from pg_catalog.pg_class c
+     where c.relnamespace operator(pg_catalog.=) 'pgque'::pg_catalog.regnamespace
+       and c.relkind operator(pg_catalog.=) 'r'
+       and c.relname operator(pg_catalog.~) ('^event_' operator(pg_catalog.||) i_queue_id
+                                             operator(pg_catalog.||)
+                                             case when i_children then '_[0-9]+(_b[0-9]+)?$'
+                                                  else '(_[0-9]+(_b[0-9]+)?)?$' end)
+     order by c.relname
+$$;
+
 -- The rights on a queue's event tables (parent, children, buckets):
 -- admins read them; payloads are nobody else's (docs/security.md).  The
 -- one source of create_queue, the buckets and grant_perms.
@@ -16,10 +32,7 @@ returns void language plpgsql as $$
 declare
     r regclass;
 begin
-    for r in select c.oid::regclass from pg_catalog.pg_class c
-              where c.relnamespace = 'pgque'::pg_catalog.regnamespace and c.relkind = 'r'
-                and c.relname ~ ('^event_' || i_queue_id || '(_[0-9]+(_b[0-9]+)?)?$')
-              order by c.relname loop
+    for r in select t from pgque._queue_event_tables(i_queue_id) t loop
         execute pg_catalog.format('grant select on %s to pgque_admin', r);
     end loop;
 end $$;
@@ -486,10 +499,7 @@ declare
     r regclass;
 begin
     perform pgque._queue_share_wait(q.queue_id);
-    for r in select c.oid::regclass from pg_catalog.pg_class c
-              where c.relnamespace = 'pgque'::pg_catalog.regnamespace and c.relkind = 'r'
-                and c.relname ~ ('^event_' || q.queue_id || '_[0-9]+(_b[0-9]+)?$')
-              order by c.relname loop
+    for r in select t from pgque._queue_event_tables(q.queue_id, true) t loop
         execute pg_catalog.format('alter table %s set (%s)', r, pgque._event_table_options());
     end loop;
     return 1;

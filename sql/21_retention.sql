@@ -47,11 +47,8 @@ $$;
 -- their partition buckets, with indexes and TOAST.
 create function pgque._queue_bytes(q pgque.queue)
 returns int8 language sql stable as $$
-    select coalesce(sum(pg_catalog.pg_total_relation_size(c.oid)), 0)::int8
-      from pg_catalog.pg_class c
-     where c.relnamespace = 'pgque'::pg_catalog.regnamespace
-       and c.relkind = 'r'
-       and c.relname operator(pg_catalog.~) ('^event_' || q.queue_id || '(_[0-9]+(_b[0-9]+)?)?$')
+    select coalesce(sum(pg_catalog.pg_total_relation_size(t)), 0)::int8
+      from pgque._queue_event_tables(q.queue_id) t
 $$;
 
 -- One row per queue: its retention, where the retained span starts (the

@@ -227,10 +227,9 @@ returns void language plpgsql as $$
 declare
     r regclass;
 begin
-    for r in select c.oid::regclass from pg_catalog.pg_class c
-              where c.relnamespace = 'pgque'::pg_catalog.regnamespace and c.relkind = 'r'
-                and c.relname ~ ('^event_' || q.queue_id || '(_[0-9]+(_b[0-9]+)?)?$')
-                and c.relpersistence <> case when q.queue_unlogged then 'u' else 'p' end
+    for r in select t from pgque._queue_event_tables(q.queue_id) t
+               join pg_catalog.pg_class c on c.oid = t
+              where c.relpersistence <> case when q.queue_unlogged then 'u' else 'p' end
               order by c.relname loop
         execute pg_catalog.format('alter table %s set %s', r,
                                   case when q.queue_unlogged then 'unlogged' else 'logged' end);
