@@ -1,3 +1,6 @@
+-- Attacks of the second reader on what landed for 0.3.0: each block is
+-- an attack that worked, the fix named in its comment.
+
 -- Who may reset an unlogged queue that lost its events (ADR 0068): only a
 -- caller that may use the consumer it names (or, for a cooperative member
 -- to register, subscribe to the queue).  A role without the queue's
@@ -96,3 +99,72 @@ drop function pgque_test.t64_crash(), pgque_test.t64_touched();
 drop table pgque_test.t64_xmax;
 drop owned by t64_alice, t64_mallory;
 drop role t64_alice, t64_mallory;
+
+-- A release taken back by a claim in a subtransaction that rolls back
+-- (ADR 0071): the claim cancelled the pending release outright, so after
+-- the rollback to the savepoint the release the transaction committed was
+-- lost and the slot stayed leased until its ttl (another worker could not
+-- claim it).  The claim's abort now puts the release back in force.
+select pgque.create_queue('t64_r');
+select pgque.subscribe_slot('t64_r', 'rc', 0, 1);
+select pgque.claim_slot('t64_r', 'rc', 0, 'w1') is not null as w1_claims;
+begin;
+select pgque.release_slot('t64_r', 'rc', 0, 'w1') as released;
+savepoint a;
+select pgque.claim_slot('t64_r', 'rc', 0, 'w1') is not null as taken_back_in_savepoint;
+rollback to a;
+commit;
+select pgque.claim_slot('t64_r', 'rc', 0, 'w2') is not null as w2_claims_the_released_slot;
+-- taken back for good (the savepoint released): w2 keeps it
+begin;
+select pgque.release_slot('t64_r', 'rc', 0, 'w2') as released;
+savepoint a;
+select pgque.claim_slot('t64_r', 'rc', 0, 'w2') is not null as taken_back;
+release savepoint a;
+commit;
+select pgque.claim_slot('t64_r', 'rc', 0, 'w3') is null as w3_refused;
+-- nested: taken back two levels down, committed to the middle one, which
+-- rolls back: the release holds
+begin;
+select pgque.release_slot('t64_r', 'rc', 0, 'w2') as released;
+savepoint a;
+savepoint b;
+select pgque.claim_slot('t64_r', 'rc', 0, 'w2') is not null as taken_back;
+release savepoint b;
+rollback to a;
+commit;
+select pgque.claim_slot('t64_r', 'rc', 0, 'w3') is not null as w3_claims;
+-- a release taken back does not refuse PREPARE, and leaves nothing for
+-- the next transaction
+begin;
+select pgque.release_slot('t64_r', 'rc', 0, 'w3') as released;
+savepoint a;
+select pgque.claim_slot('t64_r', 'rc', 0, 'w3') is not null as taken_back;
+prepare transaction 't64_p';
+commit prepared 't64_p';
+select pgque.claim_slot('t64_r', 'rc', 0, 'w4') is null as w4_refused;
+-- one in force still does
+begin;
+select pgque.release_slot('t64_r', 'rc', 0, 'w3') as released;
+prepare transaction 't64_p2';
+select count(*) as nothing_prepared from pg_prepared_xacts where gid = 't64_p2';
+-- release and claim again, 10,000 times in a transaction and its
+-- subtransactions: the list stays short (each claim takes its release back)
+do $$
+begin
+    for i in 1..5000 loop
+        perform pgque.release_slot('t64_r', 'rc', 0, 'w3');
+        perform pgque.claim_slot('t64_r', 'rc', 0, 'w3');
+        begin
+            perform pgque.release_slot('t64_r', 'rc', 0, 'w3');
+            perform pgque.claim_slot('t64_r', 'rc', 0, 'w3');
+        exception when others then raise;
+        end;
+    end loop;
+end $$;
+select pgque.claim_slot('t64_r', 'rc', 0, 'w4') is null as w4_still_refused;
+select pgque.release_slot('t64_r', 'rc', 0, 'w3') as released;
+select pgque.claim_slot('t64_r', 'rc', 0, 'w4') is not null as w4_claims;
+select pgque.release_slot('t64_r', 'rc', 0, 'w4') as released;
+select pgque.unsubscribe_slot('t64_r', 'rc', 0);
+select pgque.drop_queue('t64_r');
