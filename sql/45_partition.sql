@@ -385,9 +385,12 @@ begin
     if i_check then
         perform pgque._check_max_return(i_max_return);
     end if;
-    -- an unlogged queue that lost its events is reset first (ADR 0068)
-    perform pgque._unlogged_gate(q);
     g := pgque._slot_guard(q, i_consumer, i_slot, i_n, i_worker, false);
+    -- an unlogged queue that lost its events is reset first (ADR 0068),
+    -- once the guard has authorized the caller and checked its lease (it
+    -- locks no row): a role that may not use the consumer never resets
+    -- the queue nor waits for its row
+    perform pgque._unlogged_gate(q);
     pause := pgque._slot_pauses(q.queue_id, i_consumer);
     batch_id := (pgque._slot_next_batch(i_queue_name, g.sub_name, g.epoch,
                                         (least(i_max_return::int8 * i_n, 1000000000))::int4)).batch_id;

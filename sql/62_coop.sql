@@ -234,12 +234,16 @@ declare
     g  pgque.subscription;
 begin
     q := pgque._queue(i_queue);
-    -- an unlogged queue that lost its events is reset first (ADR 0068)
-    perform pgque._unlogged_gate(q);
     g := pgque._coop_group(q, i_consumer);
     if g.sub_id is not null then
         perform pgque._authorize(g.sub_owner, g.sub_users, g.sub_queue, i_consumer);
+    else
+        perform pgque._check_queue_right(q, 'subscribe');
     end if;
+    -- an unlogged queue that lost its events is reset first (ADR 0068),
+    -- by a caller that may subscribe to the queue: one that may not neither
+    -- resets it nor waits for its row
+    perform pgque._unlogged_gate(q);
     if g.sub_id is null or not exists (select 1 from pgque.coop_member
                                         where cm_sub = g.sub_id and cm_name = i_subconsumer) then
         if i_register then

@@ -48,7 +48,8 @@
  * lease then expires with its ttl).  Within the transaction the slot counts
  * as released for this worker (its receive and ack get PQ001, as after a
  * release), but for every other session it is still held.  A claim by the
- * same worker in the same transaction takes the release back.  PREPARE
+ * same worker in the same transaction takes the release back (and its
+ * abort, in a subtransaction, puts the release back in force).  PREPARE
  * TRANSACTION is refused after a release: the commit that would apply it
  * happens in another session.
  */
@@ -132,6 +133,8 @@ static bool callbacks_registered = false;
 typedef struct SlotPendingRelease
 {
 	SubTransactionId subid;
+	SubTransactionId taken_back;	/* a claim's subtransaction took it back;
+									 * InvalidSubTransactionId: in force */
 	SlotKey		key;
 	char		worker[PGQUE_WORKER_MAX + 1];
 	int64		epoch;			/* applied only if the lease is still this one */
@@ -480,28 +483,58 @@ undo_abort(SubTransactionId subid)
 
 /* ---- releases applied at commit ---- */
 
-/* The index of this transaction's pending release of (key, worker), or -1. */
+/*
+ * The index of this transaction's pending release of (key, worker) in
+ * force (not taken back), or -1.
+ */
 static int
 pending_find(const SlotKey *key, const char *worker)
 {
 	int			i;
 
 	for (i = 0; i < pending_len; i++)
-		if (memcmp(&pending[i].key, key, sizeof(SlotKey)) == 0 &&
+		if (pending[i].taken_back == InvalidSubTransactionId &&
+			memcmp(&pending[i].key, key, sizeof(SlotKey)) == 0 &&
 			strcmp(pending[i].worker, worker) == 0)
 			return i;
 	return -1;
 }
 
-/* Take a pending release back (a claim of the same slot by the same worker). */
+/*
+ * Take a pending release back (a claim of the same slot by the same
+ * worker).  Made in the release's own subtransaction, the release goes: an
+ * abort would drop both.  Made in a subtransaction below it, the release is
+ * only marked, so that the claim's abort puts it back in force (a release
+ * committed after a claim rolled back to a savepoint was lost, and the slot
+ * stayed leased until its ttl); the mark moves up at each subcommit, and
+ * once it reaches the release's subtransaction the release goes.  So the
+ * list holds at most one entry in force per slot and worker, and one taken
+ * back per subtransaction level.
+ */
 static void
 pending_cancel(const SlotKey *key, const char *worker)
 {
 	int			i = pending_find(key, worker);
+	SubTransactionId cur = GetCurrentSubTransactionId();
 
 	if (i < 0)
 		return;
-	pending[i] = pending[--pending_len];
+	if (pending[i].subid == cur)
+		pending[i] = pending[--pending_len];
+	else
+		pending[i].taken_back = cur;
+}
+
+/* Whether a release is in force (one taken back is not applied at commit). */
+static bool
+pending_in_force(void)
+{
+	int			i;
+
+	for (i = 0; i < pending_len; i++)
+		if (pending[i].taken_back == InvalidSubTransactionId)
+			return true;
+	return false;
 }
 
 /* At commit: release what this transaction released, if still ours. */
@@ -513,10 +546,14 @@ pending_commit(void)
 	for (i = 0; i < pending_len; i++)
 	{
 		SlotPendingRelease *p = &pending[i];
-		uint32		hash = get_hash_value(slot_table, &p->key);
-		LWLock	   *lock = partition_lock(hash);
+		uint32		hash;
+		LWLock	   *lock;
 		SlotLease  *e;
 
+		if (p->taken_back != InvalidSubTransactionId)
+			continue;
+		hash = get_hash_value(slot_table, &p->key);
+		lock = partition_lock(hash);
 		LWLockAcquire(lock, LW_EXCLUSIVE);
 		e = hash_search_with_hash_value(slot_table, &p->key, hash, HASH_FIND, NULL);
 		if (e != NULL && e->epoch == p->epoch && strcmp(e->owner, p->worker) == 0)
@@ -544,8 +581,14 @@ pending_abort(SubTransactionId subid)
 		return;
 	}
 	for (i = 0; i < pending_len; i++)
-		if (pending[i].subid != subid)
-			pending[keep++] = pending[i];
+	{
+		if (pending[i].subid == subid)
+			continue;
+		/* the claim that took it back is undone: the release holds again */
+		if (pending[i].taken_back == subid)
+			pending[i].taken_back = InvalidSubTransactionId;
+		pending[keep++] = pending[i];
+	}
 	pending_len = keep;
 }
 
@@ -560,7 +603,7 @@ slots_xact_callback(XactEvent event, void *arg)
 			pending_abort(InvalidSubTransactionId);
 			break;
 		case XACT_EVENT_PRE_PREPARE:
-			if (pending_len > 0)
+			if (pending_in_force())
 				ereport(ERROR,
 						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 						 errmsg("cannot PREPARE a transaction that released a partition slot"),
@@ -575,6 +618,7 @@ slots_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PREPARE:
 			/* kept: a prepared transaction's claims stay, like a commit's */
 			undo_commit();
+			pending_len = 0;	/* only releases taken back are left */
 			break;
 		default:
 			break;
@@ -598,8 +642,19 @@ slots_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 				if (undo[i].subid == mySubid)
 					undo[i].subid = parentSubid;
 			for (i = 0; i < pending_len; i++)
+			{
 				if (pending[i].subid == mySubid)
 					pending[i].subid = parentSubid;
+				if (pending[i].taken_back == mySubid)
+					pending[i].taken_back = parentSubid;
+			}
+			/* taken back in the release's own subtransaction now: it goes */
+			for (i = 0; i < pending_len;)
+				if (pending[i].taken_back != InvalidSubTransactionId &&
+					pending[i].taken_back == pending[i].subid)
+					pending[i] = pending[--pending_len];
+				else
+					i++;
 			break;
 		default:
 			break;
