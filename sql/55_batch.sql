@@ -194,33 +194,40 @@ begin
     return r;
 end $$;
 
--- _next_batch for slot i_sub_name under lease epoch i_epoch.
-create function pgque._slot_next_batch(i_queue_name text, i_sub_name text, i_epoch bigint, i_span_events int4)
-returns pgque.batch_info language plpgsql as $$
+-- The open batch of slot subscription i_sub under lease epoch i_epoch, or
+-- the next one (batch_id NULL: none), with where its events are: what
+-- _batch_source reads for a batch id, so that receive_partitioned reads its
+-- part without that statement (issue #30).  The caller has checked the
+-- lease and the right to the consumer (_slot_enter).  A slot sees about 1/n
+-- of a window: it spans windows for i_span_events events of the stream.
+create function pgque._slot_window(i_sub pgque.subscription, i_epoch bigint, i_n int4, i_slot int4,
+                                   i_span_events int4,
+                                   out batch_id bigint, out source text, out lo_xmax xid8,
+                                   out hi_xmax xid8, out lo_xip xid8[], out hi pg_catalog.pg_snapshot,
+                                   out pos bigint)
+language plpgsql as $$
 declare
-    s     pgque.subscription;
     r     pgque.slot_batch;
     prev  pgque.tick;
     nxt   pgque.tick;
     cap   bigint;
+    q     pgque.queue;
 begin
-    s := pgque._subscription(i_queue_name, i_sub_name);
-    perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, i_sub_name);
-    r := pgque._slot_batch_row(s, i_epoch);
-    select * into prev from pgque.tick where tick_queue = s.sub_queue and tick_id = r.sb_last_tick;
+    r := pgque._slot_batch_row(i_sub, i_epoch);
+    select * into prev from pgque.tick where tick_queue = i_sub.sub_queue and tick_id = r.sb_last_tick;
     if r.sb_batch is null then
-        nxt := pgque._pick_tick(s.sub_queue, prev, null, null, null, i_span_events);
+        nxt := pgque._pick_tick(i_sub.sub_queue, prev, null, null, null, i_span_events);
         -- an old-layout slot of a resize ends its windows at the boundary
         -- (ADR 0030); read after the pick, so a tick past it implies the
         -- resize is seen
-        cap := pgque._resize_cap(s.sub_id);
+        cap := pgque._resize_cap(i_sub.sub_id);
         if cap is not null and prev.tick_id >= cap then
             nxt := null;
         elsif cap is not null and nxt.tick_id > cap then
-            select * into nxt from pgque.tick where tick_queue = s.sub_queue and tick_id = cap;
+            select * into nxt from pgque.tick where tick_queue = i_sub.sub_queue and tick_id = cap;
         end if;
         if nxt.tick_id is null then
-            return (null, null, prev.tick_id, null, prev.tick_time, null, prev.tick_event_seq)::pgque.batch_info;
+            return;
         end if;
         update pgque.slot_batch
            set sb_batch = pg_catalog.nextval('pgque.batch_id_seq'), sb_next_tick = nxt.tick_id,
@@ -228,10 +235,15 @@ begin
          where sb_sub = r.sb_sub and sb_epoch = r.sb_epoch
         returning * into r;
     else
-        select * into nxt from pgque.tick where tick_queue = s.sub_queue and tick_id = r.sb_next_tick;
+        select * into nxt from pgque.tick where tick_queue = i_sub.sub_queue and tick_id = r.sb_next_tick;
     end if;
-    return (r.sb_batch, nxt.tick_id, prev.tick_id, nxt.tick_time, prev.tick_time,
-            nxt.tick_event_seq, prev.tick_event_seq)::pgque.batch_info;
+    -- the queue row read after the window's end tick, as _batch_source
+    -- reads them in one snapshot: it knows every switch that tick saw
+    select * into q from pgque.queue where queue_id = i_sub.sub_queue;
+    batch_id := r.sb_batch;
+    source := pgque._event_source(q, prev.tick_snapshot, nxt.tick_snapshot, i_n, i_slot);
+    select * into lo_xmax, hi_xmax, lo_xip, hi from pgque._window_bounds(prev.tick_snapshot, nxt.tick_snapshot);
+    pos := r.sb_pos;
 end $$;
 
 -- Fold an epoch's cursor into sub_last_tick (which rotation, tick cleanup
@@ -291,6 +303,17 @@ create function pgque._window_where(i_lo_xmax int4, i_hi_xmax int4, i_lo_xip int
 returns text language c immutable strict
 as 'MODULE_PATHNAME', 'pgque_window_where_sql';
 
+-- A window's bounds for the window read (src/window.c): the xmax of both
+-- tick snapshots, the earlier one's in-progress xids and the later
+-- snapshot.  A set (of one row), so that a FROM item inlines it.
+create function pgque._window_bounds(i_lo pg_catalog.pg_snapshot, i_hi pg_catalog.pg_snapshot,
+                                     out lo_xmax xid8, out hi_xmax xid8, out lo_xip xid8[],
+                                     out hi pg_catalog.pg_snapshot)
+returns setof record language sql immutable as $$
+    select pg_catalog.pg_snapshot_xmax(i_lo), pg_catalog.pg_snapshot_xmax(i_hi),
+           array(select pg_catalog.pg_snapshot_xip(i_lo)), i_hi
+$$;
+
 -- Where an open batch's events are: the relations (_event_source) and the
 -- window's bounds, read in one statement so that the queue row and the
 -- ticks come from one snapshot.  No row: the batch is not open.
@@ -300,38 +323,38 @@ create function pgque._batch_source(i_batch_id bigint, i_n int4, i_slot int4,
                                     out sub_id int4, out pos bigint)
 returns setof record language sql stable as $$
     select pgque._event_source(q, t1.tick_snapshot, t2.tick_snapshot, i_n, i_slot),
-           pg_catalog.pg_snapshot_xmax(t1.tick_snapshot), pg_catalog.pg_snapshot_xmax(t2.tick_snapshot),
-           array(select pg_catalog.pg_snapshot_xip(t1.tick_snapshot)), t2.tick_snapshot,
+           b.lo_xmax, b.hi_xmax, b.lo_xip, b.hi,
            sub.sub_id, sub.sub_batch_pos
       from pgque.subscription sub
       join pgque.queue q on q.queue_id = sub.sub_queue
       join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = sub.sub_last_tick
       join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = sub.sub_next_tick
+     cross join lateral pgque._window_bounds(t1.tick_snapshot, t2.tick_snapshot) b
      where sub.sub_batch = i_batch_id
     union all
     -- a cooperative member's batch: its window, read as the group (ADR 0017)
     select pgque._event_source(q, t1.tick_snapshot, t2.tick_snapshot, i_n, i_slot),
-           pg_catalog.pg_snapshot_xmax(t1.tick_snapshot), pg_catalog.pg_snapshot_xmax(t2.tick_snapshot),
-           array(select pg_catalog.pg_snapshot_xip(t1.tick_snapshot)), t2.tick_snapshot,
+           b.lo_xmax, b.hi_xmax, b.lo_xip, b.hi,
            sub.sub_id, w.cw_pos
       from pgque.coop_window w
       join pgque.subscription sub on sub.sub_id = w.cw_sub
       join pgque.queue q on q.queue_id = sub.sub_queue
       join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = w.cw_prev_tick
       join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = w.cw_next_tick
+     cross join lateral pgque._window_bounds(t1.tick_snapshot, t2.tick_snapshot) b
      where w.cw_batch = i_batch_id
     union all
     -- a partition slot's batch: the window of its epoch's row (ADR 0023)
     select pgque._event_source(q, t1.tick_snapshot, t2.tick_snapshot, i_n, i_slot),
-           pg_catalog.pg_snapshot_xmax(t1.tick_snapshot), pg_catalog.pg_snapshot_xmax(t2.tick_snapshot),
-           array(select pg_catalog.pg_snapshot_xip(t1.tick_snapshot)), t2.tick_snapshot,
-           sub.sub_id, b.sb_pos
-      from pgque.slot_batch b
-      join pgque.subscription sub on sub.sub_id = b.sb_sub
+           b.lo_xmax, b.hi_xmax, b.lo_xip, b.hi,
+           sub.sub_id, sb.sb_pos
+      from pgque.slot_batch sb
+      join pgque.subscription sub on sub.sub_id = sb.sb_sub
       join pgque.queue q on q.queue_id = sub.sub_queue
-      join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = b.sb_last_tick
-      join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = b.sb_next_tick
-     where b.sb_batch = i_batch_id
+      join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = sb.sb_last_tick
+      join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = sb.sb_next_tick
+     cross join lateral pgque._window_bounds(t1.tick_snapshot, t2.tick_snapshot) b
+     where sb.sb_batch = i_batch_id
 $$;
 
 -- The events of an open batch in ev_id order, past what receive() already

@@ -68,6 +68,7 @@ static bool said_nothing_ticks = false;
 
 PG_FUNCTION_INFO_V1(pgque_receive);
 PG_FUNCTION_INFO_V1(pgque_receive_partitioned);
+PG_FUNCTION_INFO_V1(pgque_receive_slot);
 PG_FUNCTION_INFO_V1(pgque_receive_coop);
 
 static SPIPlanPtr source_plan;
@@ -250,27 +251,48 @@ part_receiver_init(PartReceiver *r, Tuplestorestate *ts, TupleDesc desc, int64 b
 }
 
 /*
- * One part of open batch batch_id into ts: the number of rows, and *more
- * (the window goes on; *last is the part's last ev_id).
+ * Where an open batch's events are, from row 0 of the last SPI result:
+ * the relations (column col) and the window's bounds, owner and position
+ * in the six columns after it (lo's xmax, hi's xmax, lo's xip, hi, sub_id,
+ * pos: the columns of pgque._batch_source), as the window read's first
+ * parameters.  Copied out of the SPI result, which the window read
+ * replaces.
  */
-static int64
-read_part(int64 batch_id, int64 max_return, const SlotShare *share, Tuplestorestate *ts,
-		  TupleDesc desc, bool *more, int64 *last)
+static char *
+window_source_from_result(int col, int64 batch_id, Datum *args, char *nulls)
+{
+	char	   *source;
+	bool		isnull;
+	int			i;
+
+	source = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col, &isnull));
+	if (isnull)
+		elog(ERROR, "pgque_bgw: batch %lld has no event source", (long long) batch_id);
+	for (i = 0; i < WINDOW_NPARAMS; i++)
+		nulls[i] = 'n';
+	for (i = 0; i < 6; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, col + i);
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, col + i + 1, &isnull);
+
+		nulls[i] = isnull ? 'n' : ' ';
+		args[i] = isnull ? (Datum) 0 : SPI_datumTransfer(d, att->attbyval, att->attlen);
+	}
+	return source;
+}
+
+/*
+ * Where open batch batch_id's events are (pgque._batch_source): false when
+ * the batch is not open.
+ */
+static bool
+batch_source(int64 batch_id, const SlotShare *share, char **source, Datum *args, char *nulls)
 {
 	Oid			argtypes[3] = {INT8OID, INT4OID, INT4OID};
 	Datum		sargs[3];
 	char		snulls[3] = {' ', 'n', 'n'};
-	Datum		args[WINDOW_NPARAMS];
-	char		nulls[WINDOW_NPARAMS];
-	char	   *source;
-	bool		isnull;
 	int			ret;
-	int			i;
-	int64		n;
-	PartReceiver r;
 
-	*more = false;
-	*last = 0;
 	sargs[0] = Int64GetDatum(batch_id);
 	if (share != NULL)
 	{
@@ -286,23 +308,25 @@ read_part(int64 batch_id, int64 max_return, const SlotShare *share, Tuplestorest
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pgque_bgw: batch source read failed: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 0)
-		return 0;
+		return false;
+	*source = window_source_from_result(1, batch_id, args, nulls);
+	return true;
+}
 
-	/* copied out of the SPI result, which the window read replaces */
-	source = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	if (isnull)
-		elog(ERROR, "pgque_bgw: batch %lld has no event source", (long long) batch_id);
-	for (i = 0; i < WINDOW_NPARAMS; i++)
-		nulls[i] = 'n';
-	for (i = 0; i < 6; i++)
-	{
-		/* lo, hi, xip, snapshot, owner (sub_id), after (pos): columns 2..7 */
-		Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, i + 1);
-		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + 2, &isnull);
+/*
+ * One part of open batch batch_id into ts: the number of rows, and *more
+ * (the window goes on; *last is the part's last ev_id).  source, args and
+ * nulls: where its events are, as window_source_from_result gives them.
+ */
+static int64
+read_part(int64 batch_id, int64 max_return, const SlotShare *share, Tuplestorestate *ts,
+		  TupleDesc desc, bool *more, int64 *last, char *source, Datum *args, char *nulls)
+{
+	int64		n;
+	PartReceiver r;
 
-		nulls[i] = isnull ? 'n' : ' ';
-		args[i] = isnull ? (Datum) 0 : SPI_datumTransfer(d, att->attbyval, att->attlen);
-	}
+	*more = false;
+	*last = 0;
 	args[WA_EV_ID] = (Datum) 0;
 	args[WA_N] = (Datum) 0;
 	args[WA_SLOT] = (Datum) 0;
@@ -370,17 +394,32 @@ typedef struct ReceiveKind
 {
 	const char *open_sql;		/* the call's arguments, then "first try";
 								 * returns the batch id (NULL: none) and
-								 * whether the slot pauses */
+								 * whether the slot pauses; with next_sql,
+								 * then where the batch's events are and the
+								 * slot's sub_id, pos and epoch */
 	int			nargs;			/* the call's arguments */
 	Oid			argtypes[7];	/* theirs, then bool */
 	int			max_return_arg;
 	int			share_arg;		/* slot, n at these two arguments; -1: none */
 	const char *mark_sql;		/* $1 batch, $2 the part's last ev_id or NULL */
 	const char *finish_sql;		/* $1 batch */
+	const char *next_sql;		/* the tries after the first, from what it
+								 * returned: $1 sub_id, $2 epoch, $3 slot,
+								 * $4 n, $5 max_return -> the batch id and
+								 * where its events are; NULL: open_sql
+								 * again, and _batch_source per part */
 	SPIPlanPtr	open_plan;
 	SPIPlanPtr	mark_plan;
 	SPIPlanPtr	finish_plan;
+	SPIPlanPtr	next_plan;
 } ReceiveKind;
+
+/* the columns of a slot's open (_slot_receive_open): where its events are */
+#define SLOT_OPEN_SOURCE 3
+#define SLOT_OPEN_SUB_ID 8
+#define SLOT_OPEN_EPOCH 10
+/* ... and of its next tries (_slot_receive_next) */
+#define SLOT_NEXT_SOURCE 2
 
 /* the part's end, for the ack of the table the batch lives in */
 #define MARK_SQL(tbl, batch_col, last_col) \
@@ -397,7 +436,27 @@ static ReceiveKind plain_kind = {
 	"select pgque._finish_batch($1)"
 };
 
+/*
+ * A partition slot (issue #30): one statement opens the batch and says
+ * where its events are, the tries after an empty window skip the checks
+ * the first one made.
+ */
 static ReceiveKind slot_kind = {
+	"select batch_id, pause, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos, epoch"
+	"  from pgque._slot_receive_open($1, $2, $3, $4, $5, $6, $7)",
+	6, {TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTOID, INT4OID, BOOLOID}, 5, 2,
+	MARK_SQL("slot_batch", "sb_batch", "sb_last"),
+	"select pgque._slot_finish($1)",
+	"select batch_id, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos"
+	"  from pgque._slot_receive_next($1, $2, $3, $4, $5)"
+};
+
+/*
+ * 0.2.0's SQL (a database not yet updated, ADR 0019) declares
+ * receive_partitioned under pgque_receive_partitioned: its open returns the
+ * batch id and the pause flag only, and every try opens again.
+ */
+static ReceiveKind slot_kind_020 = {
 	"select batch_id, pause from pgque._slot_receive_open($1, $2, $3, $4, $5, $6, $7)",
 	6, {TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTOID, INT4OID, BOOLOID}, 5, 2,
 	MARK_SQL("slot_batch", "sb_batch", "sb_last"),
@@ -450,6 +509,9 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 	int			tries;
 	int			guc_level;
 	bool		no_batch = false;
+	bool		pause = false;
+	Datum		nargs[5];		/* next_sql's: sub_id, epoch, slot, n, max_return */
+	Oid			next_types[5] = {INT4OID, INT8OID, INT4OID, INT4OID, INT4OID};
 
 	old = pgque_materialize(fcinfo, &ts, &desc);
 	MemoryContextSwitchTo(old);
@@ -485,16 +547,27 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 		int64		n;
 		int64		last = 0;
 		bool		more = false;
-		bool		pause;
 		bool		isnull;
 		Datum		margs[2];
 		char		mnulls[2] = {' ', ' '};
 		int			ret;
+		char	   *source = NULL;
+		Datum		wargs[WINDOW_NPARAMS];
+		char		wnulls[WINDOW_NPARAMS];
 
-		/* the checks once, then the batch (re-opened, or the next one) */
-		oargs[kind->nargs] = BoolGetDatum(tries == 0);
-		ret = SPI_execute_plan(kept_plan(&kind->open_plan, kind->open_sql, kind->nargs + 1, kind->argtypes),
-							   oargs, onulls, false, 1);
+		if (tries == 0 || kind->next_sql == NULL)
+		{
+			/* the checks once, then the batch (re-opened, or the next one) */
+			oargs[kind->nargs] = BoolGetDatum(tries == 0);
+			ret = SPI_execute_plan(kept_plan(&kind->open_plan, kind->open_sql, kind->nargs + 1, kind->argtypes),
+								   oargs, onulls, false, 1);
+		}
+		else
+		{
+			/* the next batch of the slot and epoch the first try checked */
+			ret = SPI_execute_plan(kept_plan(&kind->next_plan, kind->next_sql, 5, next_types),
+								   nargs, NULL, false, 1);
+		}
 		if (ret != SPI_OK_SELECT || SPI_processed != 1)
 			elog(ERROR, "pgque_bgw: receive could not open a batch: %s", SPI_result_code_string(ret));
 		batch_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -503,7 +576,6 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 			no_batch = tries == 0;
 			break;
 		}
-		pause = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 		/* checked by the open statement */
 		max_return = DatumGetInt32(oargs[kind->max_return_arg]);
 		if (kind->share_arg >= 0)
@@ -511,13 +583,33 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 			share.slot = DatumGetInt32(oargs[kind->share_arg]);
 			share.n = DatumGetInt32(oargs[kind->share_arg + 1]);
 		}
+		if (tries == 0 || kind->next_sql == NULL)
+			pause = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		if (kind->next_sql != NULL)
+		{
+			if (tries == 0)
+			{
+				/* what the next tries start from (every column is not null here) */
+				nargs[0] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, SLOT_OPEN_SUB_ID, &isnull);
+				nargs[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, SLOT_OPEN_EPOCH, &isnull);
+				nargs[2] = Int32GetDatum(share.slot);
+				nargs[3] = Int32GetDatum(share.n);
+				nargs[4] = Int32GetDatum((int32) max_return);
+			}
+			source = window_source_from_result(tries == 0 ? SLOT_OPEN_SOURCE : SLOT_NEXT_SOURCE,
+											   batch_id, wargs, wnulls);
+		}
 
 		if (pause)
 			n = read_paused(batch_id, max_return, &share, ts);
 		else
 		{
-			n = read_part(batch_id, max_return, kind->share_arg >= 0 ? &share : NULL, ts, desc,
-						  &more, &last);
+			if (source == NULL &&
+				!batch_source(batch_id, kind->share_arg >= 0 ? &share : NULL, &source, wargs, wnulls))
+				n = 0;			/* not open any more */
+			else
+				n = read_part(batch_id, max_return, kind->share_arg >= 0 ? &share : NULL, ts, desc,
+							  &more, &last, source, wargs, wnulls);
 			if (n > 0)
 			{
 				/* where the part ends, for the ack; NULL: the whole window */
@@ -576,6 +668,17 @@ pgque_receive(PG_FUNCTION_ARGS)
  */
 Datum
 pgque_receive_partitioned(PG_FUNCTION_ARGS)
+{
+	return receive_parts(fcinfo, &slot_kind_020);
+}
+
+/*
+ * pgque.receive_partitioned(queue_name, consumer_name, slot, n, worker,
+ *                           max_return) -> setof pgque.message: 0.3.0's
+ *                           SQL, which opens in one statement (issue #30)
+ */
+Datum
+pgque_receive_slot(PG_FUNCTION_ARGS)
 {
 	return receive_parts(fcinfo, &slot_kind);
 }
