@@ -482,7 +482,7 @@ begin
     e := pgque._slot_enter(queue_name, consumer_name, slot, n, worker, true, null, false);
     r := pgque._slot_batch_row(e.s, e.epoch);
     if r.sb_batch is not null then
-        res := pgque._slot_finish(r.sb_batch);
+        res := pgque._slot_finish_row(r);
         -- failure policy pause: release the keys whose head was done in it
         if exists (select from pgque.blocked_key b where b.bk_done_batch = r.sb_batch) then
             perform pgque._pause_after_ack((e.s).sub_id, r.sb_batch, e.epoch, n, slot);

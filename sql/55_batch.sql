@@ -275,15 +275,22 @@ begin
     if not found then
         return 0;
     end if;
+    return pgque._slot_finish_row(r);
+end $$;
+
+-- _slot_finish of the epoch's row in hand (ack_partitioned has it locked).
+create function pgque._slot_finish_row(r pgque.slot_batch)
+returns int4 language plpgsql as $$
+begin
     if r.sb_last is not null then
         update pgque.slot_batch
            set sb_batch = pg_catalog.nextval('pgque.batch_id_seq'), sb_pos = sb_last, sb_last = null
-         where sb_batch = i_batch;
+         where sb_batch = r.sb_batch;
         return 1;
     end if;
     update pgque.slot_batch
        set sb_last_tick = sb_next_tick, sb_batch = null, sb_next_tick = null, sb_pos = null, sb_last = null
-     where sb_batch = i_batch;
+     where sb_batch = r.sb_batch;
     perform pgque._slot_fold(r.sb_sub, r.sb_epoch, r.sb_next_tick);
     return 1;
 end $$;

@@ -589,9 +589,15 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 		{
 			if (tries == 0)
 			{
-				/* what the next tries start from (every column is not null here) */
-				nargs[0] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, SLOT_OPEN_SUB_ID, &isnull);
-				nargs[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, SLOT_OPEN_EPOCH, &isnull);
+				bool		null_sub;
+				bool		null_epoch;
+
+				/* what the next tries start from */
+				nargs[0] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, SLOT_OPEN_SUB_ID, &null_sub);
+				nargs[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, SLOT_OPEN_EPOCH, &null_epoch);
+				if (null_sub || null_epoch)
+					elog(ERROR, "pgque_bgw: a slot's open returned batch %lld without its subscription or epoch",
+						 (long long) batch_id);
 				nargs[2] = Int32GetDatum(share.slot);
 				nargs[3] = Int32GetDatum(share.n);
 				nargs[4] = Int32GetDatum((int32) max_return);
