@@ -416,8 +416,7 @@ end $$;
 -- pauses, then the slot's open batch or the next one (batch_id NULL:
 -- none) with where its events are (_slot_window), and the slot's
 -- subscription and epoch, which the tries after an empty window pass to
--- _slot_receive_next.  A slot sees about 1/n of a window: it spans
--- windows for n times more events.
+-- _slot_receive_next.
 create function pgque._slot_receive_open(i_queue_name text, i_consumer text, i_slot int4, i_n int4,
                                          i_worker text, i_max_return int4, i_check bool,
                                          out batch_id bigint, out pause boolean,
@@ -437,7 +436,7 @@ begin
         perform pgque._authorize((e.s).sub_owner, (e.s).sub_users, (e.s).sub_queue,
                                  pgque._slot_name(i_consumer, i_slot, i_n));
     end if;
-    w := pgque._slot_window(e.s, e.epoch, i_n, i_slot, (least(i_max_return::int8 * i_n, 1000000000))::int4);
+    w := pgque._slot_window(e.s, e.epoch, i_n, i_slot, i_max_return);
     select w.batch_id, e.pause, w.source, w.lo_xmax, w.hi_xmax, w.lo_xip, w.hi, (e.s).sub_id, w.pos, e.epoch
       into batch_id, pause, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos, epoch;
 end $$;
@@ -457,7 +456,7 @@ begin
     select * into strict s from pgque.subscription where subscription.sub_id = i_sub_id;
     select w.batch_id, w.source, w.lo_xmax, w.hi_xmax, w.lo_xip, w.hi, s.sub_id, w.pos
       into batch_id, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos
-      from pgque._slot_window(s, i_epoch, i_n, i_slot, (least(i_max_return::int8 * i_n, 1000000000))::int4) w;
+      from pgque._slot_window(s, i_epoch, i_n, i_slot, i_max_return) w;
 end $$;
 
 -- receive_partitioned: only this slot's events, in ev_id order, read in C

@@ -199,9 +199,10 @@ end $$;
 -- _batch_source reads for a batch id, so that receive_partitioned reads its
 -- part without that statement (issue #30).  The caller has checked the
 -- lease and the right to the consumer (_slot_enter).  A slot sees about 1/n
--- of a window: it spans windows for i_span_events events of the stream.
+-- of a window: a batch spans windows for i_max_return x n events of the
+-- stream.
 create function pgque._slot_window(i_sub pgque.subscription, i_epoch bigint, i_n int4, i_slot int4,
-                                   i_span_events int4,
+                                   i_max_return int4,
                                    out batch_id bigint, out source text, out lo_xmax xid8,
                                    out hi_xmax xid8, out lo_xip xid8[], out hi pg_catalog.pg_snapshot,
                                    out pos bigint)
@@ -216,7 +217,8 @@ begin
     r := pgque._slot_batch_row(i_sub, i_epoch);
     select * into prev from pgque.tick where tick_queue = i_sub.sub_queue and tick_id = r.sb_last_tick;
     if r.sb_batch is null then
-        nxt := pgque._pick_tick(i_sub.sub_queue, prev, null, null, null, i_span_events);
+        nxt := pgque._pick_tick(i_sub.sub_queue, prev, null, null, null,
+                                (least(i_max_return::int8 * i_n, 1000000000))::int4);
         -- an old-layout slot of a resize ends its windows at the boundary
         -- (ADR 0030); read after the pick, so a tick past it implies the
         -- resize is seen
