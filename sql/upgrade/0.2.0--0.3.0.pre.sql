@@ -106,3 +106,9 @@ alter table pgque.tick alter column tick_snapshot set default pg_catalog.pg_curr
 -- watchdog pass after the one that found it drained (ADR 0038): the pass
 -- notes when, here.
 alter table pgque.partition_resize add column drained_seen_at timestamptz;
+
+-- The slot's receive opens in one statement and says where the batch's
+-- events are (issue #30): _slot_receive_open returns more columns, and
+-- _slot_window replaces _slot_next_batch.
+drop function pgque._slot_receive_open(text, text, int4, int4, text, int4, boolean);
+drop function pgque._slot_next_batch(text, text, bigint, int4);
