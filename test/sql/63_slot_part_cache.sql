@@ -3,7 +3,7 @@
 -- most of what locating a window costs) only when the backend's part
 -- cache does not hold the window; a pausing slot's open never asks for
 -- them (its read in SQL names them).  A step's count is the difference
--- from the one before ('start' counts the ticker's).
+-- from the one before (from 'start', whose count is not shown).
 -- Counted with the transaction's function statistics, never timed.
 set track_functions = 'all';
 select pgque.create_queue('spc');
@@ -42,7 +42,7 @@ end $$;
 -- the window in parts of two: the first part's open names the relations,
 -- the part the cache holds does not
 begin;
-select * from pg_temp.spc_step('start');
+select step from pg_temp.spc_step('start');
 select payload from pgque.receive_partitioned('spc', 'c', 0, 2, 'w', 2);
 select * from pg_temp.spc_step('part 1: the window read');
 select pgque.ack_partitioned('spc', 'c', 0, 2, 'w') as acked;
