@@ -39,6 +39,8 @@
 #include "executor/tuptable.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -258,9 +260,30 @@ part_receiver_init(PartReceiver *r, Tuplestorestate *ts, TupleDesc desc, int64 b
  */
 typedef struct WindowOfKind
 {
+	const char *fn;				/* pgque.<fn>(bigint) */
 	const char *sql;			/* $1 batch: lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos */
 	SPIPlanPtr	plan;
+	bool		exists;			/* fn was found in this backend */
 } WindowOfKind;
+
+/*
+ * Whether the kind's window function exists: a database still on 0.2.0's
+ * SQL with this library (ADR 0019: between the library's install and
+ * ALTER EXTENSION UPDATE) has none, and reads _batch_source as 0.2.0 did.
+ * Once found, not looked up again (an update never drops it).
+ */
+static bool
+window_of_kind_exists(WindowOfKind *wk)
+{
+	Oid			argtypes[1] = {INT8OID};
+
+	if (wk->sql == NULL)
+		return false;
+	if (!wk->exists)
+		wk->exists = OidIsValid(LookupFuncName(list_make2(makeString("pgque"), makeString((char *) wk->fn)),
+											   1, argtypes, true));
+	return wk->exists;
+}
 
 /*
  * Where an open batch's events are, from row 0 of the last SPI result, as
@@ -334,7 +357,7 @@ batch_bounds(int64 batch_id, const SlotShare *share, WindowOfKind *wk, bool want
 		sargs[2] = Int32GetDatum(share->slot);
 		snulls[1] = snulls[2] = ' ';
 	}
-	if (want_source || wk->sql == NULL)
+	if (want_source)
 		ret = SPI_execute_plan(kept_plan(&source_plan,
 										 "select source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos"
 										 "  from pgque._batch_source($1, $2, $3)",
@@ -346,7 +369,7 @@ batch_bounds(int64 batch_id, const SlotShare *share, WindowOfKind *wk, bool want
 		elog(ERROR, "pgque_bgw: batch source read failed: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 0)
 		return false;
-	if (want_source || wk->sql == NULL)
+	if (want_source)
 		*source = bounds_from_result(1, true, 2, batch_id, share, args, nulls);
 	else
 		(void) bounds_from_result(0, false, 1, batch_id, share, args, nulls);
@@ -384,9 +407,10 @@ read_part(int64 batch_id, int64 max_return, const SlotShare *share, WindowOfKind
 	 */
 	if (source == NULL && cache_may_serve())
 	{
-		if (!have_bounds && !batch_bounds(batch_id, share, wk, false, args, nulls, NULL))
+		if (!have_bounds &&
+			!batch_bounds(batch_id, share, wk, !window_of_kind_exists(wk), args, nulls, &source))
 			return 0;
-		if (part_from_cache(NULL, args, nulls, batch_id, max_return, ts, &n, more, last))
+		if (part_from_cache(source, args, nulls, batch_id, max_return, ts, &n, more, last))
 			return n;
 	}
 	if (source == NULL && !batch_bounds(batch_id, share, wk, true, args, nulls, &source))
@@ -485,7 +509,7 @@ typedef struct ReceiveKind
 	"            else " last_col " operator(pg_catalog.<>) $2 end"
 
 #define WINDOW_OF_KIND_SQL(fn) \
-	"select lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos from pgque." fn "($1)"
+	fn, "select lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos from pgque." fn "($1)"
 
 static ReceiveKind plain_kind = {
 	"select pgque._receive_open($1, $2, $3, $4), false",
