@@ -86,6 +86,9 @@ typedef struct SlotShare
 /* rows past the last part handed out, formed as messages */
 static WindowCache mcache;
 
+/* the last part handed out from mcache left rows of its window there */
+static bool mcache_rest = false;
+
 /* the DestReceiver of one part's window read */
 typedef struct PartReceiver
 {
@@ -234,6 +237,7 @@ part_from_cache(const char *source, Datum *args, char *nulls, int64 batch_id, in
 		tuplestore_puttuple(ts, tup);
 	}
 	*more = avail > max_return;
+	mcache_rest = *more;
 	*last = *more ? mcache.ev_ids[i + *n - 1] : 0;
 	return true;
 }
@@ -376,11 +380,17 @@ batch_bounds(int64 batch_id, const SlotShare *share, WindowOfKind *wk, bool want
 	return true;
 }
 
-/* whether the part cache may hold the next part (then no source is read first) */
+/*
+ * Whether the part cache is likely to hold the next part: it holds the
+ * rest of the window a part came from last.  Then the receive reads the
+ * window's bounds alone first, and the source only when the cache turns
+ * out not to serve; otherwise (a new window, most likely) it reads both
+ * at once.
+ */
 static inline bool
 cache_may_serve(void)
 {
-	return mcache.valid && !mcache.filling;
+	return mcache.valid && !mcache.filling && mcache_rest;
 }
 
 /*
@@ -409,6 +419,14 @@ read_part(int64 batch_id, int64 max_return, const SlotShare *share, WindowOfKind
 	{
 		if (!have_bounds &&
 			!batch_bounds(batch_id, share, wk, !window_of_kind_exists(wk), args, nulls, &source))
+			return 0;
+		if (part_from_cache(source, args, nulls, batch_id, max_return, ts, &n, more, last))
+			return n;
+	}
+	else if (mcache.valid && !mcache.filling)
+	{
+		/* read with its source: the cache may still hold it (a part read again) */
+		if (source == NULL && !batch_bounds(batch_id, share, wk, true, args, nulls, &source))
 			return 0;
 		if (part_from_cache(source, args, nulls, batch_id, max_return, ts, &n, more, last))
 			return n;
@@ -455,6 +473,7 @@ read_part(int64 batch_id, int64 max_return, const SlotShare *share, WindowOfKind
 	args[WA_LIMIT] = Int32GetDatum((int32) Min(max_return + 1, (int64) PG_INT32_MAX));
 	part_receiver_init(&r, ts, desc, batch_id, max_return);
 	pgque_window_read(source, args, nulls, false, true, &r.pub);
+	mcache_rest = false;
 	*more = r.nrows > max_return;
 	*last = r.last;
 	return Min(r.nrows, max_return);
