@@ -369,31 +369,113 @@ begin
     return s;
 end $$;
 
--- The per-call steps of receive_partitioned: the argument checks (on the
--- first try) and the lease check, whether the slot's consumer pauses, then
--- the slot's open batch or the next one (NULL: none).  A slot sees about
--- 1/n of a window: it spans windows for n times more events.
-create function pgque._slot_receive_open(i_queue_name text, i_consumer text, i_slot int4, i_n int4,
-                                         i_worker text, i_max_return int4, i_check bool,
-                                         out batch_id bigint, out pause boolean)
+-- The entry of a slot's receive and ack (issue #30): the rows every call
+-- needs (queue, partitioned consumer, the slot's subscription) read in one
+-- statement, then _slot_guard's checks on them in its order (with
+-- _check_max_return after the queue's when i_check_max, as the receive's
+-- first try) and the lease check.  When that statement finds nothing (an
+-- unknown queue or consumer, a wrong n or slot, a slot not subscribed:
+-- what the checks are for), the checks run one by one as before and raise
+-- what is wrong, so every error and SQLSTATE stays the one of _slot_guard.
+-- -> the rows, the caller's lease epoch and whether the consumer pauses.
+create function pgque._slot_enter(i_queue_name text, i_consumer text, i_slot int4, i_n int4,
+                                  i_worker text, i_is_ack boolean, i_max_return int4, i_check_max boolean,
+                                  out q pgque.queue, out pc pgque.partition_consumer,
+                                  out s pgque.subscription, out epoch bigint, out pause boolean)
 language plpgsql as $$
 declare
-    q   pgque.queue;
+    x   record;
     g   record;
 begin
-    q := pgque._queue(i_queue_name);
-    if i_check then
-        perform pgque._check_max_return(i_max_return);
+    -- each row by its key (sub-selects: a join of these small tables
+    -- was planned as a scan of every subscription)
+    select qq as q, p as pc,
+           (select sub from pgque.subscription sub
+             where sub.sub_queue = qq.queue_id
+               and sub.sub_consumer = (select c.co_id from pgque.consumer c
+                                        where c.co_name = pgque._slot_name(i_consumer, i_slot, i_n))) as s
+      into x
+      from pgque.queue qq
+      join pgque.partition_consumer p on p.queue_id = qq.queue_id and p.co_name = i_consumer
+     where qq.queue_name = i_queue_name and p.n = i_n and i_slot >= 0 and i_slot < p.n;
+    if (x.s).sub_id is null then
+        q := pgque._queue(i_queue_name);
+        if i_check_max then
+            perform pgque._check_max_return(i_max_return);
+        end if;
+        g := pgque._slot_guard(q, i_consumer, i_slot, i_n, i_worker, i_is_ack);
+        s := pgque._subscription(i_queue_name, g.sub_name);
+        select * into pc from pgque.partition_consumer p where p.queue_id = q.queue_id and p.co_name = i_consumer;
+        epoch := g.epoch;
+    else
+        q := x.q;
+        pc := x.pc;
+        s := x.s;
+        if i_check_max then
+            perform pgque._check_max_return(i_max_return);
+        end if;
+        -- _slot_guard's checks that the statement has not made (n and the
+        -- slot's range it matched), on the rows in hand
+        perform pgque._user_consumer_name(i_consumer);
+        perform pgque._authorize(pc.owner, pc.users, q.queue_id, i_consumer);
+        perform pgque._check_worker(i_worker);
+        epoch := pgque._slot_check(q.queue_id, i_consumer, i_slot, i_worker, i_is_ack, q.queue_name);
     end if;
-    g := pgque._slot_guard(q, i_consumer, i_slot, i_n, i_worker, false);
+    pause := pgque._pauses(pc);
+end $$;
+
+-- The per-call steps of receive_partitioned (src/receive.c): the argument
+-- checks and the lease check (_slot_enter), whether the slot's consumer
+-- pauses, then the slot's open batch or the next one (batch_id NULL:
+-- none) with where its events are (_slot_window), and the slot's
+-- subscription and epoch, which the tries after an empty window pass to
+-- _slot_receive_next.
+create function pgque._slot_receive_open(i_queue_name text, i_consumer text, i_slot int4, i_n int4,
+                                         i_worker text, i_max_return int4, i_check bool, i_want_source bool,
+                                         out batch_id bigint, out pause boolean,
+                                         out source text, out lo_xmax xid8, out hi_xmax xid8,
+                                         out lo_xip xid8[], out hi pg_catalog.pg_snapshot,
+                                         out sub_id int4, out pos bigint, out epoch bigint)
+language plpgsql as $$
+declare
+    e   record;
+    w   record;
+begin
+    e := pgque._slot_enter(i_queue_name, i_consumer, i_slot, i_n, i_worker, false, i_max_return, i_check);
+    -- the slot subscription's own right, when it is not the consumer's
+    -- (every slot subscription carries the consumer's owner and users,
+    -- ADR 0058: the same check, not made twice)
+    if ((e.s).sub_owner, (e.s).sub_users) is distinct from ((e.pc).owner, (e.pc).users) then
+        perform pgque._authorize((e.s).sub_owner, (e.s).sub_users, (e.s).sub_queue,
+                                 pgque._slot_name(i_consumer, i_slot, i_n));
+    end if;
     -- an unlogged queue that lost its events is reset first (ADR 0068),
-    -- once the guard has authorized the caller and checked its lease (it
-    -- locks no row): a role that may not use the consumer never resets
-    -- the queue nor waits for its row
-    perform pgque._unlogged_gate(q);
-    pause := pgque._slot_pauses(q.queue_id, i_consumer);
-    batch_id := (pgque._slot_next_batch(i_queue_name, g.sub_name, g.epoch,
-                                        (least(i_max_return::int8 * i_n, 1000000000))::int4)).batch_id;
+    -- once _slot_enter has authorized the caller and checked its lease (it
+    -- locks no row): a role that may not use the consumer never resets the
+    -- queue nor waits for its row
+    perform pgque._unlogged_gate(e.q);
+    -- a pausing slot reads its part in SQL (_receive_paused): no source
+    w := pgque._slot_window(e.s, e.epoch, i_n, i_slot, i_max_return, i_want_source and not e.pause);
+    select w.batch_id, e.pause, w.source, w.lo_xmax, w.hi_xmax, w.lo_xip, w.hi, (e.s).sub_id, w.pos, e.epoch
+      into batch_id, pause, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos, epoch;
+end $$;
+
+-- The tries of receive_partitioned after an empty window (src/receive.c):
+-- the next batch of the slot subscription and epoch that the first try's
+-- checks returned, without checking again what that call checked.
+create function pgque._slot_receive_next(i_sub_id int4, i_epoch bigint, i_slot int4, i_n int4,
+                                         i_max_return int4, i_want_source bool,
+                                         out batch_id bigint, out source text, out lo_xmax xid8,
+                                         out hi_xmax xid8, out lo_xip xid8[], out hi pg_catalog.pg_snapshot,
+                                         out sub_id int4, out pos bigint)
+language plpgsql as $$
+declare
+    s   pgque.subscription;
+begin
+    select * into strict s from pgque.subscription where subscription.sub_id = i_sub_id;
+    select w.batch_id, w.source, w.lo_xmax, w.hi_xmax, w.lo_xip, w.hi, s.sub_id, w.pos
+      into batch_id, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos
+      from pgque._slot_window(s, i_epoch, i_n, i_slot, i_max_return, i_want_source) w;
 end $$;
 
 -- receive_partitioned: only this slot's events, in ev_id order, read in C
@@ -403,7 +485,7 @@ create function pgque.receive_partitioned(queue_name text, consumer_name text, s
                                           worker text, max_return int4 default 100)
 returns setof pgque.message language c volatile security definer
 set search_path = pgque, pg_catalog, pg_temp
-as 'MODULE_PATHNAME', 'pgque_receive_partitioned';
+as 'MODULE_PATHNAME', 'pgque_receive_slot';
 
 -- ack_partitioned -> 1 acked / 0 no open batch.  A fenced worker raises,
 -- also when the takeover came while it was acking (nothing it wrote stays).
@@ -411,22 +493,20 @@ create function pgque.ack_partitioned(queue_name text, consumer_name text, slot 
 returns int4 language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
-    q   pgque.queue;
-    g   record;
-    s   pgque.subscription;
+    e   record;
+    r   pgque.slot_batch;
     res int4 := 0;
 begin
-    q := pgque._queue(queue_name);
-    g := pgque._slot_guard(q, consumer_name, slot, n, worker, true);
-    s := pgque._slot_open(queue_name, g.sub_name, g.epoch);
-    if s.sub_batch is not null then
-        res := pgque._slot_finish(s.sub_batch);
+    e := pgque._slot_enter(queue_name, consumer_name, slot, n, worker, true, null, false);
+    r := pgque._slot_batch_row(e.s, e.epoch);
+    if r.sb_batch is not null then
+        res := pgque._slot_finish_row(r);
         -- failure policy pause: release the keys whose head was done in it
-        if exists (select from pgque.blocked_key b where b.bk_done_batch = s.sub_batch) then
-            perform pgque._pause_after_ack(s.sub_id, s.sub_batch, g.epoch, n, slot);
+        if exists (select from pgque.blocked_key b where b.bk_done_batch = r.sb_batch) then
+            perform pgque._pause_after_ack((e.s).sub_id, r.sb_batch, e.epoch, n, slot);
         end if;
     end if;
-    perform pgque._slot_recheck(q.queue_id, consumer_name, slot, worker, g.epoch, queue_name);
+    perform pgque._slot_recheck((e.q).queue_id, consumer_name, slot, worker, e.epoch, queue_name);
     return res;
 end $$;
 

@@ -55,12 +55,17 @@ begin
     return i_policy;
 end $$;
 
--- Whether a partitioned consumer pauses keys.
+-- Whether a partitioned consumer pauses keys (NULL: none, it does not).
+create function pgque._pauses(i_pc pgque.partition_consumer)
+returns boolean language sql immutable as $$
+    select coalesce(i_pc.failure_policy operator(pg_catalog.=) 'pause', false)
+$$;
+
 create function pgque._slot_pauses(i_queue_id int4, i_consumer text)
 returns boolean language sql stable as $$
-    select coalesce((select pc.failure_policy operator(pg_catalog.=) 'pause' from pgque.partition_consumer pc
-                      where pc.queue_id operator(pg_catalog.=) i_queue_id
-                        and pc.co_name operator(pg_catalog.=) i_consumer), false)
+    select pgque._pauses((select pc from pgque.partition_consumer pc
+                           where pc.queue_id operator(pg_catalog.=) i_queue_id
+                             and pc.co_name operator(pg_catalog.=) i_consumer))
 $$;
 
 -- subscribe_slot(queue, consumer, slot, n, failure_policy): subscribe_slot,

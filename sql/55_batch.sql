@@ -212,33 +212,44 @@ begin
     return r;
 end $$;
 
--- _next_batch for slot i_sub_name under lease epoch i_epoch.
-create function pgque._slot_next_batch(i_queue_name text, i_sub_name text, i_epoch bigint, i_span_events int4)
-returns pgque.batch_info language plpgsql as $$
+-- The open batch of slot subscription i_sub under lease epoch i_epoch, or
+-- the next one (batch_id NULL: none), with where its events are: what
+-- _batch_source reads for a batch id, so that receive_partitioned reads its
+-- part without that statement (issue #30).  The source (the relations,
+-- most of the cost) only when i_want_source: a part the caller's part
+-- cache holds needs the bounds alone (ADR 0082).  The caller has checked the
+-- lease and the right to the consumer (_slot_enter).  A slot sees about 1/n
+-- of a window: a batch spans windows for i_max_return x n events of the
+-- stream.
+create function pgque._slot_window(i_sub pgque.subscription, i_epoch bigint, i_n int4, i_slot int4,
+                                   i_max_return int4, i_want_source boolean,
+                                   out batch_id bigint, out source text, out lo_xmax xid8,
+                                   out hi_xmax xid8, out lo_xip xid8[], out hi pg_catalog.pg_snapshot,
+                                   out pos bigint)
+language plpgsql as $$
 declare
-    s     pgque.subscription;
     r     pgque.slot_batch;
     prev  pgque.tick;
     nxt   pgque.tick;
     cap   bigint;
+    q     pgque.queue;
 begin
-    s := pgque._subscription(i_queue_name, i_sub_name);
-    perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, i_sub_name);
-    r := pgque._slot_batch_row(s, i_epoch);
-    select * into prev from pgque.tick where tick_queue = s.sub_queue and tick_id = r.sb_last_tick;
+    r := pgque._slot_batch_row(i_sub, i_epoch);
+    select * into prev from pgque.tick where tick_queue = i_sub.sub_queue and tick_id = r.sb_last_tick;
     if r.sb_batch is null then
-        nxt := pgque._pick_tick(s.sub_queue, prev, null, null, null, i_span_events);
+        nxt := pgque._pick_tick(i_sub.sub_queue, prev, null, null, null,
+                                (least(i_max_return::int8 * i_n, 1000000000))::int4);
         -- an old-layout slot of a resize ends its windows at the boundary
         -- (ADR 0030); read after the pick, so a tick past it implies the
         -- resize is seen
-        cap := pgque._resize_cap(s.sub_id);
+        cap := pgque._resize_cap(i_sub.sub_id);
         if cap is not null and prev.tick_id >= cap then
             nxt := null;
         elsif cap is not null and nxt.tick_id > cap then
-            select * into nxt from pgque.tick where tick_queue = s.sub_queue and tick_id = cap;
+            select * into nxt from pgque.tick where tick_queue = i_sub.sub_queue and tick_id = cap;
         end if;
         if nxt.tick_id is null then
-            return (null, null, prev.tick_id, null, prev.tick_time, null, prev.tick_event_seq)::pgque.batch_info;
+            return;
         end if;
         update pgque.slot_batch
            set sb_batch = pg_catalog.nextval('pgque.batch_id_seq'), sb_next_tick = nxt.tick_id,
@@ -246,10 +257,17 @@ begin
          where sb_sub = r.sb_sub and sb_epoch = r.sb_epoch
         returning * into r;
     else
-        select * into nxt from pgque.tick where tick_queue = s.sub_queue and tick_id = r.sb_next_tick;
+        select * into nxt from pgque.tick where tick_queue = i_sub.sub_queue and tick_id = r.sb_next_tick;
     end if;
-    return (r.sb_batch, nxt.tick_id, prev.tick_id, nxt.tick_time, prev.tick_time,
-            nxt.tick_event_seq, prev.tick_event_seq)::pgque.batch_info;
+    batch_id := r.sb_batch;
+    if i_want_source then
+        -- the queue row read after the window's end tick, as _batch_source
+        -- reads them in one snapshot: it knows every switch that tick saw
+        select * into q from pgque.queue where queue_id = i_sub.sub_queue;
+        source := pgque._event_source(q, prev.tick_snapshot, nxt.tick_snapshot, i_n, i_slot);
+    end if;
+    select * into lo_xmax, hi_xmax, lo_xip, hi from pgque._window_bounds(prev.tick_snapshot, nxt.tick_snapshot);
+    pos := r.sb_pos;
 end $$;
 
 -- Fold an epoch's cursor into sub_last_tick (which rotation, tick cleanup
@@ -281,15 +299,22 @@ begin
     if not found then
         return 0;
     end if;
+    return pgque._slot_finish_row(r);
+end $$;
+
+-- _slot_finish of the epoch's row in hand (ack_partitioned has it locked).
+create function pgque._slot_finish_row(r pgque.slot_batch)
+returns int4 language plpgsql as $$
+begin
     if r.sb_last is not null then
         update pgque.slot_batch
            set sb_batch = pg_catalog.nextval('pgque.batch_id_seq'), sb_pos = sb_last, sb_last = null
-         where sb_batch = i_batch;
+         where sb_batch = r.sb_batch;
         return 1;
     end if;
     update pgque.slot_batch
        set sb_last_tick = sb_next_tick, sb_batch = null, sb_next_tick = null, sb_pos = null, sb_last = null
-     where sb_batch = i_batch;
+     where sb_batch = r.sb_batch;
     perform pgque._slot_fold(r.sb_sub, r.sb_epoch, r.sb_next_tick);
     return 1;
 end $$;
@@ -309,12 +334,24 @@ create function pgque._window_where(i_lo_xmax int4, i_hi_xmax int4, i_lo_xip int
 returns text language c immutable strict
 as 'MODULE_PATHNAME', 'pgque_window_where_sql';
 
+-- A window's bounds for the window read (src/window.c): the xmax of both
+-- tick snapshots, the earlier one's in-progress xids and the later
+-- snapshot.  A set (of one row), so that a FROM item inlines it.
+create function pgque._window_bounds(i_lo pg_catalog.pg_snapshot, i_hi pg_catalog.pg_snapshot,
+                                     out lo_xmax xid8, out hi_xmax xid8, out lo_xip xid8[],
+                                     out hi pg_catalog.pg_snapshot)
+returns setof record language sql immutable as $$
+    select pg_catalog.pg_snapshot_xmax(i_lo), pg_catalog.pg_snapshot_xmax(i_hi),
+           array(select pg_catalog.pg_snapshot_xip(i_lo)), i_hi
+$$;
+
 -- The window of an open batch, one function per kind of batch: the reader
 -- (sub_id), its queue, the two ticks' snapshots, the window's bounds as the
 -- window read takes them (lo's xmax and xip, hi's xmax) and the position
--- acked inside it.  No row: no such batch of that kind.  receive() reads
--- its kind's one alone for a part it holds in memory (ADR 0082): the
--- union below starts the scans of all three.
+-- acked inside it (the bounds: _window_bounds, as _slot_window's).  No
+-- row: no such batch of that kind.  receive() reads its kind's one alone
+-- for a part it holds in memory (ADR 0082): the union below starts the
+-- scans of all three.
 -- A plain consumer's batch.
 create function pgque._sub_batch_window(i_batch_id bigint,
                                         out sub_id int4, out queue_id int4,
@@ -322,11 +359,11 @@ create function pgque._sub_batch_window(i_batch_id bigint,
                                         out lo_xmax xid8, out hi_xmax xid8, out lo_xip xid8[], out pos bigint)
 returns setof record language sql stable as $$
     select sub.sub_id, sub.sub_queue, t1.tick_snapshot, t2.tick_snapshot,
-           pg_catalog.pg_snapshot_xmax(t1.tick_snapshot), pg_catalog.pg_snapshot_xmax(t2.tick_snapshot),
-           array(select pg_catalog.pg_snapshot_xip(t1.tick_snapshot)), sub.sub_batch_pos
+           b.lo_xmax, b.hi_xmax, b.lo_xip, sub.sub_batch_pos
       from pgque.subscription sub
       join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = sub.sub_last_tick
       join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = sub.sub_next_tick
+     cross join lateral pgque._window_bounds(t1.tick_snapshot, t2.tick_snapshot) b
      where sub.sub_batch = i_batch_id
 $$;
 
@@ -337,12 +374,12 @@ create function pgque._coop_batch_window(i_batch_id bigint,
                                          out lo_xmax xid8, out hi_xmax xid8, out lo_xip xid8[], out pos bigint)
 returns setof record language sql stable as $$
     select sub.sub_id, sub.sub_queue, t1.tick_snapshot, t2.tick_snapshot,
-           pg_catalog.pg_snapshot_xmax(t1.tick_snapshot), pg_catalog.pg_snapshot_xmax(t2.tick_snapshot),
-           array(select pg_catalog.pg_snapshot_xip(t1.tick_snapshot)), w.cw_pos
+           b.lo_xmax, b.hi_xmax, b.lo_xip, w.cw_pos
       from pgque.coop_window w
       join pgque.subscription sub on sub.sub_id = w.cw_sub
       join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = w.cw_prev_tick
       join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = w.cw_next_tick
+     cross join lateral pgque._window_bounds(t1.tick_snapshot, t2.tick_snapshot) b
      where w.cw_batch = i_batch_id
 $$;
 
@@ -353,13 +390,13 @@ create function pgque._slot_batch_window(i_batch_id bigint,
                                          out lo_xmax xid8, out hi_xmax xid8, out lo_xip xid8[], out pos bigint)
 returns setof record language sql stable as $$
     select sub.sub_id, sub.sub_queue, t1.tick_snapshot, t2.tick_snapshot,
-           pg_catalog.pg_snapshot_xmax(t1.tick_snapshot), pg_catalog.pg_snapshot_xmax(t2.tick_snapshot),
-           array(select pg_catalog.pg_snapshot_xip(t1.tick_snapshot)), b.sb_pos
-      from pgque.slot_batch b
-      join pgque.subscription sub on sub.sub_id = b.sb_sub
-      join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = b.sb_last_tick
-      join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = b.sb_next_tick
-     where b.sb_batch = i_batch_id
+           b.lo_xmax, b.hi_xmax, b.lo_xip, sb.sb_pos
+      from pgque.slot_batch sb
+      join pgque.subscription sub on sub.sub_id = sb.sb_sub
+      join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = sb.sb_last_tick
+      join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = sb.sb_next_tick
+     cross join lateral pgque._window_bounds(t1.tick_snapshot, t2.tick_snapshot) b
+     where sb.sb_batch = i_batch_id
 $$;
 
 -- Where an open batch's events are: the relations (_event_source) and the

@@ -39,6 +39,8 @@
 #include "executor/tuptable.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "nodes/value.h"
+#include "parser/parse_func.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
@@ -69,6 +71,7 @@ static bool said_nothing_ticks = false;
 
 PG_FUNCTION_INFO_V1(pgque_receive);
 PG_FUNCTION_INFO_V1(pgque_receive_partitioned);
+PG_FUNCTION_INFO_V1(pgque_receive_slot);
 PG_FUNCTION_INFO_V1(pgque_receive_coop);
 
 static SPIPlanPtr source_plan;
@@ -82,6 +85,9 @@ typedef struct SlotShare
 
 /* rows past the last part handed out, formed as messages */
 static WindowCache mcache;
+
+/* the last part handed out from mcache left rows of its window there */
+static bool mcache_rest = false;
 
 /* the DestReceiver of one part's window read */
 typedef struct PartReceiver
@@ -231,6 +237,7 @@ part_from_cache(const char *source, Datum *args, char *nulls, int64 batch_id, in
 		tuplestore_puttuple(ts, tup);
 	}
 	*more = avail > max_return;
+	mcache_rest = *more;
 	*last = *more ? mcache.ev_ids[i + *n - 1] : 0;
 	return true;
 }
@@ -252,20 +259,91 @@ part_receiver_init(PartReceiver *r, Tuplestorestate *ts, TupleDesc desc, int64 b
 
 /*
  * How a kind of batch's window is read without its source: the kind's
- * pgque._*_batch_window() alone (ADR 0082), a kept plan each.
+ * pgque._*_batch_window() alone (ADR 0082), a kept plan each.  sql NULL:
+ * none (0.2.0's SQL), _batch_source every time.
  */
 typedef struct WindowOfKind
 {
+	const char *fn;				/* pgque.<fn>(bigint) */
 	const char *sql;			/* $1 batch: lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos */
 	SPIPlanPtr	plan;
+	bool		exists;			/* fn was found in this backend */
 } WindowOfKind;
 
 /*
- * The bounds of open batch batch_id's window into args/nulls (the window
- * plan's parameters before WA_EV_ID: lo, hi, xip, snapshot, owner, after),
- * with its source (the relations to read) when want_source: a part served
- * from the cache needs neither the source nor the other kinds' tables.
- * false: the batch is not open.
+ * Whether the kind's window function exists: a database still on 0.2.0's
+ * SQL with this library (ADR 0019: between the library's install and
+ * ALTER EXTENSION UPDATE) has none, and reads _batch_source as 0.2.0 did.
+ * Once found, not looked up again (an update never drops it).
+ */
+static bool
+window_of_kind_exists(WindowOfKind *wk)
+{
+	Oid			argtypes[1] = {INT8OID};
+
+	if (wk->sql == NULL)
+		return false;
+	if (!wk->exists)
+		wk->exists = OidIsValid(LookupFuncName(list_make2(makeString("pgque"), makeString((char *) wk->fn)),
+											   1, argtypes, true));
+	return wk->exists;
+}
+
+/*
+ * Where an open batch's events are, from row 0 of the last SPI result, as
+ * the window read's first parameters (lo, hi, xip, snapshot, owner, after)
+ * and the slot's share: the window's bounds, owner and position in the six
+ * columns from column first (lo's xmax, hi's xmax, lo's xip, hi, sub_id,
+ * pos: the columns of pgque._*_batch_window and _batch_source), and the
+ * relations in column source_col (0: not read; NULL, when the statement
+ * did not say them, is returned as NULL unless need_source).  Copied out
+ * of the SPI result, which the window read replaces.
+ */
+static char *
+bounds_from_result(int source_col, bool need_source, int first, int64 batch_id,
+				   const SlotShare *share, Datum *args, char *nulls)
+{
+	char	   *source = NULL;
+	bool		isnull;
+	int			i;
+
+	if (source_col > 0)
+	{
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, source_col, &isnull);
+
+		if (!isnull)
+			source = TextDatumGetCString(d);
+		else if (need_source)
+			elog(ERROR, "pgque_bgw: batch %lld has no event source", (long long) batch_id);
+	}
+	for (i = 0; i < WINDOW_NPARAMS; i++)
+		nulls[i] = 'n';
+	for (i = 0; i < 6; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, first + i - 1);
+		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, first + i, &isnull);
+
+		nulls[i] = isnull ? 'n' : ' ';
+		args[i] = isnull ? (Datum) 0 : SPI_datumTransfer(d, att->attbyval, att->attlen);
+	}
+	args[WA_EV_ID] = (Datum) 0;
+	args[WA_N] = (Datum) 0;
+	args[WA_SLOT] = (Datum) 0;
+	if (share != NULL)
+	{
+		/* one slot's share of the window */
+		args[WA_N] = Int32GetDatum(share->n);
+		args[WA_SLOT] = Int32GetDatum(share->slot);
+		nulls[WA_N] = nulls[WA_SLOT] = ' ';
+	}
+	return source;
+}
+
+/*
+ * The bounds of open batch batch_id's window into args/nulls, with its
+ * source (the relations to read) when want_source: a part served from the
+ * cache needs neither the source nor the other kinds' tables.  false: the
+ * batch is not open.
  */
 static bool
 batch_bounds(int64 batch_id, const SlotShare *share, WindowOfKind *wk, bool want_source,
@@ -274,10 +352,7 @@ batch_bounds(int64 batch_id, const SlotShare *share, WindowOfKind *wk, bool want
 	Oid			argtypes[3] = {INT8OID, INT4OID, INT4OID};
 	Datum		sargs[3];
 	char		snulls[3] = {' ', 'n', 'n'};
-	bool		isnull;
 	int			ret;
-	int			i;
-	int			first = want_source ? 2 : 1;
 
 	sargs[0] = Int64GetDatum(batch_id);
 	if (share != NULL)
@@ -298,49 +373,38 @@ batch_bounds(int64 batch_id, const SlotShare *share, WindowOfKind *wk, bool want
 		elog(ERROR, "pgque_bgw: batch source read failed: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 0)
 		return false;
-
-	/* copied out of the SPI result, which the window read replaces */
 	if (want_source)
-	{
-		*source = TextDatumGetCString(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-		if (isnull)
-			elog(ERROR, "pgque_bgw: batch %lld has no event source", (long long) batch_id);
-	}
-	for (i = 0; i < WINDOW_NPARAMS; i++)
-		nulls[i] = 'n';
-	for (i = 0; i < 6; i++)
-	{
-		/* lo, hi, xip, snapshot, owner (sub_id), after (pos) */
-		Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, i + first - 1);
-		Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, i + first, &isnull);
-
-		nulls[i] = isnull ? 'n' : ' ';
-		args[i] = isnull ? (Datum) 0 : SPI_datumTransfer(d, att->attbyval, att->attlen);
-	}
-	args[WA_EV_ID] = (Datum) 0;
-	args[WA_N] = (Datum) 0;
-	args[WA_SLOT] = (Datum) 0;
-	if (share != NULL)
-	{
-		/* one slot's share of the window */
-		args[WA_N] = Int32GetDatum(share->n);
-		args[WA_SLOT] = Int32GetDatum(share->slot);
-		nulls[WA_N] = nulls[WA_SLOT] = ' ';
-	}
+		*source = bounds_from_result(1, true, 2, batch_id, share, args, nulls);
+	else
+		(void) bounds_from_result(0, false, 1, batch_id, share, args, nulls);
 	return true;
 }
 
 /*
+ * Whether the part cache is likely to hold the next part: it holds the
+ * rest of the window a part came from last.  Then the receive reads the
+ * window's bounds alone first, and the source only when the cache turns
+ * out not to serve; otherwise (a new window, most likely) it reads both
+ * at once.
+ */
+static inline bool
+cache_may_serve(void)
+{
+	return mcache.valid && !mcache.filling && mcache_rest;
+}
+
+/*
  * One part of open batch batch_id into ts: the number of rows, and *more
- * (the window goes on; *last is the part's last ev_id).
+ * (the window goes on; *last is the part's last ev_id).  have_bounds: the
+ * open statement returned the window's bounds into args/nulls, and its
+ * source when it was asked for one (source non-NULL); otherwise the kind's
+ * window function reads them.
  */
 static int64
 read_part(int64 batch_id, int64 max_return, const SlotShare *share, WindowOfKind *wk,
-		  Tuplestorestate *ts, TupleDesc desc, bool *more, int64 *last)
+		  Tuplestorestate *ts, TupleDesc desc, bool *more, int64 *last,
+		  bool have_bounds, char *source, Datum *args, char *nulls)
 {
-	Datum		args[WINDOW_NPARAMS];
-	char		nulls[WINDOW_NPARAMS];
-	char	   *source = NULL;
 	int64		n;
 	PartReceiver r;
 
@@ -351,14 +415,23 @@ read_part(int64 batch_id, int64 max_return, const SlotShare *share, WindowOfKind
 	 * A part of a window this backend holds comes from memory, with only
 	 * the window's bounds read; otherwise the bounds again, with the source.
 	 */
-	if (mcache.valid && !mcache.filling)
+	if (source == NULL && cache_may_serve())
 	{
-		if (!batch_bounds(batch_id, share, wk, false, args, nulls, NULL))
+		if (!have_bounds &&
+			!batch_bounds(batch_id, share, wk, !window_of_kind_exists(wk), args, nulls, &source))
 			return 0;
-		if (part_from_cache(NULL, args, nulls, batch_id, max_return, ts, &n, more, last))
+		if (part_from_cache(source, args, nulls, batch_id, max_return, ts, &n, more, last))
 			return n;
 	}
-	if (!batch_bounds(batch_id, share, wk, true, args, nulls, &source))
+	else if (mcache.valid && !mcache.filling)
+	{
+		/* read with its source: the cache may still hold it (a part read again) */
+		if (source == NULL && !batch_bounds(batch_id, share, wk, true, args, nulls, &source))
+			return 0;
+		if (part_from_cache(source, args, nulls, batch_id, max_return, ts, &n, more, last))
+			return n;
+	}
+	if (source == NULL && !batch_bounds(batch_id, share, wk, true, args, nulls, &source))
 		return 0;
 
 	/*
@@ -400,6 +473,7 @@ read_part(int64 batch_id, int64 max_return, const SlotShare *share, WindowOfKind
 	args[WA_LIMIT] = Int32GetDatum((int32) Min(max_return + 1, (int64) PG_INT32_MAX));
 	part_receiver_init(&r, ts, desc, batch_id, max_return);
 	pgque_window_read(source, args, nulls, false, true, &r.pub);
+	mcache_rest = false;
 	*more = r.nrows > max_return;
 	*last = r.last;
 	return Min(r.nrows, max_return);
@@ -414,18 +488,36 @@ typedef struct ReceiveKind
 {
 	const char *open_sql;		/* the call's arguments, then "first try";
 								 * returns the batch id (NULL: none) and
-								 * whether the slot pauses */
+								 * whether the slot pauses; with next_sql,
+								 * it takes "want source" last and returns
+								 * then where the batch's events are (the
+								 * source NULL unless wanted) and the
+								 * slot's sub_id, pos and epoch */
 	int			nargs;			/* the call's arguments */
-	Oid			argtypes[7];	/* theirs, then bool */
+	Oid			argtypes[8];	/* theirs, then bool (and bool) */
 	int			max_return_arg;
 	int			share_arg;		/* slot, n at these two arguments; -1: none */
 	const char *mark_sql;		/* $1 batch, $2 the part's last ev_id or NULL */
 	const char *finish_sql;		/* $1 batch */
 	WindowOfKind window;		/* the batch's window, without its source */
+	const char *next_sql;		/* the tries after the first, from what it
+								 * returned: $1 sub_id, $2 epoch, $3 slot,
+								 * $4 n, $5 max_return, $6 "want source"
+								 * -> the batch id and where its events
+								 * are; NULL: open_sql again, and the
+								 * window's bounds per part */
 	SPIPlanPtr	open_plan;
 	SPIPlanPtr	mark_plan;
 	SPIPlanPtr	finish_plan;
+	SPIPlanPtr	next_plan;
 } ReceiveKind;
+
+/* the columns of a slot's open (_slot_receive_open): where its events are */
+#define SLOT_OPEN_SOURCE 3
+#define SLOT_OPEN_SUB_ID 8
+#define SLOT_OPEN_EPOCH 10
+/* ... and of its next tries (_slot_receive_next) */
+#define SLOT_NEXT_SOURCE 2
 
 /* the part's end, for the ack of the table the batch lives in */
 #define MARK_SQL(tbl, batch_col, last_col) \
@@ -436,7 +528,7 @@ typedef struct ReceiveKind
 	"            else " last_col " operator(pg_catalog.<>) $2 end"
 
 #define WINDOW_OF_KIND_SQL(fn) \
-	"select lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos from pgque." fn "($1)"
+	fn, "select lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos from pgque." fn "($1)"
 
 static ReceiveKind plain_kind = {
 	"select pgque._receive_open($1, $2, $3, $4), false",
@@ -446,12 +538,34 @@ static ReceiveKind plain_kind = {
 	{WINDOW_OF_KIND_SQL("_sub_batch_window")}
 };
 
+/*
+ * A partition slot (issue #30): one statement opens the batch and says
+ * where its events are, the tries after an empty window skip the checks
+ * the first one made.
+ */
 static ReceiveKind slot_kind = {
+	"select batch_id, pause, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos, epoch"
+	"  from pgque._slot_receive_open($1, $2, $3, $4, $5, $6, $7, $8)",
+	6, {TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTOID, INT4OID, BOOLOID, BOOLOID}, 5, 2,
+	MARK_SQL("slot_batch", "sb_batch", "sb_last"),
+	"select pgque._slot_finish($1)",
+	{NULL},						/* the bounds come with the open */
+	"select batch_id, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos"
+	"  from pgque._slot_receive_next($1, $2, $3, $4, $5, $6)"
+};
+
+/*
+ * 0.2.0's SQL (a database not yet updated, ADR 0019) declares
+ * receive_partitioned under pgque_receive_partitioned: its open returns the
+ * batch id and the pause flag only, every try opens again, and every part
+ * reads _batch_source (0.2.0 has no _slot_batch_window).
+ */
+static ReceiveKind slot_kind_020 = {
 	"select batch_id, pause from pgque._slot_receive_open($1, $2, $3, $4, $5, $6, $7)",
 	6, {TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTOID, INT4OID, BOOLOID}, 5, 2,
 	MARK_SQL("slot_batch", "sb_batch", "sb_last"),
 	"select pgque._slot_finish($1)",
-	{WINDOW_OF_KIND_SQL("_slot_batch_window")}
+	{NULL}
 };
 
 static ReceiveKind coop_kind = {
@@ -495,12 +609,15 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 	MemoryContext old;
 	Oid			mark_types[2] = {INT8OID, INT8OID};
 	Oid			finish_types[1] = {INT8OID};
-	Datum		oargs[8];
-	char		onulls[8];
+	Datum		oargs[9];
+	char		onulls[9];
 	SlotShare	share;
 	int			tries;
 	int			guc_level;
 	bool		no_batch = false;
+	bool		pause = false;
+	Datum		nargs[6];		/* next_sql's: sub_id, epoch, slot, n, max_return, want source */
+	Oid			next_types[6] = {INT4OID, INT8OID, INT4OID, INT4OID, INT4OID, BOOLOID};
 
 	old = pgque_materialize(fcinfo, &ts, &desc);
 	MemoryContextSwitchTo(old);
@@ -516,6 +633,7 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 		oargs[tries] = PG_ARGISNULL(tries) ? (Datum) 0 : PG_GETARG_DATUM(tries);
 	}
 	onulls[kind->nargs] = ' ';
+	onulls[kind->nargs + 1] = ' ';
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pgque_bgw: SPI_connect failed");
@@ -536,16 +654,37 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 		int64		n;
 		int64		last = 0;
 		bool		more = false;
-		bool		pause;
 		bool		isnull;
 		Datum		margs[2];
 		char		mnulls[2] = {' ', ' '};
 		int			ret;
+		char	   *source = NULL;
+		bool		want_source;
+		Datum		wargs[WINDOW_NPARAMS];
+		char		wnulls[WINDOW_NPARAMS];
 
-		/* the checks once, then the batch (re-opened, or the next one) */
-		oargs[kind->nargs] = BoolGetDatum(tries == 0);
-		ret = SPI_execute_plan(kept_plan(&kind->open_plan, kind->open_sql, kind->nargs + 1, kind->argtypes),
-							   oargs, onulls, false, 1);
+		/*
+		 * An open that returns the window's bounds returns its source too
+		 * only when the part cache cannot serve the part (ADR 0078, 0082):
+		 * the source is most of what locating a window costs.
+		 */
+		want_source = !pause && !cache_may_serve();
+		if (tries == 0 || kind->next_sql == NULL)
+		{
+			/* the checks once, then the batch (re-opened, or the next one) */
+			oargs[kind->nargs] = BoolGetDatum(tries == 0);
+			oargs[kind->nargs + 1] = BoolGetDatum(want_source);
+			ret = SPI_execute_plan(kept_plan(&kind->open_plan, kind->open_sql,
+											 kind->nargs + (kind->next_sql != NULL ? 2 : 1), kind->argtypes),
+								   oargs, onulls, false, 1);
+		}
+		else
+		{
+			/* the next batch of the slot and epoch the first try checked */
+			nargs[5] = BoolGetDatum(want_source);
+			ret = SPI_execute_plan(kept_plan(&kind->next_plan, kind->next_sql, 6, next_types),
+								   nargs, NULL, false, 1);
+		}
 		if (ret != SPI_OK_SELECT || SPI_processed != 1)
 			elog(ERROR, "pgque_bgw: receive could not open a batch: %s", SPI_result_code_string(ret));
 		batch_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -554,7 +693,6 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 			no_batch = tries == 0;
 			break;
 		}
-		pause = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
 		/* checked by the open statement */
 		max_return = DatumGetInt32(oargs[kind->max_return_arg]);
 		if (kind->share_arg >= 0)
@@ -562,13 +700,37 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 			share.slot = DatumGetInt32(oargs[kind->share_arg]);
 			share.n = DatumGetInt32(oargs[kind->share_arg + 1]);
 		}
+		if (tries == 0 || kind->next_sql == NULL)
+			pause = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+		if (kind->next_sql != NULL)
+		{
+			if (tries == 0)
+			{
+				bool		null_sub;
+				bool		null_epoch;
+
+				/* what the next tries start from */
+				nargs[0] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, SLOT_OPEN_SUB_ID, &null_sub);
+				nargs[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, SLOT_OPEN_EPOCH, &null_epoch);
+				if (null_sub || null_epoch)
+					elog(ERROR, "pgque_bgw: a slot's open returned batch %lld without its subscription or epoch",
+						 (long long) batch_id);
+				nargs[2] = Int32GetDatum(share.slot);
+				nargs[3] = Int32GetDatum(share.n);
+				nargs[4] = Int32GetDatum((int32) max_return);
+			}
+			/* the source NULL: not asked for, or the slot pauses */
+			source = bounds_from_result(tries == 0 ? SLOT_OPEN_SOURCE : SLOT_NEXT_SOURCE, false,
+										(tries == 0 ? SLOT_OPEN_SOURCE : SLOT_NEXT_SOURCE) + 1,
+										batch_id, &share, wargs, wnulls);
+		}
 
 		if (pause)
 			n = read_paused(batch_id, max_return, &share, ts);
 		else
 		{
 			n = read_part(batch_id, max_return, kind->share_arg >= 0 ? &share : NULL, &kind->window,
-						  ts, desc, &more, &last);
+						  ts, desc, &more, &last, kind->next_sql != NULL, source, wargs, wnulls);
 			if (n > 0)
 			{
 				/* where the part ends, for the ack; NULL: the whole window */
@@ -627,6 +789,17 @@ pgque_receive(PG_FUNCTION_ARGS)
  */
 Datum
 pgque_receive_partitioned(PG_FUNCTION_ARGS)
+{
+	return receive_parts(fcinfo, &slot_kind_020);
+}
+
+/*
+ * pgque.receive_partitioned(queue_name, consumer_name, slot, n, worker,
+ *                           max_return) -> setof pgque.message: 0.3.0's
+ *                           SQL, which opens in one statement (issue #30)
+ */
+Datum
+pgque_receive_slot(PG_FUNCTION_ARGS)
 {
 	return receive_parts(fcinfo, &slot_kind);
 }

@@ -118,3 +118,8 @@ create unlogged table pgque.unlogged_seal (
     queue_id   int4 primary key references pgque.queue (queue_id) on delete cascade,
     sealed_at  timestamptz not null default now()
 );
+-- The slot's receive opens in one statement and says where the batch's
+-- events are (issue #30): _slot_receive_open returns more columns, and
+-- _slot_window replaces _slot_next_batch.
+drop function pgque._slot_receive_open(text, text, int4, int4, text, int4, boolean);
+drop function pgque._slot_next_batch(text, text, bigint, int4);

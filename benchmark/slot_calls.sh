@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# benchmark/slot_calls.sh [EVENTS]: what one partition slot's call costs,
+# in shared buffers and statements, not in time (a figure a loaded machine
+# does not change; issue #30 item 3, ADR 0078).
+#
+# A throwaway server with pg_stat_statements (track = all) and the workers
+# off; one queue with 32 partition buckets gets EVENTS keyed events
+# (default 500,000; zipfian over 2,000 tenants, 100 per transaction, a tick
+# every 1,000, as benchmark/partition.sh sends them); consumers of N = 1 and
+# N = 32 slots drain it, slot after slot (receive_partitioned(1000),
+# ack_partitioned, commit).  It prints the statements and shared buffers of
+# one receive and one ack (slot 0 of 32, first batch), then for each N the
+# shared buffers per event in pgque's relations (all of them, and the event
+# tables alone, from pg_statio) and per receive and ack call.
+#
+#   PG_CONFIG=... bash benchmark/slot_calls.sh 500000
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. test/lib.sh
+
+EVENTS=${1:-500000}
+PORT=${PGQUE_BENCH_PORT:-56790}
+build_and_install
+WORK=$(make_workdir pgque_slot_calls)
+trap 'stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
+start_cluster "$WORK" "$PORT" "fsync = off" "synchronous_commit = off" "shared_buffers = '512MB'" \
+	"max_wal_size = '4GB'" "checkpoint_timeout = '30min'" "pgque_bgw.enabled = off" "autovacuum = off" \
+	"shared_preload_libraries = 'pgque_bgw,pg_stat_statements'" "pg_stat_statements.track = all" \
+	"pg_stat_statements.max = 10000"
+PSQL=(as_pg psql -X -q -A -t -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1)
+
+"${PSQL[@]}" >/dev/null <<'SQL'
+create extension pgque_bgw;
+create extension pg_stat_statements;
+select pgque.create_queue('pk');
+select pgque.set_queue_config('pk', 'partition_buckets', '32');
+select pgque.maint_rotate_tables_step2();
+select pgque.force_tick('pk'), pgque.ticker('pk');
+select pgque.subscribe_slot('pk', 'n' || n, s, n) from unnest(array[1, 32]) n, generate_series(0, n - 1) s;
+create procedure produce(i_events int) language plpgsql as $$
+declare
+    keys text[];
+    payloads text[] := array_fill('payload-abcdefghij'::text, array[100]);
+begin
+    for i in 1 .. i_events / 100 loop
+        keys := array(select 'tenant-' || floor(exp(random() * ln(2000)))::int from generate_series(1, 100));
+        perform pgque.send_batch('pk', 'default', payloads, keys);
+        commit;
+        if i % 10 = 0 then
+            perform pgque.ticker('pk');
+            commit;
+        end if;
+    end loop;
+    perform pgque.force_tick('pk');
+    perform pgque.ticker('pk');
+end $$;
+create procedure drain(c text, n int) language plpgsql as $$
+declare
+    k int;
+    w text;
+begin
+    for s in 0 .. n - 1 loop
+        w := 'bench-' || s;
+        perform pgque.claim_slot('pk', c, s, w, '1 hour');
+        loop
+            select count(*) into k from pgque.receive_partitioned('pk', c, s, n, w, 1000);
+            exit when k = 0;
+            perform pgque.ack_partitioned('pk', c, s, n, w);
+            commit;
+        end loop;
+    end loop;
+end $$;
+SQL
+"${PSQL[@]}" -c "call produce($EVENTS)" >/dev/null
+# what the drains run is what is counted: statistics from here on
+"${PSQL[@]}" -c "vacuum analyze" >/dev/null
+
+# statements one call runs (every statement the executor ran, nested ones
+# included, counted once) and its shared buffers, in a warm session (its
+# first calls read the catalogs and compile): slot 0 of a 32-slot consumer
+# of its own, its first receive and ack, each alone between two resets,
+# after the same calls on slot 1
+"${PSQL[@]}" >/dev/null -c "select pgque.subscribe_slot('pk', 'probe', s, 32) from generate_series(0, 31) s" \
+	-c "select pgque.claim_slot('pk', 'probe', s, 'w', '1 hour') from generate_series(0, 1) s"
+"${PSQL[@]}" -F ' ' <<'SQL' > "$WORK/probe.out"
+select count(*) from pgque.receive_partitioned('pk', 'probe', 1, 32, 'w', 1000);
+select pgque.ack_partitioned('pk', 'probe', 1, 32, 'w');
+select pg_stat_statements_reset();
+select count(*) from pgque.receive_partitioned('pk', 'probe', 0, 32, 'w', 1000);
+select 'receive', sum(calls) - 1, sum(shared_blks_hit + shared_blks_read) filter (where toplevel)
+  from pg_stat_statements where query not like '%pg_stat_statements%';
+select pg_stat_statements_reset();
+select pgque.ack_partitioned('pk', 'probe', 0, 32, 'w');
+select 'ack', sum(calls) - 1, sum(shared_blks_hit + shared_blks_read) filter (where toplevel)
+  from pg_stat_statements where query not like '%pg_stat_statements%';
+SQL
+read -r _ rs rsb < <(grep '^receive ' "$WORK/probe.out")
+read -r _ as asb < <(grep '^ack ' "$WORK/probe.out")
+echo "-- one call of slot 0 of 32 (its first batch), warm session: statements run, shared buffers"
+printf 'receive_partitioned(1000): %s statements, %s buffers\n' "$rs" "$rsb"
+printf 'ack_partitioned:           %s statements, %s buffers\n' "$as" "$asb"
+
+echo "-- drains, slot after slot: shared buffers per event (pg_statio) and per call (pg_stat_statements)"
+printf '%4s %10s %10s | %7s %9s | %7s %9s\n' N "pgque/ev" "events/ev" "recv" "buf/recv" "acks" "buf/ack"
+for n in 1 32; do
+	"${PSQL[@]}" -c "select pg_stat_reset(), pg_stat_statements_reset()" >/dev/null
+	"${PSQL[@]}" -c "call drain('n$n', $n)" >/dev/null
+	sleep 0.7	# the drained session's statistics reach shared memory
+	read -r all ev < <("${PSQL[@]}" -F ' ' -c "
+		select round(sum(b) / $EVENTS.0, 4), round(coalesce(sum(b) filter (where relname like 'event\_%'), 0) / $EVENTS.0, 4)
+		  from (select relname, coalesce(heap_blks_hit, 0) + coalesce(heap_blks_read, 0)
+		               + coalesce(idx_blks_hit, 0) + coalesce(idx_blks_read, 0) as b
+		          from pg_statio_user_tables where schemaname = 'pgque') s")
+	read -r rc rb ac ab < <("${PSQL[@]}" -F ' ' -c "
+		select sum(calls) filter (where query like '%pgque.receive_partitioned(%'),
+		       round(sum(shared_blks_hit + shared_blks_read) filter (where query like '%pgque.receive_partitioned(%')
+		             / sum(calls) filter (where query like '%pgque.receive_partitioned(%'), 1),
+		       sum(calls) filter (where query like '%pgque.ack_partitioned(%'),
+		       round(sum(shared_blks_hit + shared_blks_read) filter (where query like '%pgque.ack_partitioned(%')
+		             / sum(calls) filter (where query like '%pgque.ack_partitioned(%'), 1)
+		  from pg_stat_statements where toplevel is false")
+	printf '%4s %10s %10s | %7s %9s | %7s %9s\n' "$n" "$all" "$ev" "$rc" "$rb" "$ac" "$ab"
+done
