@@ -13,6 +13,7 @@
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
@@ -189,7 +190,7 @@ sub kill_backend_after
     my $out = $victim->query_safe($sql);
     kill 'KILL', $pid;
     eval { $victim->quit; };
-    ok($node->poll_query_until('postgres', 'select 1', '1'), "$label: the server is back after the crash restart");
+    ok(PgqueNode::wait_back($node, 'postgres'), "$label: the server is back after the crash restart");
     return $out;
 }
 

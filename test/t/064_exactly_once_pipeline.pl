@@ -7,6 +7,7 @@
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
+use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time);
@@ -93,7 +94,7 @@ for my $i (0 .. 3)
         my $pid = $node->safe_psql('postgres',
             q{select pid from pg_stat_activity where application_name = 'pipeline'});
         kill 'KILL', $pid;
-        $node->poll_query_until('postgres', 'select 1', '1');
+        PgqueNode::wait_back($node, 'postgres');
         $restarts++;
     }
     else

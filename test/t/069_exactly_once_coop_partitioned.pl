@@ -127,7 +127,7 @@ for my $i (0 .. 3)
           or die "$app is not connected";
         kill 'KILL', $node->safe_psql('postgres',
             qq{select pid from pg_stat_activity where application_name = '$app'});
-        $node->poll_query_until('postgres', 'select 1', '1');
+        PgqueNode::wait_back($node, 'postgres');
         $how[$i] = "backend of $app";
     }
     else

@@ -134,7 +134,7 @@ send_now('other-3');
 kill 'KILL', $vpid;
 # its pipe is closed: quitting may fail, which is expected
 eval { $victim->quit; };
-ok($node->poll_query_until('postgres', 'select 1', '1'), 'the server is back after the SIGKILL of a producer');
+ok(PgqueNode::wait_back($node, 'postgres'), 'the server is back after the SIGKILL of a producer');
 $gone{'killed-1'} = 1;
 tick();
 is(flat(drain()), 'other-3', 'the killed transaction\'s event is never delivered, the committed one is');

@@ -69,7 +69,7 @@ for my $round (1 .. $rounds)
     {
         kill 'KILL', $pid;
         eval { $consumer->quit; };
-        ok($node->poll_query_until('postgres', 'select 1', '1'), "round $round: back after the backend's kill");
+        ok(PgqueNode::wait_back($node, 'postgres'), "round $round: back after the backend's kill");
     }
     else
     {

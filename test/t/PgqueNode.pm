@@ -163,6 +163,25 @@ sub poll_value
 	return $v;
 }
 
+# wait_back(NODE, [DB], [SECONDS]): true once the server accepts connections
+# again after a crash restart.  Not poll_query_until('select 1'): it feeds
+# psql through a pipe, and a psql that a server still in recovery turns
+# away exits before reading it, so IPC::Run dies of the broken pipe
+# ("ack Broken pipe: write( 14, 'select 1' )") instead of trying again.
+# A function (PgqueNode::wait_back($node)): it serves a node made by
+# PostgreSQL::Test::Cluster->new as well.
+sub wait_back
+{
+	my ($self, $db, $secs) = @_;
+	return PgqueNode::poll_until(sub {
+		my $ok = eval {
+			my ($ret, $out) = $self->psql($db // 'postgres', 'select 1');
+			$ret == 0 && $out eq '1';
+		};
+		return $ok;
+	}, $secs);
+}
+
 # poll_until(CODE, [SECONDS], [INTERVAL]): call CODE until it returns true
 # (returns true) or SECONDS (default the framework's timeout) have passed
 # (returns false); never a fixed sleep-and-hope.  A function, not a method.
