@@ -8,6 +8,9 @@
 # cost of a run with no statement is subtracted.  Single-user mode parses
 # and plans every statement and has no client round trip: read the ratios
 # as server work, not as pgbench's.
+# KEEP=dir keeps each workload's callgrind file there (callgrind_annotate
+# --inclusive=yes dir/<workload>.out: the per-function profile);
+# ONLY='send send_batch_100' runs only those workloads (and the base).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -46,6 +49,7 @@ declare -A S=(
 count() {
 	as_pg valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" \
 		"$PGBIN/postgres" --single -D "$WORK/data" postgres < "$1" >/dev/null 2>&1
+	[[ -n ${KEEP:-} ]] && cp "$WORK/cg.out" "$KEEP/$(basename "$1" .sql).out"
 	awk '/^(summary|totals):/ {print $2; exit}' "$WORK/cg.out"
 }
 echo "set role w;" > "$WORK/empty.sql"
@@ -53,6 +57,7 @@ base=$(count "$WORK/empty.sql")
 printf '%-32s %14s\n' workload "instr/event"
 for w in insert insert_indexed send send_typed send_keyed send_keyed_32_buckets send_jsonb \
          send_batch_100 multi_row_insert_100 multi_row_insert_100_indexed; do
+	[[ -n ${ONLY:-} && " $ONLY " != *" $w "* ]] && continue
 	n=$N per=1
 	[[ $w == *_100* ]] && n=$NB per=100
 	{ echo "set role w;"; [[ $w == *insert* ]] && echo "reset role;"

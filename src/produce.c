@@ -6,8 +6,9 @@
  *		pgque_insert_fields(), the same append for the CDC triggers.
  *
  * Each call finds the queue by name in the per-backend cache
- * (queue_cache.c) and appends with a kept, schema-qualified plan of the
- * queue's current child table (insert_plan.c).
+ * (queue_cache.c) and appends to the queue's current child table
+ * (append.c: heap_insert and index_insert when the table is as the
+ * extension made it, a kept plan otherwise; ADR 0085).
  *
  * Rights (ADR 0032).  These functions are SECURITY INVOKER.  Who may call
  * them is PostgreSQL's EXECUTE check, on every call, against the caller:
@@ -137,13 +138,7 @@ append_one(void *arg)
 {
 	AppendOne  *a = (AppendOne *) arg;
 	QueueInfo	q;
-	int			ret;
-	char		nulls[INS_NPARAMS];
-	int			i;
 	int			bucket;
-
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "pgque_bgw: SPI_connect failed");
 
 	pgque_lookup_queue(a->queue_name, &q);
 	a->queue_id = q.queue_id;
@@ -160,16 +155,9 @@ append_one(void *arg)
 	}
 	a->ev_id = DatumGetInt64(a->args[INS_EV_ID]);
 
-	for (i = 0; i < INS_NPARAMS; i++)
-		nulls[i] = a->isnull[i] ? 'n' : ' ';
-
 	/* the partition key rides in ev_extra1 */
 	bucket = q.nbuckets > 0 ? pgque_slot_of(a->args[INS_EXTRA1], a->isnull[INS_EXTRA1], q.nbuckets) : 0;
-	ret = pgque_insert_execute(&q, bucket, INSERT_ONE, a->args, nulls, 1);
-	if (ret != SPI_OK_INSERT || SPI_processed != 1)
-		elog(ERROR, "pgque_bgw: event insert failed: %s", SPI_result_code_string(ret));
-
-	SPI_finish();
+	pgque_append_one(&q, bucket, a->args, a->isnull);
 }
 
 /*
@@ -382,56 +370,37 @@ typedef struct AppendBatch
 	int32		queue_id;		/* out */
 } AppendBatch;
 
-/* one INSERT of m events given as arrays of ids, payloads and keys */
-static void
-insert_array(const QueueInfo *q, int bucket, Datum type_name, Datum ids, Datum payloads,
-			 Datum keys, bool keys_null, int m)
-{
-	Datum		args[4] = {type_name, ids, payloads, keys};
-	char		nulls[4] = {' ', ' ', ' ', keys_null ? 'n' : ' '};
-	int			ret;
-
-	ret = pgque_insert_execute(q, bucket, INSERT_BATCH, args, nulls, 0);
-	if (ret != SPI_OK_INSERT || SPI_processed != (uint64) m)
-		elog(ERROR, "pgque_bgw: batch insert failed: %s", SPI_result_code_string(ret));
-}
-
-static Datum
-int8_array(int64 *v, int n)
-{
-	Datum	   *d = palloc(sizeof(Datum) * n);
-	int			i;
-
-	for (i = 0; i < n; i++)
-		d[i] = Int64GetDatum(v[i]);
-	return PointerGetDatum(construct_array(d, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
-}
-
 /*
- * Append an array of events whose keys go to more than one partition
- * bucket: one INSERT per bucket, each with its events' (already drawn) ids.
+ * Append the events to the queue's current table, those of each partition
+ * bucket to its table (buckets NULL: all to bucket 0), in input order
+ * within each.
  */
 static void
-insert_by_bucket(AppendBatch *a, const QueueInfo *q, Datum *kdat, bool *knull, int *buckets)
+append_by_bucket(AppendBatch *a, const QueueInfo *q, Datum *pdat, bool *pnull, Datum *kdat,
+				 bool *knull, const int *buckets)
 {
 	int			n = a->n;
-	Datum	   *pdat;
-	bool	   *pnull;
-	int			np;
-	int64	   *sub_ids = palloc(sizeof(int64) * n);
-	Datum	   *sub_p = palloc(sizeof(Datum) * n);
-	bool	   *sub_pn = palloc(sizeof(bool) * n);
-	Datum	   *sub_k = palloc(sizeof(Datum) * n);
-	bool	   *sub_kn = palloc(sizeof(bool) * n);
+	int64	   *sub_ids;
+	Datum	   *sub_p;
+	bool	   *sub_pn;
+	Datum	   *sub_k;
+	bool	   *sub_kn;
 	int			b;
 	int			i;
 
-	deconstruct_array(a->payloads, TEXTOID, -1, false, TYPALIGN_INT, &pdat, &pnull, &np);
+	if (buckets == NULL)
+	{
+		pgque_append_rows(q, 0, a->type_name, a->ids, pdat, pnull, kdat, knull, n);
+		return;
+	}
+	sub_ids = palloc(sizeof(int64) * n);
+	sub_p = palloc(sizeof(Datum) * n);
+	sub_pn = palloc(sizeof(bool) * n);
+	sub_k = palloc(sizeof(Datum) * n);
+	sub_kn = palloc(sizeof(bool) * n);
 	for (b = 0; b < q->nbuckets; b++)
 	{
 		int			m = 0;
-		int			dims[1];
-		int			lbs[1] = {1};
 
 		for (i = 0; i < n; i++)
 		{
@@ -444,15 +413,8 @@ insert_by_bucket(AppendBatch *a, const QueueInfo *q, Datum *kdat, bool *knull, i
 			sub_kn[m] = knull[i];
 			m++;
 		}
-		if (m == 0)
-			continue;
-		dims[0] = m;
-		insert_array(q, b, a->type_name, int8_array(sub_ids, m),
-					 PointerGetDatum(construct_md_array(sub_p, sub_pn, 1, dims, lbs, TEXTOID, -1,
-														false, TYPALIGN_INT)),
-					 PointerGetDatum(construct_md_array(sub_k, sub_kn, 1, dims, lbs, TEXTOID, -1,
-														false, TYPALIGN_INT)),
-					 false, m);
+		if (m > 0)
+			pgque_append_rows(q, b, a->type_name, sub_ids, sub_p, sub_pn, sub_k, sub_kn, m);
 	}
 }
 
@@ -463,49 +425,51 @@ append_batch(void *arg)
 	int			n = a->n;
 	QueueInfo	q;
 	int		   *buckets = NULL;
-	int			bucket = 0;
+	Datum	   *pdat;
+	bool	   *pnull;
 	Datum	   *kdat = NULL;
 	bool	   *knull = NULL;
+	int			np;
 	int			i;
 
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "pgque_bgw: SPI_connect failed");
 	pgque_lookup_queue(a->queue_name, &q);
 	a->queue_id = q.queue_id;
 	check_send_right(a->queue_name, &q, GetOuterUserId());
 	refuse_disabled(a->queue_name, q.disabled);
 	if (n == 0)
-	{
-		SPI_finish();
 		return;
-	}
 
 	/* the ids, drawn in input order before anything is inserted */
 	a->ids = MemoryContextAlloc(a->caller_cxt, sizeof(int64) * n);
 	for (i = 0; i < n; i++)
 		a->ids[i] = nextval_internal(q.event_seq, true);
 
-	/* which partition buckets the keys go to: one (bucket), or several (-1) */
-	if (a->keys != NULL && q.nbuckets > 0)
+	deconstruct_array(a->payloads, TEXTOID, -1, false, TYPALIGN_INT, &pdat, &pnull, &np);
+	if (a->keys != NULL)
 	{
 		int			nk;
 
 		deconstruct_array(a->keys, TEXTOID, -1, false, TYPALIGN_INT, &kdat, &knull, &nk);
-		buckets = palloc(sizeof(int) * n);
-		for (i = 0; i < n; i++)
-			buckets[i] = pgque_slot_of(kdat[i], knull[i], q.nbuckets);
-		bucket = buckets[0];
-		for (i = 1; i < n && bucket >= 0; i++)
-			if (buckets[i] != bucket)
-				bucket = -1;
 	}
 
-	if (bucket >= 0)
-		insert_array(&q, bucket, a->type_name, int8_array(a->ids, n), PointerGetDatum(a->payloads),
-					 a->keys != NULL ? PointerGetDatum(a->keys) : (Datum) 0, a->keys == NULL, n);
-	else
-		insert_by_bucket(a, &q, kdat, knull, buckets);
-	SPI_finish();
+	/* which partition buckets the keys go to: one, or several */
+	if (a->keys != NULL && q.nbuckets > 0)
+	{
+		bool		several = false;
+
+		buckets = palloc(sizeof(int) * n);
+		for (i = 0; i < n; i++)
+		{
+			buckets[i] = pgque_slot_of(kdat[i], knull[i], q.nbuckets);
+			several |= buckets[i] != buckets[0];
+		}
+		if (!several)
+		{
+			pgque_append_rows(&q, buckets[0], a->type_name, a->ids, pdat, pnull, kdat, knull, n);
+			return;
+		}
+	}
+	append_by_bucket(a, &q, pdat, pnull, kdat, knull, buckets);
 }
 
 /*

@@ -1,15 +1,19 @@
 /*
  * producer.h
- *		The producer side, in three files:
+ *		The producer side, in four files:
  *		  produce.c      the SQL-callable entry points (send, send_batch,
  *		                 insert_event, _insert_event) and the C one the CDC
  *		                 triggers use; runs the append as the extension owner
  *		  queue_cache.c  what a producer needs of a queue (id, current table,
  *		                 buckets, insert flag, senders) and whom it appends as, cached
  *		                 per backend and flushed by invalidations
- *		  insert_plan.c  the kept SPI insert plans, per queue and table
+ *		  append.c       the append: rows formed and inserted without the
+ *		                 executor into a table as the extension made it
+ *		  insert_plan.c  the kept SPI insert plans, per queue and table, for
+ *		                 any other table
  *		Decisions: ADR 0001 (hot path in C), 0004 (queue cache), 0032 (the
- *		append runs as the owner without SECURITY DEFINER).
+ *		append runs as the owner without SECURITY DEFINER), 0085 (the
+ *		append without the executor).
  */
 #ifndef PGQUE_PRODUCER_H
 #define PGQUE_PRODUCER_H
@@ -40,6 +44,12 @@ extern int64 pgque_insert_fields(struct varlena *queue_name, const Datum *fields
 								 const bool *nulls, Oid producer);
 extern void pgque_lookup_queue(text *queue_name, QueueInfo *info);
 extern Oid	pgque_producer_owner(void);
+
+/* ---- append.c ---- */
+extern void pgque_append_one(const QueueInfo *q, int bucket, Datum *args, bool *isnull);
+extern void pgque_append_rows(const QueueInfo *q, int bucket, Datum type_name, const int64 *ids,
+							  const Datum *payloads, const bool *pnull, const Datum *keys,
+							  const bool *knull, int m);
 
 /* ---- insert_plan.c ---- */
 

@@ -120,7 +120,7 @@ pgque_producer_owner(void)
 
 /*
  * What a producer needs of a queue: from the cache, or from pgque.queue
- * (inside SPI, as a role that may read it) and then cached.  Unknown
+ * (through SPI, as a role that may read it) and then cached.  Unknown
  * queues raise.  The caller has checked the name (pgque_check_queue_name).
  */
 void
@@ -147,6 +147,10 @@ pgque_lookup_queue(text *queue_name, QueueInfo *info)
 			return;
 		}
 	}
+
+	/* a miss: read the row through SPI (a connection of its own) */
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pgque_bgw: SPI_connect failed");
 
 	/*
 	 * A database whose SQL is still 0.2.0's (the library was updated, ALTER
@@ -228,6 +232,8 @@ pgque_lookup_queue(text *queue_name, QueueInfo *info)
 			elog(ERROR, "pgque_bgw: sequence pgque.%s of queue %s not found", seq,
 				 text_to_cstring(queue_name));
 	}
+
+	SPI_finish();
 
 	/*
 	 * Cache it: any later change sends an invalidation (the trigger), and

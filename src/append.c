@@ -1,0 +1,582 @@
+/*
+ * append.c
+ *		The producer's append: event rows formed here and inserted into a
+ *		queue's current child table (or partition bucket table) with
+ *		heap_insert and index_insert, without the executor (ADR 0085); the
+ *		kept SPI plans of insert_plan.c for a table this path does not
+ *		cover.
+ *
+ * The executor's INSERT of one row into a table with one btree costs about
+ * three times the insert itself: ExecutorStart/End, the plan's check and
+ * locks, the result relation and its indexes opened and closed, the
+ * expression states, per call.  What it does for an event table comes down
+ * to: the row's defaults (ev_time now(), ev_txid the top-level xid), NOT
+ * NULL, the INSERT privilege of the role it runs as, RowExclusiveLock on
+ * the table and its indexes, heap_insert (toasting included: an external
+ * or oversized value is toasted there) and one index_insert per ready
+ * index.  That is what this file does, the way core writes catalog rows
+ * (CatalogTupleInsert: heap_insert, then FormIndexDatum/index_insert on
+ * the opened indexes).
+ *
+ * Only when the table is as the extension made it: a plain heap table with
+ * event_template's eleven columns, no default but ev_id's, ev_time's now()
+ * and ev_txid's pg_current_xact_id(), NOT NULL on those three only, no
+ * CHECK, generated or identity column, no trigger (hence no foreign key),
+ * rule or row-level security, and indexes on plain columns only (no
+ * expression, predicate, unique or exclusion index), and the role holding
+ * INSERT on it.  Anything else, whatever an owner or a superuser adds, goes
+ * through the kept plan, which the executor runs with every rule of an
+ * INSERT.  The verdict is a function of the table's relcache entry and the
+ * role: kept per table and dropped by the relcache invalidation of that
+ * table (any ALTER, CREATE/DROP INDEX or TRIGGER, GRANT, RENAME, DROP sends
+ * one) or of everything, and by any change to roles or memberships.
+ *
+ * Invalidation callbacks only mark; an entry's memory is freed only by a
+ * call that is not nested in another append of this file (ADR 0037).  An
+ * index's own functions (a user opclass) may run user code that sends
+ * again: such a nested call takes the kept plan.
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/heapam.h"
+#include "access/table.h"
+#include "access/xact.h"
+#include "catalog/catalog.h"
+#include "catalog/index.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_type.h"
+#include "miscadmin.h"
+#include "nodes/execnodes.h"
+#include "nodes/primnodes.h"
+#include "utils/acl.h"
+#include "utils/array.h"
+#include "utils/fmgroids.h"
+#include "utils/hsearch.h"
+#include "utils/inval.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/syscache.h"
+#include "utils/timestamp.h"
+#include "utils/xid8.h"
+
+#include "compat.h"
+#include "producer.h"
+
+/* event_template's columns, in order (sql/02_tables.sql) */
+#define EV_NATTS 11
+#define AT_ID 0
+#define AT_TIME 1
+#define AT_TXID 2
+#define AT_OWNER 3
+#define AT_RETRY 4
+#define AT_TYPE 5
+#define AT_DATA 6
+#define AT_EXTRA1 7
+
+static const Oid ev_types[EV_NATTS] = {INT8OID, TIMESTAMPTZOID, XID8OID, INT4OID, INT4OID,
+TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+
+/* where an INS_* argument goes */
+static const int ins_att[INS_NPARAMS] = {
+	[INS_TYPE] = AT_TYPE, [INS_DATA] = AT_DATA,
+	[INS_EXTRA1] = AT_EXTRA1, [INS_EXTRA1 + 1] = AT_EXTRA1 + 1,
+	[INS_EXTRA1 + 2] = AT_EXTRA1 + 2, [INS_EXTRA1 + 3] = AT_EXTRA1 + 3,
+	[INS_EV_ID] = AT_ID, [INS_EV_TIME] = AT_TIME, [INS_OWNER] = AT_OWNER, [INS_RETRY] = AT_RETRY
+};
+
+/* a queue's child (or bucket) table: key */
+typedef struct TargetKey
+{
+	int32		queue_id;
+	int32		table_no;
+	int32		bucket;			/* -1: the child table itself */
+} TargetKey;
+
+typedef enum TargetState
+{
+	TARGET_UNRESOLVED,			/* the table's oid is to be looked up by name */
+	TARGET_UNCHECKED,			/* oid known; the verdict is to be made */
+	TARGET_DIRECT,				/* appended here */
+	TARGET_PLAN					/* appended by the kept plan */
+} TargetState;
+
+typedef struct Target
+{
+	TargetKey	key;
+	TargetState state;
+	Oid			relid;
+	Oid			checked_as;		/* the role the verdict holds for */
+	MemoryContext cxt;			/* the index infos; NULL: none */
+	int			nindexes;
+	Oid		   *index_oids;
+	IndexInfo **index_infos;
+} Target;
+
+/* beyond this many tables, the cache is emptied (a session creating queues forever) */
+#define TARGETS_MAX 1024
+
+static HTAB *targets = NULL;
+static bool targets_reset = false;	/* a full invalidation: empty at the next chance */
+static int	append_depth = 0;	/* direct appends in progress in this backend */
+static bool callbacks_set = false;
+
+/* Relcache callback: the verdicts on that table (InvalidOid: on every table) go. */
+static void
+target_rel_inval(Datum arg, Oid relid)
+{
+	HASH_SEQ_STATUS seq;
+	Target	   *t;
+
+	if (targets == NULL)
+		return;
+	if (!OidIsValid(relid))
+	{
+		targets_reset = true;
+		return;
+	}
+	hash_seq_init(&seq, targets);
+	while ((t = hash_seq_search(&seq)) != NULL)
+		if (t->relid == relid)
+			t->state = TARGET_UNRESOLVED;
+}
+
+/* Syscache callback on roles and memberships: every privilege verdict goes. */
+static void
+target_role_inval(Datum arg, int cacheid, uint32 hashvalue)
+{
+	HASH_SEQ_STATUS seq;
+	Target	   *t;
+
+	if (targets == NULL)
+		return;
+	hash_seq_init(&seq, targets);
+	while ((t = hash_seq_search(&seq)) != NULL)
+		if (t->state == TARGET_DIRECT || t->state == TARGET_PLAN)
+			t->state = TARGET_UNCHECKED;
+}
+
+static void
+free_targets(void)
+{
+	HASH_SEQ_STATUS seq;
+	Target	   *t;
+
+	hash_seq_init(&seq, targets);
+	while ((t = hash_seq_search(&seq)) != NULL)
+		if (t->cxt != NULL)
+			MemoryContextDelete(t->cxt);
+	hash_destroy(targets);
+	targets = NULL;
+}
+
+/* The cache entry of a queue's table; only outside any direct append (it may free). */
+static Target *
+target_of(const QueueInfo *q, int bucket)
+{
+	TargetKey	key;
+	Target	   *t;
+	bool		found;
+
+	Assert(append_depth == 0);
+	if (!callbacks_set)
+	{
+		CacheRegisterRelcacheCallback(target_rel_inval, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHOID, target_role_inval, (Datum) 0);
+		CacheRegisterSyscacheCallback(AUTHMEMROLEMEM, target_role_inval, (Datum) 0);
+		callbacks_set = true;
+	}
+	if (targets != NULL && (targets_reset || hash_get_num_entries(targets) >= TARGETS_MAX))
+		free_targets();
+	targets_reset = false;
+	if (targets == NULL)
+	{
+		HASHCTL		ctl;
+
+		memset(&ctl, 0, sizeof(ctl));
+		ctl.keysize = sizeof(TargetKey);
+		ctl.entrysize = sizeof(Target);
+		targets = hash_create("pgque_bgw append targets", 16, &ctl, HASH_ELEM | HASH_BLOBS);
+	}
+
+	memset(&key, 0, sizeof(key));
+	key.queue_id = q->queue_id;
+	key.table_no = q->cur_table;
+	key.bucket = q->nbuckets > 0 ? bucket : -1;
+	t = hash_search(targets, &key, HASH_ENTER, &found);
+	if (!found)
+	{
+		t->state = TARGET_UNRESOLVED;
+		t->relid = InvalidOid;
+		t->cxt = NULL;
+		t->nindexes = 0;
+	}
+	return t;
+}
+
+/* Is this column default the call of fn (now(), pg_current_xact_id())? */
+static bool
+default_is_call(TupleConstr *constr, AttrNumber attnum, Oid fn)
+{
+	int			i;
+
+	for (i = 0; i < constr->num_defval; i++)
+	{
+		Node	   *expr;
+
+		if (constr->defval[i].adnum != attnum)
+			continue;
+		expr = stringToNode(constr->defval[i].adbin);
+		return IsA(expr, FuncExpr) && ((FuncExpr *) expr)->funcid == fn &&
+			((FuncExpr *) expr)->args == NIL;
+	}
+	return false;
+}
+
+/*
+ * Is rel an event table as the extension made it (the file header)?  Also
+ * fills t's index infos, in a context of their own.
+ */
+static bool
+table_is_plain(Target *t, Relation rel)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	TupleConstr *constr = desc->constr;
+	List	   *indexes;
+	ListCell   *lc;
+	int			i;
+
+	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
+		rel->trigdesc != NULL || rel->rd_rules != NULL || rel->rd_rel->relrowsecurity ||
+		desc->natts != EV_NATTS)
+		return false;
+	for (i = 0; i < EV_NATTS; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (att->attisdropped || att->atttypid != ev_types[i] || att->attidentity != '\0' ||
+			att->attgenerated != '\0' || att->attnotnull != (i <= AT_TXID))
+			return false;
+	}
+	if (constr == NULL || constr->num_check != 0 || constr->has_generated_stored ||
+		constr->num_defval != 3 ||
+		!default_is_call(constr, AT_TIME + 1, F_NOW) ||
+		!default_is_call(constr, AT_TXID + 1, F_PG_CURRENT_XACT_ID))
+		return false;
+	/* the third default is ev_id's: always given here */
+	for (i = 0; i < constr->num_defval; i++)
+		if (constr->defval[i].adnum > AT_TXID + 1)
+			return false;
+
+	indexes = RelationGetIndexList(rel);
+	if (t->cxt != NULL)
+		MemoryContextDelete(t->cxt);
+	t->cxt = AllocSetContextCreate(CacheMemoryContext, "pgque_bgw append target",
+								   ALLOCSET_SMALL_SIZES);
+	t->nindexes = 0;
+	t->index_oids = MemoryContextAlloc(t->cxt, sizeof(Oid) * Max(list_length(indexes), 1));
+	t->index_infos = MemoryContextAlloc(t->cxt, sizeof(IndexInfo *) * Max(list_length(indexes), 1));
+	foreach(lc, indexes)
+	{
+		Relation	irel = index_open(lfirst_oid(lc), RowExclusiveLock);
+		MemoryContext old = MemoryContextSwitchTo(t->cxt);
+		IndexInfo  *ii = BuildIndexInfo(irel);
+		bool		plain = ii->ii_Expressions == NIL && ii->ii_Predicate == NIL &&
+			!ii->ii_Unique && ii->ii_ExclusionOps == NULL;
+
+		MemoryContextSwitchTo(old);
+		index_close(irel, NoLock);
+		for (i = 0; plain && i < ii->ii_NumIndexAttrs; i++)
+			if (ii->ii_IndexAttrNumbers[i] < 1 || ii->ii_IndexAttrNumbers[i] > EV_NATTS)
+				plain = false;
+		if (!plain)
+			return false;
+		t->index_oids[t->nindexes] = lfirst_oid(lc);
+		t->index_infos[t->nindexes] = ii;
+		t->nindexes++;
+	}
+	list_free(indexes);
+	return true;
+}
+
+/*
+ * Open the target's table, locked as the executor locks a result relation,
+ * with its verdict made for the current role; NULL: the kept plan appends
+ * (the table is not plain, not found by its cached oid, or this append is
+ * nested in another).
+ */
+static Relation
+open_target(Target *t, const QueueInfo *q, int bucket)
+{
+	int			tries;
+
+	if (append_depth > 0)
+		return NULL;
+	for (tries = 0; tries < 3; tries++)
+	{
+		Relation	rel;
+		bool		direct;
+
+		if (t->state == TARGET_UNRESOLVED)
+		{
+			char		name[NAMEDATALEN];
+
+			if (q->nbuckets > 0)
+				snprintf(name, sizeof(name), "event_%d_%d_b%d", q->queue_id, q->cur_table, bucket);
+			else
+				snprintf(name, sizeof(name), "event_%d_%d", q->queue_id, q->cur_table);
+			t->relid = get_relname_relid(name, get_namespace_oid("pgque", false));
+			if (!OidIsValid(t->relid))
+				return NULL;	/* the plan says it is missing */
+			t->state = TARGET_UNCHECKED;
+		}
+		if (t->state == TARGET_PLAN && t->checked_as == GetUserId())
+			return NULL;
+
+		/* the lock accepts invalidations: the entry may be marked under it */
+		rel = try_table_open(t->relid, RowExclusiveLock);
+		if (rel == NULL)
+		{
+			t->state = TARGET_UNRESOLVED;
+			continue;
+		}
+		if (t->state == TARGET_UNRESOLVED)
+		{
+			table_close(rel, NoLock);
+			continue;
+		}
+		if (t->state == TARGET_DIRECT && t->checked_as == GetUserId())
+			return rel;
+
+		/* a verdict, for this role (opening the indexes may mark the entry again) */
+		t->state = TARGET_UNCHECKED;
+		t->checked_as = GetUserId();
+		direct = table_is_plain(t, rel) &&
+			pg_class_aclcheck(t->relid, GetUserId(), ACL_INSERT) == ACLCHECK_OK;
+		if (t->state != TARGET_UNCHECKED)
+		{
+			table_close(rel, NoLock);
+			continue;
+		}
+		t->state = direct ? TARGET_DIRECT : TARGET_PLAN;
+		if (direct)
+			return rel;
+		table_close(rel, NoLock);
+		return NULL;
+	}
+	return NULL;
+}
+
+/* the values of the row's index columns, as FormIndexDatum gives them for plain columns */
+static void
+insert_index_rows(Target *t, Relation rel, Relation *irels, HeapTuple tup, Datum *values,
+				  bool *isnull)
+{
+	int			i;
+	int			k;
+
+	for (i = 0; i < t->nindexes; i++)
+	{
+		IndexInfo  *ii = t->index_infos[i];
+		Datum		ivalues[INDEX_MAX_KEYS];
+		bool		inull[INDEX_MAX_KEYS];
+
+		if (!irels[i]->rd_index->indisready)
+			continue;			/* being built concurrently: not yet */
+		for (k = 0; k < ii->ii_NumIndexAttrs; k++)
+		{
+			ivalues[k] = values[ii->ii_IndexAttrNumbers[k] - 1];
+			inull[k] = isnull[ii->ii_IndexAttrNumbers[k] - 1];
+		}
+		index_insert(irels[i], ivalues, inull, &tup->t_self, rel, UNIQUE_CHECK_NO, false, ii);
+	}
+}
+
+/*
+ * Append the rows values[r]/isnull[r] (r < m) to the opened table, then
+ * close it and its indexes (keeping the locks to the end of the
+ * transaction, as the executor does).
+ */
+static void
+append_direct(Target *t, Relation rel, Datum (*values)[EV_NATTS], bool (*isnull)[EV_NATTS], int m)
+{
+	TupleDesc	desc = RelationGetDescr(rel);
+	CommandId	cid = GetCurrentCommandId(true);
+	Relation   *irels = palloc(sizeof(Relation) * Max(t->nindexes, 1));
+	int			i;
+	int			r;
+
+	append_depth++;
+	PG_TRY();
+	{
+		for (i = 0; i < t->nindexes; i++)
+			irels[i] = index_open(t->index_oids[i], RowExclusiveLock);
+		for (r = 0; r < m; r++)
+		{
+			HeapTuple	tup = heap_form_tuple(desc, values[r], isnull[r]);
+
+			heap_insert(rel, tup, cid, 0, NULL);
+			insert_index_rows(t, rel, irels, tup, values[r], isnull[r]);
+			heap_freetuple(tup);
+		}
+		for (i = 0; i < t->nindexes; i++)
+			index_close(irels[i], NoLock);
+		table_close(rel, NoLock);
+	}
+	PG_FINALLY();
+	{
+		append_depth--;
+	}
+	PG_END_TRY();
+	pfree(irels);
+}
+
+/* the kept plan's way, inside SPI */
+static void
+append_one_by_plan(const QueueInfo *q, int bucket, Datum *args, const bool *isnull)
+{
+	char		nulls[INS_NPARAMS];
+	int			ret;
+	int			i;
+
+	for (i = 0; i < INS_NPARAMS; i++)
+		nulls[i] = isnull[i] ? 'n' : ' ';
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pgque_bgw: SPI_connect failed");
+	ret = pgque_insert_execute(q, bucket, INSERT_ONE, args, nulls, 1);
+	if (ret != SPI_OK_INSERT || SPI_processed != 1)
+		elog(ERROR, "pgque_bgw: event insert failed: %s", SPI_result_code_string(ret));
+	SPI_finish();
+}
+
+/*
+ * Append one event to the queue's current table (bucket: its partition
+ * bucket table): args/isnull by the INS_* positions, ev_id given; a NULL
+ * ev_time is now().
+ */
+void
+pgque_append_one(const QueueInfo *q, int bucket, Datum *args, bool *isnull)
+{
+	Target	   *t = append_depth == 0 ? target_of(q, bucket) : NULL;
+	Relation	rel = t != NULL ? open_target(t, q, bucket) : NULL;
+	Datum		values[1][EV_NATTS];
+	bool		nulls[1][EV_NATTS];
+	int			i;
+
+	Assert(!isnull[INS_EV_ID]);
+	if (rel == NULL)
+	{
+		append_one_by_plan(q, bucket, args, isnull);
+		return;
+	}
+	for (i = 0; i < INS_NPARAMS; i++)
+	{
+		values[0][ins_att[i]] = args[i];
+		nulls[0][ins_att[i]] = isnull[i];
+	}
+	if (nulls[0][AT_TIME])
+	{
+		values[0][AT_TIME] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+		nulls[0][AT_TIME] = false;
+	}
+	values[0][AT_TXID] = FullTransactionIdGetDatum(GetTopFullTransactionId());
+	nulls[0][AT_TXID] = false;
+	append_direct(t, rel, values, nulls, 1);
+}
+
+static Datum
+int8_array(const int64 *v, int n)
+{
+	Datum	   *d = palloc(sizeof(Datum) * n);
+	int			i;
+
+	for (i = 0; i < n; i++)
+		d[i] = Int64GetDatum(v[i]);
+	return PointerGetDatum(construct_array(d, n, INT8OID, sizeof(int64), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+static Datum
+text_array(const Datum *v, const bool *nulls, int n)
+{
+	int			dims[1] = {n};
+	int			lbs[1] = {1};
+
+	return PointerGetDatum(construct_md_array((Datum *) v, (bool *) nulls, 1, dims, lbs, TEXTOID, -1,
+											  false, TYPALIGN_INT));
+}
+
+/* the kept plan's way: one INSERT ... SELECT of the arrays, inside SPI */
+static void
+append_rows_by_plan(const QueueInfo *q, int bucket, Datum type_name, const int64 *ids,
+					const Datum *payloads, const bool *pnull, const Datum *keys, const bool *knull,
+					int m)
+{
+	Datum		args[4];
+	char		nulls[4] = {' ', ' ', ' ', keys == NULL ? 'n' : ' '};
+	int			ret;
+
+	args[0] = type_name;
+	args[1] = int8_array(ids, m);
+	args[2] = text_array(payloads, pnull, m);
+	args[3] = keys == NULL ? (Datum) 0 : text_array(keys, knull, m);
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pgque_bgw: SPI_connect failed");
+	ret = pgque_insert_execute(q, bucket, INSERT_BATCH, args, nulls, 0);
+	if (ret != SPI_OK_INSERT || SPI_processed != (uint64) m)
+		elog(ERROR, "pgque_bgw: batch insert failed: %s", SPI_result_code_string(ret));
+	SPI_finish();
+}
+
+/*
+ * Append m events of one type to the queue's current table (bucket: its
+ * partition bucket table), in this order: ids[r], payloads[r]/pnull[r],
+ * the key keys[r]/knull[r] in ev_extra1 (keys NULL: none); ev_time now(),
+ * the other fields NULL.
+ */
+void
+pgque_append_rows(const QueueInfo *q, int bucket, Datum type_name, const int64 *ids,
+				  const Datum *payloads, const bool *pnull, const Datum *keys, const bool *knull,
+				  int m)
+{
+	Target	   *t = append_depth == 0 ? target_of(q, bucket) : NULL;
+	Relation	rel = t != NULL ? open_target(t, q, bucket) : NULL;
+	Datum		(*values)[EV_NATTS];
+	bool		(*nulls)[EV_NATTS];
+	Datum		now;
+	Datum		txid;
+	int			r;
+
+	if (rel == NULL)
+	{
+		append_rows_by_plan(q, bucket, type_name, ids, payloads, pnull, keys, knull, m);
+		return;
+	}
+	values = palloc(sizeof(*values) * m);
+	nulls = palloc(sizeof(*nulls) * m);
+	now = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	txid = FullTransactionIdGetDatum(GetTopFullTransactionId());
+	for (r = 0; r < m; r++)
+	{
+		memset(nulls[r], true, sizeof(nulls[r]));
+		values[r][AT_ID] = Int64GetDatum(ids[r]);
+		nulls[r][AT_ID] = false;
+		values[r][AT_TIME] = now;
+		nulls[r][AT_TIME] = false;
+		values[r][AT_TXID] = txid;
+		nulls[r][AT_TXID] = false;
+		values[r][AT_TYPE] = type_name;
+		nulls[r][AT_TYPE] = false;
+		values[r][AT_DATA] = payloads[r];
+		nulls[r][AT_DATA] = pnull[r];
+		if (keys != NULL)
+		{
+			values[r][AT_EXTRA1] = keys[r];
+			nulls[r][AT_EXTRA1] = knull[r];
+		}
+	}
+	append_direct(t, rel, values, nulls, m);
+	pfree(values);
+	pfree(nulls);
+}
