@@ -109,14 +109,16 @@ refuse_disabled(text *queue_name, bool disabled)
 
 /*
  * The caller's "send" right on the queue (ADR 0047), from the grantees
- * cached with it: a membership test per grantee, no catalog read.
+ * cached with it and whether each holds its anchor grant (ADR 0079): a
+ * membership test per grantee, no catalog read.
  */
 static void
 check_send_right(text *queue_name, const QueueInfo *q, Oid producer)
 {
 	if (q->nsenders < 0)
 		return;					/* the database's SQL is still 0.2.0's */
-	pgque_check_queue_right_of(producer, text_to_cstring(queue_name), "send", q->senders, q->nsenders);
+	pgque_check_queue_right_anchored(producer, text_to_cstring(queue_name), "send", q->senders,
+									 q->anchored, q->nsenders);
 }
 
 /* one event: args/isnull are indexed by the INS_* positions */

@@ -36,6 +36,7 @@ typedef struct QueueInfo
 	/* the roles granted "send" on it (ADR 0047); -1: no rights (0.2.0's SQL) */
 	int			nsenders;
 	Oid			senders[PGQUE_QUEUE_GRANTEES_MAX];
+	bool		anchored[PGQUE_QUEUE_GRANTEES_MAX];	/* pgque_role_anchored(senders[i]) (ADR 0079) */
 } QueueInfo;
 
 /* ---- queue_cache.c ---- */

@@ -10,7 +10,9 @@
  * config, drop, a new owner); PostgreSQL delivers it to every backend at
  * commit, to the changing one at command end or abort, and the callback
  * here flushes both caches: the way PostgreSQL's own caches learn of
- * catalog changes.  A change of the extension's owner (REASSIGN OWNED)
+ * catalog changes.  The senders' anchors (ADR 0079) are cached with the
+ * queue too: a grant or revoke on pgque.grantee_anchor changes its
+ * pg_class row, whose relcache invalidation flushes the same way.  A change of the extension's owner (REASSIGN OWNED)
  * changes pgque.queue's owner in the same transaction, so it flushes the
  * owner too; so does any change to a role (a syscache callback on
  * pg_authid), and a full cache reset.
@@ -54,6 +56,7 @@ static SPIPlanPtr queue_lookup_plan = NULL;
 static SPIPlanPtr queue_lookup_plan_v2 = NULL;	/* 0.2.0's table: no queue_senders */
 static HTAB *queue_cache = NULL;
 static Oid	queue_table_oid = InvalidOid;
+static Oid	anchor_table_oid = InvalidOid;	/* pgque.grantee_anchor: its ACL says who is anchored */
 static Oid	producer_owner = InvalidOid;
 static bool callbacks_set = false;
 
@@ -63,7 +66,7 @@ PG_FUNCTION_INFO_V1(pgque_queue_changed);
 static void
 queue_cache_inval(Datum arg, Oid relid)
 {
-	if (relid != InvalidOid && relid != queue_table_oid)
+	if (relid != InvalidOid && relid != queue_table_oid && relid != anchor_table_oid)
 		return;
 	if (queue_cache != NULL)
 	{
@@ -220,7 +223,11 @@ pgque_lookup_queue(text *queue_name, QueueInfo *info)
 					 text_to_cstring(queue_name), n, PGQUE_QUEUE_GRANTEES_MAX);
 			for (i = 0; i < n; i++)
 				if (!enulls[i])
-					info->senders[info->nsenders++] = DatumGetObjectId(elems[i]);
+				{
+					info->senders[info->nsenders] = DatumGetObjectId(elems[i]);
+					info->anchored[info->nsenders] = pgque_role_anchored(DatumGetObjectId(elems[i]));
+					info->nsenders++;
+				}
 		}
 	}
 	{
@@ -241,6 +248,7 @@ pgque_lookup_queue(text *queue_name, QueueInfo *info)
 	 */
 	register_callbacks();
 	queue_table_oid = get_relname_relid("queue", get_namespace_oid("pgque", false));
+	anchor_table_oid = get_relname_relid("grantee_anchor", get_namespace_oid("pgque", false));
 	if (queue_cache == NULL)
 	{
 		HASHCTL		ctl;

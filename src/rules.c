@@ -111,17 +111,44 @@ pgque_check_queue_right(const char *queue_name, const char *right,
  * The same for a given role: the owner of a table whose CDC trigger
  * appends to the queue produces on the table owner's behalf (cdc.c).
  */
+static void check_queue_right_beyond_grantees(Oid caller, const char *queue_name, const char *right);
+
 void
 pgque_check_queue_right_of(Oid caller, const char *queue_name, const char *right,
 						   const Oid *grantees, int ngrantees)
 {
-	Oid			admin;
-	Oid			extowner;
 	int			i;
 
 	for (i = 0; i < ngrantees; i++)
 		if (has_privs_of_role(caller, grantees[i]) && pgque_role_anchored(grantees[i]))
 			return;
+	check_queue_right_beyond_grantees(caller, queue_name, right);
+}
+
+/*
+ * The same with the grantees' anchors known: anchored[i] is
+ * pgque_role_anchored(grantees[i]), kept current by the caller (the
+ * producer's queue cache, flushed when pgque.grantee_anchor's ACL changes).
+ */
+void
+pgque_check_queue_right_anchored(Oid caller, const char *queue_name, const char *right,
+								 const Oid *grantees, const bool *anchored, int ngrantees)
+{
+	int			i;
+
+	for (i = 0; i < ngrantees; i++)
+		if (anchored[i] && has_privs_of_role(caller, grantees[i]))
+			return;
+	check_queue_right_beyond_grantees(caller, queue_name, right);
+}
+
+/* the rest of the rule: admins, the installer and pgque_owner; else 42501 */
+static void
+check_queue_right_beyond_grantees(Oid caller, const char *queue_name, const char *right)
+{
+	Oid			admin;
+	Oid			extowner;
+
 	/* the rare path: admins hold every right */
 	admin = get_role_oid("pgque_admin", true);
 	if (OidIsValid(admin) && has_privs_of_role(caller, admin))

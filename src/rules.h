@@ -57,5 +57,8 @@ extern void pgque_check_queue_right(const char *queue_name, const char *right,
 extern bool pgque_role_anchored(Oid role);
 extern void pgque_check_queue_right_of(Oid role, const char *queue_name, const char *right,
 									   const Oid *grantees, int ngrantees);
+extern void pgque_check_queue_right_anchored(Oid role, const char *queue_name, const char *right,
+											 const Oid *grantees, const bool *anchored,
+											 int ngrantees);
 
 #endif							/* PGQUE_RULES_H */
