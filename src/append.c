@@ -22,9 +22,9 @@
  * event_template's eleven columns, no default but ev_id's, ev_time's now()
  * and ev_txid's pg_current_xact_id(), NOT NULL on those three only, no
  * CHECK, generated or identity column, no trigger (hence no foreign key),
- * rule or row-level security, and indexes on plain columns only (no
- * expression, predicate, unique or exclusion index), and the role holding
- * INSERT on it.  Anything else, whatever an owner or a superuser adds, goes
+ * rule or row-level security, and btree indexes on plain columns only (no
+ * expression, predicate, unique or exclusion index, no other access
+ * method), and the role holding INSERT on it.  Anything else, whatever an owner or a superuser adds, goes
  * through the kept plan, which the executor runs with every rule of an
  * INSERT.  The verdict is a function of the table's relcache entry and the
  * role: kept per table and dropped by the relcache invalidation of that
@@ -287,6 +287,12 @@ table_is_plain(Target *t, Relation rel)
 		bool		plain = ii->ii_Expressions == NIL && ii->ii_Predicate == NIL &&
 			!ii->ii_Unique && ii->ii_ExclusionOps == NULL;
 
+		/*
+		 * btree only: other access methods keep per-statement state in the
+		 * IndexInfo (ii_AmCache: BRIN's descriptor, GIN's and GiST's
+		 * states) that must not outlive the statement, as this one does.
+		 */
+		plain = plain && irel->rd_rel->relam == BTREE_AM_OID;
 		MemoryContextSwitchTo(old);
 		index_close(irel, NoLock);
 		for (i = 0; plain && i < ii->ii_NumIndexAttrs; i++)

@@ -175,6 +175,13 @@ set enable_seqscan = off;
 select ev_data from pgque.event_template where ev_extra2 = 'x2';
 reset enable_seqscan;
 drop index pgque.da_part;
+-- an index of another access method (BRIN): filled by the executor
+create index da_brin on :tab using brin (ev_id);
+select pgque.send('da', 'brin') > 0 as sent, pgque.send_batch('da', 't', array['brin-batch']) is not null as batch;
+set enable_seqscan = off;
+select ev_data from pgque.event_template where ev_id > 0 and ev_data like 'brin%' order by ev_id;
+reset enable_seqscan;
+drop index pgque.da_brin;
 -- and back to the plain table
 select pgque.send('da', 'plain-again') > 0 as sent;
 select tab, ev_data, ev_extra1, ev_extra4 from pgque_test.da_rows('da');
