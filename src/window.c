@@ -57,9 +57,10 @@
 
 typedef struct WindowPlan
 {
-	uint64		key;			/* hash of the source text and the order */
+	uint64		key;			/* hash of the source text, the order and the shape */
 	char	   *source;			/* in TopMemoryContext */
 	bool		ordered;
+	int			shape;			/* which optional filters the plan applies */
 	PgqueKeptPlan *plan;
 	TimestampTz used;			/* start of the last transaction that used it */
 } WindowPlan;
@@ -140,14 +141,38 @@ pgque_window_where_sql(PG_FUNCTION_ARGS)
 }
 
 /*
+ * The optional filters of a window read, one bit each: a read applies
+ * those whose parameters are not NULL.  A plan per shape, rather than one
+ * plan testing "$n is null or ..." on every row (ADR 0086): a plain
+ * consumer's read names its owner and at most a position, and its rows
+ * were paying for the tests of the event and slot filters it never uses
+ * (and their generic plan deformed each row up to ev_extra1 for the slot
+ * filter).
+ */
+#define SHAPE_OWNER 0x01
+#define SHAPE_AFTER 0x02
+#define SHAPE_EV_ID 0x04
+#define SHAPE_SLOT 0x08
+
+static int
+window_shape(const char *nulls)
+{
+	return (nulls[WA_OWNER] != 'n' ? SHAPE_OWNER : 0) |
+		(nulls[WA_AFTER] != 'n' ? SHAPE_AFTER : 0) |
+		(nulls[WA_EV_ID] != 'n' ? SHAPE_EV_ID : 0) |
+		(nulls[WA_N] != 'n' ? SHAPE_SLOT : 0);
+}
+
+/*
  * The kept plan of a window read from source: ordered by ev_id and
  * limited ($8), or unordered and whole (the plain receive sorts what it
- * keeps itself, ADR 0033).
+ * keeps itself, ADR 0033), with the filters of shape.
  */
 static PgqueKeptPlan *
-window_plan_for(const char *source, bool ordered)
+window_plan_for(const char *source, bool ordered, int shape)
 {
-	uint64		key = hash_bytes_extended((const unsigned char *) source, strlen(source), ordered ? 1 : 0);
+	uint64		key = hash_bytes_extended((const unsigned char *) source, strlen(source),
+										  (uint64) shape << 1 | (ordered ? 1 : 0));
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
 	WindowPlan *entry;
 	bool		found;
@@ -167,7 +192,8 @@ window_plan_for(const char *source, bool ordered)
 	}
 
 	entry = hash_search(window_plans, &key, HASH_FIND, NULL);
-	if (entry != NULL && entry->ordered == ordered && strcmp(entry->source, source) == 0)
+	if (entry != NULL && entry->ordered == ordered && entry->shape == shape &&
+		strcmp(entry->source, source) == 0)
 	{
 		entry->used = now;
 		return entry->plan;
@@ -184,26 +210,29 @@ window_plan_for(const char *source, bool ordered)
 	 * tick, that the new snapshot sees as committed; retried and replayed
 	 * events only for their owner (no owner: every event, for the ticker's
 	 * probe); past the part already handed out; one event; one slot's
-	 * share.
+	 * share.  A parameter whose filter the shape leaves out is not named
+	 * (its value is NULL: the filter would pass every row).
 	 */
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "select * from %s ev where ", source);
 	pgque_window_where(&sql, 1, 2, 3, 4);
-	appendStringInfo(&sql,
-					 "   and ($5::pg_catalog.int4 is null or ev.ev_owner is null"
-					 "        or ev.ev_owner operator(pg_catalog.=) $5)"
-					 "   and ($6::pg_catalog.int8 is null or ev.ev_id operator(pg_catalog.>) $6)"
-					 "   and ($7::pg_catalog.int8 is null or ev.ev_id operator(pg_catalog.=) $7)"
-					 "   and ($9::pg_catalog.int4 is null"
-					 "        or pgque._slot_of(ev.ev_extra1, $9) operator(pg_catalog.=) $10)"
-					 "%s",
-					 ordered ? " order by ev.ev_id limit $8" : "");
+	if (shape & SHAPE_OWNER)
+		appendStringInfoString(&sql, " and (ev.ev_owner is null or ev.ev_owner operator(pg_catalog.=) $5)");
+	if (shape & SHAPE_AFTER)
+		appendStringInfoString(&sql, " and ev.ev_id operator(pg_catalog.>) $6");
+	if (shape & SHAPE_EV_ID)
+		appendStringInfoString(&sql, " and ev.ev_id operator(pg_catalog.=) $7");
+	if (shape & SHAPE_SLOT)
+		appendStringInfoString(&sql, " and pgque._slot_of(ev.ev_extra1, $9) operator(pg_catalog.=) $10");
+	if (ordered)
+		appendStringInfoString(&sql, " order by ev.ev_id limit $8");
 	/* a generic plan: planned once, whatever the window's bounds */
 	plan = pgque_kept_plan_prepare(sql.data, WINDOW_NPARAMS, argtypes, CURSOR_OPT_GENERIC_PLAN);
 	pfree(sql.data);
 	entry = hash_search(window_plans, &key, HASH_ENTER, &found);
 	entry->plan = plan;
 	entry->ordered = ordered;
+	entry->shape = shape;
 	entry->source = MemoryContextStrdup(TopMemoryContext, source);
 	entry->used = now;
 	return entry->plan;
@@ -690,7 +719,7 @@ pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only, 
 {
 	static const Oid argtypes[WINDOW_NPARAMS] = {XID8OID, XID8OID, XID8ARRAYOID, PG_SNAPSHOTOID,
 	INT4OID, INT8OID, INT8OID, INT4OID, INT4OID, INT4OID};
-	PgqueKeptPlan *plan = window_plan_for(source, ordered);
+	PgqueKeptPlan *plan = window_plan_for(source, ordered, window_shape(nulls));
 	int			guc_level;
 	int			ret;
 
