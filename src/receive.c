@@ -199,11 +199,13 @@ layout_is(TupleDesc desc, const Oid *types, int natts)
 static HeapTuple
 message_direct(HeapTupleHeader ev, TupleDesc mdesc, int64 batch_id)
 {
+	/* the columns that are not null, one bit each (an event row has 11: two bytes of bitmap) */
+	uint32		notnull = (ev->t_infomask & HEAP_HASNULL) ?
+		(uint32) ev->t_bits[0] | ((uint32) ev->t_bits[1] << 8) : (1u << EV_NATTS) - 1;
 	char	   *src[EV_NATTS];
-	bits8	   *bits = (((ev)->t_infomask & HEAP_HASNULL) != 0) ? ev->t_bits : NULL;
 	char	   *tp = (char *) ev + ev->t_hoff;
 	uint32		off = 0;
-	bool		hasnull = false;
+	bool		hasnull;
 	Size		hoff;
 	Size		bound;
 	HeapTuple	tuple;
@@ -213,10 +215,12 @@ message_direct(HeapTupleHeader ev, TupleDesc mdesc, int64 batch_id)
 	uint16		infomask = 0;
 	int			i;
 
+	StaticAssertStmt(EV_NATTS <= 16, "an event row's null bitmap is read as two bytes");
+
 	/* where each column's value lies (NULL: null), as slot_deform_heap_tuple walks */
 	for (i = 0; i < EV_NATTS; i++)
 	{
-		if (bits != NULL && att_isnull(i, bits))
+		if (!(notnull & (1u << i)))
 		{
 			src[i] = NULL;
 			continue;
@@ -235,9 +239,8 @@ message_direct(HeapTupleHeader ev, TupleDesc mdesc, int64 batch_id)
 			off += VARSIZE_ANY(tp + off);
 		}
 	}
-	for (i = 0; i < MSG_NATTS; i++)
-		if (msg_from[i] >= 0 && src[msg_from[i]] == NULL)
-			hasnull = true;
+	/* a message column is null where its event column is: all but ev_txid and ev_owner are used */
+	hasnull = (notnull | (1u << EV_TXID) | (1u << EV_OWNER)) != (1u << EV_NATTS) - 1;
 
 	/*
 	 * At most the event's data, the batch id and an alignment per column:
@@ -246,8 +249,9 @@ message_direct(HeapTupleHeader ev, TupleDesc mdesc, int64 batch_id)
 	 */
 	hoff = MAXALIGN(offsetof(HeapTupleHeaderData, t_bits) + (hasnull ? BITMAPLEN(MSG_NATTS) : 0));
 	bound = hoff + off + sizeof(int64) + MSG_NATTS * MAXIMUM_ALIGNOF;
-	tuple = (HeapTuple) palloc0(HEAPTUPLESIZE + bound);
+	tuple = (HeapTuple) palloc(HEAPTUPLESIZE + bound);
 	tuple->t_data = td = (HeapTupleHeader) ((char *) tuple + HEAPTUPLESIZE);
+	memset(td, 0, hoff);
 	ItemPointerSetInvalid(&(tuple->t_self));
 	tuple->t_tableOid = InvalidOid;
 	HeapTupleHeaderSetTypeId(td, mdesc->tdtypeid);
@@ -256,8 +260,17 @@ message_direct(HeapTupleHeader ev, TupleDesc mdesc, int64 batch_id)
 	HeapTupleHeaderSetNatts(td, MSG_NATTS);
 	td->t_hoff = hoff;
 
-	/* heap_fill_tuple's rules for these types (the padding stays zero) */
+	/*
+	 * heap_fill_tuple's rules for these types; the padding before an
+	 * aligned value is zeroed, as in heap_form_tuple's palloc0'd tuple.
+	 */
 	start = data = (char *) td + hoff;
+#define ALIGN_ZEROED(a) \
+	do { \
+		char	   *to_ = (char *) TYPEALIGN((a), data); \
+		while (data < to_) \
+			*data++ = 0; \
+	} while (0)
 	for (i = 0; i < MSG_NATTS; i++)
 	{
 		char	   *val = msg_from[i] >= 0 ? src[msg_from[i]] : NULL;
@@ -269,7 +282,7 @@ message_direct(HeapTupleHeader ev, TupleDesc mdesc, int64 batch_id)
 			td->t_bits[i >> 3] |= 1 << (i & 7);
 		if (msg_from[i] < 0)
 		{
-			data = (char *) TYPEALIGN(sizeof(int64), data);
+			ALIGN_ZEROED(sizeof(int64));
 			memcpy(data, &batch_id, sizeof(int64));
 			data += sizeof(int64);
 			continue;
@@ -277,7 +290,7 @@ message_direct(HeapTupleHeader ev, TupleDesc mdesc, int64 batch_id)
 		if (msg_types[i] != TEXTOID)
 		{
 			len = msg_types[i] == INT4OID ? sizeof(int32) : sizeof(int64);
-			data = (char *) TYPEALIGN(len, data);
+			ALIGN_ZEROED(len);
 			memcpy(data, val, len);
 			data += len;
 			continue;
@@ -303,12 +316,13 @@ message_direct(HeapTupleHeader ev, TupleDesc mdesc, int64 batch_id)
 		}
 		else
 		{
-			data = (char *) TYPEALIGN(sizeof(int32), data);
+			ALIGN_ZEROED(sizeof(int32));
 			len = VARSIZE(val);
 			memcpy(data, val, len);
 		}
 		data += len;
 	}
+#undef ALIGN_ZEROED
 	if (hasnull)
 		infomask |= HEAP_HASNULL;
 	td->t_infomask = infomask;

@@ -78,9 +78,11 @@ select q, bool_and(x.same) as all_as_sent, count(*) as n
  group by q order by q;
 select pgque.finish_batch(b) from (select pgque.next_batch(q, 'peek') b from unnest(array['mr', 'mrb']) q) x;
 
--- a retried event (its owner set, retry count 1), the window in one part
+-- a retried event (its owner set, retry count 1), the window in one part;
+-- with every extra set, its message has no null at all (no null bitmap)
 truncate got;
-select pgque.send(q, 'retry me ' || repeat('r', 300)) > 0 as sent from unnest(array['mr', 'mrb']) q;
+select pgque.insert_event(q, 'retry', 'retry me ' || repeat('r', 300), 'a', 'b', 'c', 'd') > 0 as sent
+  from unnest(array['mr', 'mrb']) q;
 select pgque.ticker(q) is not null as ticked from unnest(array['mr', 'mrb']) q;
 select pgque.nack(m.batch_id, m, '0 seconds') as nacked
   from unnest(array['mr', 'mrb']) q, pgque.receive(q, 'c', 100) m;
@@ -88,5 +90,6 @@ select pgque.ack(b) as acked from (select distinct (m).batch_id b from unnest(ar
 select pgque.maint_retry_events() as moved;
 select pgque.ticker(q) is not null as ticked from unnest(array['mr', 'mrb']) q;
 select pg_temp.take('mr', 100) as parts_mr, pg_temp.take('mrb', 100) as parts_mrb;
-select q, (m).retry_count, (m).payload = 'retry me ' || repeat('r', 300) as payload_kept, (m).type, (m).extra1
+select q, (m).retry_count, (m).payload = 'retry me ' || repeat('r', 300) as payload_kept, (m).type,
+       (m).extra1, (m).extra2, (m).extra3, (m).extra4, (m).created_at is not null as has_time
   from got order by q;
