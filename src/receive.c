@@ -160,9 +160,10 @@ event_to_message(Datum *ev, bool *evnull, int64 batch_id, Datum *msg, bool *msgn
  * table's row is pgque.event_template's, a message pgque.message's, and
  * every value but the batch id is copied as it lies, as heap_fill_tuple
  * would copy it (stored values are never expanded objects).  Used only
- * where both descriptors are checked to have these columns
- * (message_layout_ok, event_layout_ok); anything else (a slot that is not
- * a heap tuple, a row with fewer columns stored) takes heap_form_tuple.
+ * where both descriptors are checked to have these columns (layout_is:
+ * the message's once a call, an event table's once a descriptor in a
+ * read); anything else (a slot that is not a heap tuple, a row stored with
+ * fewer columns, a dropped column) takes heap_form_tuple.
  */
 static const Oid ev_types[EV_NATTS] = {INT8OID, TIMESTAMPTZOID, XID8OID, INT4OID, INT4OID,
 	TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
@@ -201,7 +202,8 @@ message_direct(HeapTupleHeader ev, TupleDesc mdesc, int64 batch_id)
 {
 	/* the columns that are not null, one bit each (an event row has 11: two bytes of bitmap) */
 	uint32		notnull = (ev->t_infomask & HEAP_HASNULL) ?
-		(uint32) ev->t_bits[0] | ((uint32) ev->t_bits[1] << 8) : (1u << EV_NATTS) - 1;
+		((uint32) ev->t_bits[0] | ((uint32) ev->t_bits[1] << 8)) & ((1u << EV_NATTS) - 1) :
+		(1u << EV_NATTS) - 1;
 	char	   *src[EV_NATTS];
 	char	   *tp = (char *) ev + ev->t_hoff;
 	uint32		off = 0;
@@ -349,10 +351,15 @@ event_direct(PartReceiver *r, TupleTableSlot *slot)
 	}
 	if (!r->ev_direct)
 		return NULL;
+	/* a heap tuple slot hands out its own tuple, never a copy */
 	tup = ExecFetchSlotHeapTuple(slot, false, &should_free);
-	Assert(!should_free);
+	if (should_free)
+	{
+		heap_freetuple(tup);
+		return NULL;
+	}
 	/* a row stored before a column was added, or (never) a null ev_id */
-	if (should_free || HeapTupleHeaderGetNatts(tup->t_data) != EV_NATTS ||
+	if (HeapTupleHeaderGetNatts(tup->t_data) != EV_NATTS ||
 		((tup->t_data->t_infomask & HEAP_HASNULL) && att_isnull(EV_ID, tup->t_data->t_bits)))
 		return NULL;
 	return tup->t_data;
