@@ -218,9 +218,13 @@ end $$;
 
 -- The child tables (numbers) that can hold events of the window between
 -- snapshots i_lo and i_hi (see _event_source below, and batch_event_tables).
+-- PL/pgSQL: a SQL function with a subquery is not inlined, and every
+-- transaction that located a window (each slot receive) parsed and planned
+-- its body again, where PL/pgSQL keeps the plan for the session (ADR 0088).
 create function pgque._event_tables(q pgque.queue, i_lo pg_catalog.pg_snapshot, i_hi pg_catalog.pg_snapshot)
-returns int4[] language sql immutable as $$
-    select case
+returns int4[] language plpgsql immutable as $$
+begin
+    return case
         -- a window reaching back before the previous switch, only ever read
         -- by a cursor a replay moved there (ADR 0067): the oldest table too,
         -- which retention or the cursor itself kept
@@ -231,8 +235,8 @@ returns int4[] language sql immutable as $$
         when q.queue_switch_step2 is not null and pg_catalog.pg_snapshot_xmin(i_lo) > q.queue_switch_step2
             then array[q.queue_cur_table]
         else array[(q.queue_cur_table + q.queue_ntables - 1) % q.queue_ntables, q.queue_cur_table]
-    end
-$$;
+    end;
+end $$;
 
 -- The relations that can hold events of the window between snapshots i_lo
 -- and i_hi, as a FROM item; with i_n, only those of slot i_slot where the
