@@ -239,9 +239,12 @@ begin
 end $$;
 
 -- The relations that can hold events of the window between snapshots i_lo
--- and i_hi, as a FROM item; with i_n, only those of slot i_slot where the
--- buckets allow it (the caller still filters by slot: it is exact either
--- way).  Child tables: rotation guarantees a window lies after the
+-- and i_hi, as a FROM item; with i_n, only the rows of slot i_slot: its
+-- buckets where the buckets allow it (n divides their number: every row
+-- of such a bucket is the slot's), the other relations filtered by the
+-- slot's rule (_slot_of) here, so that a reader of a slot's own buckets
+-- tests no row (ADR 0088; a caller that filters again is still exact).
+-- Child tables: rotation guarantees a window lies after the
 -- previous switch, and producers take their xid before they look up the
 -- current table (src/queue_cache.c), so a window that ends before the last
 -- switch began is all in the previous table, one that starts after the
@@ -254,17 +257,22 @@ declare
     nb     int4 := coalesce(q.queue_partition_buckets, 0);
     tabs   int4[] := pgque._event_tables(q, i_lo, i_hi);
     parts  text[];
+    -- a relation holding other slots' rows too: keep the slot's
+    slot_filter text := case when i_n is not null
+                             then pg_catalog.format(' where pgque._slot_of(ev_extra1, %s) operator(pg_catalog.=) %s',
+                                                    i_n, coalesce(i_slot, -1))
+                             else '' end;
 begin
     -- one statement builds it (the ticker and every receive call this)
     select pg_catalog.array_agg(src order by t, o) into parts
       from (
         -- no buckets, or none that match n: the whole table, filtered
-        select t, 0 as o, pg_catalog.format('select * from pgque.%I', 'event_' || q.queue_id || '_' || t) as src
+        select t, 0 as o, pg_catalog.format('select * from pgque.%I', 'event_' || q.queue_id || '_' || t) || slot_filter as src
           from pg_catalog.unnest(tabs) t
          where nb = 0 or (i_n is not null and nb % i_n <> 0)
         union all
         -- rows written to the child table itself before its buckets' step 2
-        select t, 0, pg_catalog.format('select * from only pgque.%I', 'event_' || q.queue_id || '_' || t)
+        select t, 0, pg_catalog.format('select * from only pgque.%I', 'event_' || q.queue_id || '_' || t) || slot_filter
           from pg_catalog.unnest(tabs) t
          where nb > 0 and (i_n is null or nb % i_n = 0)
            and (q.queue_buckets_step2 is null or pg_catalog.pg_snapshot_xmin(i_lo) <= q.queue_buckets_step2)
