@@ -78,7 +78,7 @@ SQL
 	pids+=($!)
 	sleep 0.5
 	# this run's pgbench (other pgbench processes may share the machine)
-	pgrep -f "pgbench .*$WORK/sus.sql" | head -1 | as_pg tee "$WORK/sus_pgbench_pid" >/dev/null || true
+	pgrep -f "^pgbench .*$WORK/sus.sql" | head -1 | as_pg tee "$WORK/sus_pgbench_pid" >/dev/null || true
 
 	echo "t_s,max_lag_s,pending_events,cur_table,dead_tuples,event_bytes,alerts_open,healthy_lag_s,stopped_slot_lag_s" > "$WORK/sustained.csv"
 	printf '%6s %10s %10s %6s %6s %12s %7s %10s %10s\n' t max_lag_s pending table dead event_bytes alerts healthy_lag slot3_lag
