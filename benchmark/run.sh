@@ -66,8 +66,9 @@ pgq() { [ "$HAVE_PGQ" = 1 ]; }
 build_and_install
 WORK=$(make_workdir pgque_bench)
 trap 'stop_pgqd; stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
-SETTINGS=("fsync = off" "synchronous_commit = off" "shared_buffers = '512MB'" "max_wal_size = '4GB'"
-          "checkpoint_timeout = '30min'" "pgque_bgw.enabled = off" "autovacuum = on")
+# the server's settings: benchmark/server.conf (benchmark/outside.sh reads
+# it too)
+mapfile -t SETTINGS < <(grep -v '^#' benchmark/server.conf | grep .)
 start_cluster "$WORK" "$PORT" "${SETTINGS[@]}"
 # psql into the bench database: BENCH_DB (a workload may set it for itself,
 # as idle does), postgres by default
