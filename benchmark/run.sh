@@ -46,9 +46,9 @@ DUR=${BENCH_DUR:-$DUR}
 PAY_DUR=$(( DUR / 3 > 0 ? DUR / 3 : 1 ))
 LAT_SECS=$([ "$QUICK" = 1 ] && echo 2 || echo 12)
 ONLY=${ONLY:-producer,drain,drain_payload,drain_fanout,partition,lease,latency,sustained,coop,proxy,pause,idle}
-PAUSE_EVENTS=$([ "$QUICK" = 1 ] && echo 20000 || echo 50000)
+PAUSE_EVENTS=$([ "$QUICK" = 1 ] && echo 10000 || echo 50000)
 IDLE_SECS=$([ "$QUICK" = 1 ] && echo 4 || echo 20)
-COOP_EVENTS=$([ "$QUICK" = 1 ] && echo 20000 || echo 50000)
+COOP_EVENTS=$([ "$QUICK" = 1 ] && echo 10000 || echo 50000)
 want() { [[ ",$ONLY," == *",$1,"* ]]; }
 . benchmark/partition.sh
 . benchmark/latency.sh
@@ -378,7 +378,7 @@ sleep 1
 echo "== targets of issues #15 and #30 in this run"
 targets_report
 
-lap "report (dead tuples, targets)"
+lap report	# the dead tuples and the targets
 echo "load_average,end,1,$(cut -d' ' -f1 /proc/loadavg)," >> "$RESULTS"
 echo "== time per workload (issue #30: $([ "$QUICK" = 1 ] && echo "QUICK in 180 s" || echo "the full run in 1200 s") on 2 cores)"
 awk -F, -v budget="$([ "$QUICK" = 1 ] && echo 180 || echo 1200)" '$1 == "time" {printf "  %-16s %5d s\n", $2, $4; t += $4}
