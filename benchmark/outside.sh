@@ -42,6 +42,13 @@ SECS=${OUTSIDE_SECS:-10}
 DRAIN=${OUTSIDE_DRAIN:-1000000}
 NOISE=${OUTSIDE_NOISE:-0.10}
 PORT=${OUTSIDE_PORT:-56780}
+# bad_knob NAME VALUE WHAT: say which knob is wrong, and stop
+bad_knob() { echo "$0: $1=$2: $3" >&2; exit 2; }
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || bad_knob OUTSIDE_ROUNDS "$ROUNDS" "a number of rounds, 1 or more"
+[[ $SECS =~ ^[1-9][0-9]*$ ]] || bad_knob OUTSIDE_SECS "$SECS" "whole seconds per pgbench run, 1 or more"
+[[ $DRAIN =~ ^[1-9][0-9]*000$ ]] || bad_knob OUTSIDE_DRAIN "$DRAIN" "events to drain, a multiple of 1,000 (one tick per 1,000)"
+[[ $NOISE =~ ^0?\.[0-9]+$|^0$ ]] || bad_knob OUTSIDE_NOISE "$NOISE" "a fraction below 1 (0.10: 10%)"
+[[ $PORT =~ ^[1-9][0-9]*$ ]] && [ "$PORT" -le 65535 ] || bad_knob OUTSIDE_PORT "$PORT" "a TCP port number"
 
 # The figures: label | numerator system | clients | denominator system |
 # clients | the same two rows in a make bench CSV (workload,system,clients)
@@ -113,8 +120,13 @@ main_csv() {
 }
 
 case "${1:-}" in
-	--report) report "$2" "${3:-}"; exit 0 ;;
-	--main) main_csv "$2"; exit 0 ;;
+	--report)
+		[ -r "${2:-}" ] || { echo "$0: --report needs a readable CSV" >&2; exit 2; }
+		[ -z "${3:-}" ] || [ -r "$3" ] || { echo "$0: $3: no such make bench CSV" >&2; exit 2; }
+		report "$2" "${3:-}"; exit 0 ;;
+	--main)
+		[ -d "${2:-}" ] || { echo "$0: --main needs a directory" >&2; exit 2; }
+		main_csv "$2"; exit 0 ;;
 	"") ;;
 	*) echo "usage: $0 [--report CSV [MAIN] | --main DIR]" >&2; exit 2 ;;
 esac

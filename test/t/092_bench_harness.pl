@@ -192,4 +192,37 @@ is(`bash "$root/benchmark/outside.sh" --main "$dir/res"`, "$dir/res/20261202T000
 unlink "$dir/res/20261202T000000Z-quick-targets.md";
 is(`bash "$root/benchmark/outside.sh" --main "$dir/res"`, '', 'nothing without a targets file');
 
+# ---- bad input: a clear message and exit status 2, before anything runs ---
+for my $bad ([ 'OUTSIDE_ROUNDS=0', 'OUTSIDE_ROUNDS=0: a number of rounds' ],
+	[ 'OUTSIDE_SECS=1.5', 'OUTSIDE_SECS=1.5: whole seconds' ],
+	[ 'OUTSIDE_DRAIN=1500', 'OUTSIDE_DRAIN=1500: events to drain, a multiple of 1,000' ],
+	[ 'OUTSIDE_DRAIN=-1000', 'OUTSIDE_DRAIN=-1000: events to drain' ],
+	[ 'OUTSIDE_NOISE=10%', 'OUTSIDE_NOISE=10%: a fraction below 1' ],
+	[ 'OUTSIDE_NOISE=1.5', 'OUTSIDE_NOISE=1.5: a fraction below 1' ],
+	[ 'OUTSIDE_PORT=70000', 'OUTSIDE_PORT=70000: a TCP port number' ])
+{
+	$out = `env $bad->[0] bash "$root/benchmark/outside.sh" --report "$dir/outside.csv" 2>&1`;
+	is($? >> 8, 2, "$bad->[0] is refused");
+	like($out, qr/\Q$bad->[1]\E/, "... saying so");
+}
+$out = `bash "$root/benchmark/outside.sh" --report "$dir/nothing.csv" 2>&1`;
+is($? >> 8, 2, '--report of a missing CSV is refused');
+like($out, qr/--report needs a readable CSV/, '... saying so');
+$out = `bash "$root/benchmark/outside.sh" --report "$dir/outside.csv" "$dir/nothing.csv" 2>&1`;
+like($out, qr/no such make bench CSV/, 'a missing make bench CSV is refused, not read as no run');
+$out = `bash "$root/benchmark/outside.sh" --bogus 2>&1`;
+is($? >> 8, 2, 'an unknown option is refused');
+like($out, qr/usage:/, '... with the usage');
+
+# ---- one source for the server's settings ---------------------------------
+my $conf = slurp_file("$root/benchmark/server.conf");
+like($conf, qr/^fsync = off$/m, 'benchmark/server.conf holds the bench server\'s settings');
+for my $script ('run.sh', 'outside.sh')
+{
+	my $text = slurp_file("$root/benchmark/$script");
+	like($text, qr{benchmark/server\.conf}, "$script reads benchmark/server.conf");
+	unlike($text, qr/shared_buffers|max_wal_size|checkpoint_timeout/,
+		"$script writes none of its settings itself");
+}
+
 done_testing();
