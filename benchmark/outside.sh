@@ -146,6 +146,8 @@ if [ "${OUTSIDE_NO_INSTALL:-0}" != 1 ] && [ "$(id -u)" -eq 0 ]; then
 fi
 if [ "${OUTSIDE_NO_INSTALL:-0}" != 1 ]; then
 	echo "== building and installing pgque_bgw ($PG_CONFIG)"
+	# from clean: objects built for another server must not be installed
+	make -s clean PG_CONFIG="$PG_CONFIG" >/dev/null
 	make -s -j2 PG_CONFIG="$PG_CONFIG" >/dev/null
 	make -s install PG_CONFIG="$PG_CONFIG" >/dev/null
 fi
