@@ -465,11 +465,9 @@ begin
         perform pgque._authorize((e.s).sub_owner, (e.s).sub_users, (e.s).sub_queue,
                                  pgque._slot_name(i_consumer, i_slot, i_n));
     end if;
-    -- an unlogged queue that lost its events is reset first (ADR 0068),
-    -- once _slot_enter has authorized the caller and checked its lease (it
-    -- locks no row): a role that may not use the consumer never resets the
-    -- queue nor waits for its row
-    perform pgque._unlogged_gate(e.q);
+    -- an unlogged queue that lost its events and is not reset yet is
+    -- refused (ADR 0068, 0089), once _slot_enter has authorized the caller
+    perform pgque._unlogged_ready(e.q);
     -- a pausing slot reads its part in SQL (_receive_paused): no source
     w := pgque._slot_window(e.s, e.epoch, i_n, i_slot, i_max_return, i_want_source and not e.pause);
     select w.batch_id, e.pause, w.source, w.lo_xmax, w.hi_xmax, w.lo_xip, w.hi, (e.s).sub_id, w.pos, e.epoch

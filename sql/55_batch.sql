@@ -73,14 +73,11 @@ declare
     res   pgque.batch_info;
 begin
     s := pgque._subscription(i_queue_name, i_consumer_name);
-    -- an unlogged queue that lost its events is reset first (ADR 0068),
-    -- before the subscription row is locked (the reset updates every
-    -- subscription of the queue), by a caller authorized first: a role
-    -- that may not use the consumer neither resets the queue nor waits
-    -- for its row
+    -- an unlogged queue that lost its events and is not reset yet is
+    -- refused (ADR 0068, 0089), to a caller authorized first
     if exists (select from pgque.queue q where q.queue_id = s.sub_queue and q.queue_unlogged) then
         perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, i_consumer_name);
-        perform pgque._unlogged_gate(s.sub_queue);
+        perform pgque._unlogged_ready(s.sub_queue);
     end if;
     select * into s from pgque.subscription where sub_id = s.sub_id for update;
     perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, i_consumer_name);
