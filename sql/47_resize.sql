@@ -34,10 +34,13 @@ select pg_catalog.pg_extension_config_dump('pgque.partition_resize', '');
 -- tick is picked: a tick past B commits after the resize, so a statement
 -- that sees it sees the resize too.
 create function pgque._resize_cap(i_sub int4)
-returns bigint language sql stable as $$
-    select r.boundary_tick from pgque.partition_resize r
-     where i_sub operator(pg_catalog.=) any (r.old_subs)
-$$;
+returns bigint language plpgsql stable as $$
+begin
+    -- PL/pgSQL: its plan kept for the session, where a SQL function's
+    -- body was parsed and planned again in every slot receive (ADR 0088)
+    return (select r.boundary_tick from pgque.partition_resize r
+             where i_sub operator(pg_catalog.=) any (r.old_subs));
+end $$;
 
 -- Where a retried (or replayed) event of subscription i_owner goes: to the
 -- new-layout slot of its key when i_owner is an old-layout slot of a
@@ -230,8 +233,8 @@ begin
     update pgque.partition_consumer pc set n = r.to_n
      where pc.queue_id = i_queue_id and pc.co_name = i_consumer;
     delete from pgque.partition_resize x where x.queue_id = i_queue_id and x.co_name = i_consumer;
-    -- last: shared memory is not rolled back (an abort after this costs the
-    -- workers one PQ001 and a claim)
+    -- the old layout's leases go when this commits (an abort keeps them),
+    -- the new layout's claims of this transaction stay (ADR 0089)
     perform pgque._slot_forget(i_queue_id, i_consumer);
     raise log 'pgque_bgw: consumer "%" of queue % resized from n = % to n = % at tick % (% blocked keys moved)',
               i_consumer, i_queue_id, r.from_n, r.to_n, r.boundary_tick, moved;
