@@ -135,13 +135,11 @@ target_rel_inval(Datum arg, Oid relid)
 	if (targets == NULL)
 		return;
 	if (!OidIsValid(relid))
-	{
-		targets_reset = true;
-		return;
-	}
+		targets_reset = true;	/* freed at the next lookup, outside any append */
+	/* every entry on a reset: no verdict outlives it, even within this call */
 	hash_seq_init(&seq, targets);
 	while ((t = hash_seq_search(&seq)) != NULL)
-		if (t->relid == relid)
+		if (!OidIsValid(relid) || t->relid == relid)
 			t->state = TARGET_UNRESOLVED;
 }
 
