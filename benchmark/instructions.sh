@@ -7,7 +7,8 @@
 # events), one transaction each, as a pgque_writer for pgque's calls; the
 # cost of a run with no statement is subtracted.  Single-user mode parses
 # and plans every statement and has no client round trip: read the ratios
-# as server work, not as pgbench's.
+# as server work, not as pgbench's.  WORKLOADS="insert send" counts only
+# those.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -51,8 +52,9 @@ count() {
 echo "set role w;" > "$WORK/empty.sql"
 base=$(count "$WORK/empty.sql")
 printf '%-32s %14s\n' workload "instr/event"
-for w in insert insert_indexed send send_typed send_keyed send_keyed_32_buckets send_jsonb \
-         send_batch_100 multi_row_insert_100 multi_row_insert_100_indexed; do
+# WORKLOADS="insert send": only those (each costs a valgrind run)
+for w in ${WORKLOADS:-insert insert_indexed send send_typed send_keyed send_keyed_32_buckets send_jsonb \
+         send_batch_100 multi_row_insert_100 multi_row_insert_100_indexed}; do
 	n=$N per=1
 	[[ $w == *_100* ]] && n=$NB per=100
 	{ echo "set role w;"; [[ $w == *insert* ]] && echo "reset role;"
