@@ -190,6 +190,7 @@ reset_db_entry(PgqueDb *db, Oid dboid, const char *name, PgqueDbState state)
 	db->state = state;
 	strlcpy(db->dbname, name, NAMEDATALEN);
 	pg_atomic_write_u32(&db->wake, 0);
+	pg_atomic_write_u64(&db->wake_at, 0);
 	pgque_mark_all_dirty(db);	/* whatever the entry's last ticker left */
 	db->last_tick = 0;
 	db->last_maint = 0;
@@ -200,6 +201,8 @@ reset_db_entry(PgqueDb *db, Oid dboid, const char *name, PgqueDbState state)
 	memset(db->workers, 0, sizeof(db->workers));
 	for (k = 0; k < PGQUE_NKINDS; k++)
 		db->workers[k].pgprocno = -1;
+	/* after the oid and state: a backend that saw no entry looks again */
+	pg_atomic_fetch_add_u32(&pgque_shared->db_generation, 1);
 }
 
 /*

@@ -58,11 +58,13 @@ pgque_state_startup(void)
 		pgque_shared->lock = &(GetNamedLWLockTranche("pgque_bgw"))->lock;
 		pgque_shared->launcher_pgprocno = -1;
 		pgque_shared->max_dbs = max_dbs();
+		pg_atomic_init_u32(&pgque_shared->db_generation, 0);
 		for (i = 0; i < pgque_shared->max_dbs; i++)
 		{
 			int			w;
 
 			pg_atomic_init_u32(&pgque_shared->dbs[i].wake, 0);
+			pg_atomic_init_u64(&pgque_shared->dbs[i].wake_at, 0);
 			for (w = 0; w < PGQUE_DIRTY_WORDS; w++)
 				pg_atomic_init_u32(&pgque_shared->dbs[i].dirty[w], 0);
 		}

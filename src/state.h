@@ -88,6 +88,8 @@ typedef struct PgqueDb
 	PgqueDbState state;
 	char		dbname[NAMEDATALEN];
 	pg_atomic_uint32 wake;		/* producers set it at commit, the ticker clears */
+	pg_atomic_uint64 wake_at;	/* when the commit that set wake committed
+								 * (written after it, by that commit only) */
 	pg_atomic_uint32 dirty[PGQUE_DIRTY_WORDS];	/* see PGQUE_DIRTY_BITS */
 	TimestampTz last_tick;		/* last tick written by the ticker */
 	TimestampTz last_maint;		/* last completed maintenance pass */
@@ -110,6 +112,9 @@ typedef struct PgqueShared
 	TimestampTz launcher_memory_at;
 	int			max_dbs;
 	int			dbs_unlisted;	/* databases the table had no room for */
+	pg_atomic_uint32 db_generation; /* bumped when an entry is (re)assigned: a
+									 * backend that found no entry for its
+									 * database looks again only then (wake.c) */
 	PgqueDb		dbs[FLEXIBLE_ARRAY_MEMBER];
 } PgqueShared;
 
