@@ -10,10 +10,11 @@
 -- UNLOGGED table below.  A clean restart keeps it; crash recovery, a base
 -- backup and a promoted standby have it empty, exactly when the event
 -- tables are.  A queue marked unlogged without its seal lost its events:
--- the first of the ticker, maint() or a consumer opening a batch to see it
--- resets the queue (_unlogged_gate) before anything reads or moves a
--- cursor, and a batch read finding it so raises (_unlogged_whole), so no
--- consumer ever takes an emptied window for delivered events.
+-- the first of the ticker and maint() to see it resets the queue
+-- (_unlogged_gate) before anything ticks it, in a short transaction of its
+-- own; a consumer opening a batch, or reading one, before that gets 55000
+-- (_unlogged_ready, _unlogged_whole), so no consumer ever takes an emptied
+-- window for delivered events, and none holds the queue hostage.
 
 -- Not in pg_extension_config_dump: a dump does not carry the seal, so a
 -- restored unlogged queue is reset once, as after a crash (the order in
@@ -38,8 +39,9 @@ begin
 end $$;
 
 -- Whether the events of an unlogged queue are still there (its seal is).
--- Reads only: the backstop of every batch read (_batch_source), which
--- raises while a crash's reset is still to come.
+-- Reads only: the backstop of every batch read (_batch_source) and the
+-- consumers' gate (_unlogged_ready), which raise while a crash's reset is
+-- still to come.
 create function pgque._unlogged_whole(q pgque.queue)
 returns boolean language plpgsql stable as $$
 begin
@@ -47,14 +49,36 @@ begin
     if not exists (select from pgque.unlogged_seal u where u.queue_id = q.queue_id) then
         raise exception 'the events of unlogged queue "%" were lost in a crash', q.queue_name
             using errcode = 'object_not_in_prerequisite_state',
-                  detail = 'The queue is reset before its next batch: cursors move to its latest tick.',
-                  hint = 'Open a new batch (receive, next_batch): it resets the queue first, and the unlogged_reset alert says what was dropped.';
+                  detail = 'The ticker''s next pass (or maint()) resets the queue: cursors move to its latest tick.',
+                  hint = 'Retry after the next tick (without the workers: run pgque.ticker() or pgque.maint()); the unlogged_reset alert says what was dropped.';
     end if;
     return true;
 end $$;
 
--- The gate of every path that ticks a queue or opens a batch: an unlogged
--- queue without its seal is reset first.  A logged queue costs nothing; an
+-- The gate of a consumer opening a batch (receive, next_batch, the slot
+-- receive, a cooperative member): an unlogged queue without its seal is
+-- refused with 55000 until the ticker or maint() reset it (ADR 0089).  A
+-- consumer's call never resets: the reset locks the queue row and every
+-- subscription of the queue until its transaction ends, and a consumer
+-- that did it and then idled in its transaction made the others wait and
+-- the ticker skip the queue.  Reads only.
+create function pgque._unlogged_ready(q pgque.queue)
+returns void language plpgsql stable as $$
+begin
+    if q.queue_unlogged then
+        perform pgque._unlogged_whole(q);
+    end if;
+end $$;
+
+create function pgque._unlogged_ready(i_queue_id int4)
+returns void language sql stable as $$
+    select pgque._unlogged_whole(q) from pgque.queue q
+     where q.queue_id = i_queue_id and q.queue_unlogged
+$$;
+
+-- The gate of every path that ticks a queue (the ticker, the external
+-- ticker, set_queue_config): an unlogged queue without its seal is reset
+-- first.  A logged queue costs nothing; an
 -- unlogged one an index probe.  Without i_wait (the workers, ADR 0040) a
 -- queue row another transaction holds is not waited for.  -> false only
 -- when the queue still needs its reset (not waited for, or a restore is
@@ -71,12 +95,6 @@ begin
     end if;
     return pgque._unlogged_reset(q, i_wait);
 end $$;
-
-create function pgque._unlogged_gate(i_queue_id int4)
-returns boolean language sql as $$
-    select coalesce((select pgque._unlogged_gate(q) from pgque.queue q
-                      where q.queue_id = i_queue_id and q.queue_unlogged), true)
-$$;
 
 -- The reset of an unlogged queue whose events a crash emptied: the empty,
 -- consistent state.  The ticks stay (logged; their ids and the event ids

@@ -127,12 +127,23 @@ end $$;
 create function pgque.subscribe_slot(queue_name text, consumer_name text, slot int4, n int4)
 returns void language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
+begin
+    perform pgque._subscribe_slot(queue_name, consumer_name, slot, n);
+end $$;
+
+-- subscribe_slot's work -> the slot's subscription when this call made it,
+-- NULL when it was there (subscribed before, or by a concurrent call that
+-- committed first): subscribe_partitioned positions only what it made
+-- (ADR 0089).
+create function pgque._subscribe_slot(queue_name text, consumer_name text, slot int4, n int4)
+returns int4 language plpgsql as $$
 declare
     q   pgque.queue;
     pn  int4;
     own regrole;
     usr regrole[];
     fresh boolean;
+    made int4;
 begin
     q := pgque._queue(queue_name);
     perform pgque._user_consumer_name(consumer_name);
@@ -172,7 +183,11 @@ begin
             using errcode = 'invalid_parameter_value',
                   hint = 'Unsubscribe every slot first to choose another n.';
     end if;
-    perform pgque._register(q, pgque._slot_name(consumer_name, slot, n), null, own, usr);
+    if pgque._register(q, pgque._slot_name(consumer_name, slot, n), null, own, usr) = 1 then
+        select s.sub_id into made
+          from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+         where s.sub_queue = q.queue_id and c.co_name = pgque._slot_name(consumer_name, slot, n);
+    end if;
     -- the queue's first partitioned consumer subscribed by an admin chooses
     -- its partition buckets (ADR 0013): a multiple of n, at least 32, so
     -- that n and its divisors read only their own buckets.  A layout is the
@@ -186,6 +201,7 @@ begin
             perform pgque._create_buckets(q, n * ((32 + n - 1) / n));
         end if;
     end if;
+    return made;
 end $$;
 
 -- unsubscribe_slot(queue, consumer, slot): the last slot frees n.
@@ -449,11 +465,9 @@ begin
         perform pgque._authorize((e.s).sub_owner, (e.s).sub_users, (e.s).sub_queue,
                                  pgque._slot_name(i_consumer, i_slot, i_n));
     end if;
-    -- an unlogged queue that lost its events is reset first (ADR 0068),
-    -- once _slot_enter has authorized the caller and checked its lease (it
-    -- locks no row): a role that may not use the consumer never resets the
-    -- queue nor waits for its row
-    perform pgque._unlogged_gate(e.q);
+    -- an unlogged queue that lost its events and is not reset yet is
+    -- refused (ADR 0068, 0089), once _slot_enter has authorized the caller
+    perform pgque._unlogged_ready(e.q);
     -- a pausing slot reads its part in SQL (_receive_paused): no source
     w := pgque._slot_window(e.s, e.epoch, i_n, i_slot, i_max_return, i_want_source and not e.pause);
     select w.batch_id, e.pause, w.source, w.lo_xmax, w.hi_xmax, w.lo_xip, w.hi, (e.s).sub_id, w.pos, e.epoch

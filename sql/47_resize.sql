@@ -230,8 +230,8 @@ begin
     update pgque.partition_consumer pc set n = r.to_n
      where pc.queue_id = i_queue_id and pc.co_name = i_consumer;
     delete from pgque.partition_resize x where x.queue_id = i_queue_id and x.co_name = i_consumer;
-    -- last: shared memory is not rolled back (an abort after this costs the
-    -- workers one PQ001 and a claim)
+    -- the old layout's leases go when this commits (an abort keeps them),
+    -- the new layout's claims of this transaction stay (ADR 0089)
     perform pgque._slot_forget(i_queue_id, i_consumer);
     raise log 'pgque_bgw: consumer "%" of queue % resized from n = % to n = % at tick % (% blocked keys moved)',
               i_consumer, i_queue_id, r.from_n, r.to_n, r.boundary_tick, moved;

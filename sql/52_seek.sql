@@ -348,34 +348,28 @@ create function pgque._subscribe_partitioned_at(i_queue_name text, i_consumer_na
 returns int4 language plpgsql as $$
 declare
     q      pgque.queue;
-    had    int4[];
-    fresh  int4[];
+    fresh  int4[] := '{}';
+    made   int4;
     t      bigint;
 begin
     q := pgque._queue(i_queue_name);
     perform pgque._user_consumer_name(i_consumer_name);
     perform pgque._check_not_null('n', i_n);
-    select pg_catalog.array_agg(s.sub_id) into had
-      from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
-     where s.sub_queue = q.queue_id
-       and c.co_name in (select pgque._slot_name(i_consumer_name, k, i_n)
-                           from pg_catalog.generate_series(0, least(greatest(i_n, 1), 1024) - 1) k);
-    -- subscribe_slot checks n (slot 0 first: an n below 1 is refused there)
+    -- subscribe_slot checks n (slot 0 first: an n below 1 is refused
+    -- there); a slot it did not make (subscribed before, or by a
+    -- subscribe_slot that committed while this waited) keeps its cursor
     for k in 0 .. greatest(i_n, 1) - 1 loop
-        perform pgque.subscribe_slot(i_queue_name, i_consumer_name, k, i_n);
+        made := pgque._subscribe_slot(i_queue_name, i_consumer_name, k, i_n);
+        if made is not null then
+            fresh := fresh || made;
+        end if;
     end loop;
-    select pg_catalog.array_agg(s.sub_id) into fresh
-      from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
-     where s.sub_queue = q.queue_id
-       and c.co_name in (select pgque._slot_name(i_consumer_name, k, i_n)
-                           from pg_catalog.generate_series(0, i_n - 1) k)
-       and s.sub_id <> all (coalesce(had, '{}'));
-    if had is not null then
+    if pg_catalog.cardinality(fresh) < i_n then
         raise notice 'partitioned consumer "%" on queue "%": % of its % slots were subscribed already; their cursors stay where they are',
-              i_consumer_name, i_queue_name, pg_catalog.cardinality(had), i_n
+              i_consumer_name, i_queue_name, i_n - pg_catalog.cardinality(fresh), i_n
             using hint = 'pgque.seek() moves every slot.';
     end if;
-    if fresh is null then
+    if pg_catalog.cardinality(fresh) = 0 then
         return 0;
     end if;
     t := (select h.tick_id from pgque._seek_hold(q, i_consumer_name, i_what, i_at) h);

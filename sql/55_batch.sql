@@ -73,14 +73,11 @@ declare
     res   pgque.batch_info;
 begin
     s := pgque._subscription(i_queue_name, i_consumer_name);
-    -- an unlogged queue that lost its events is reset first (ADR 0068),
-    -- before the subscription row is locked (the reset updates every
-    -- subscription of the queue), by a caller authorized first: a role
-    -- that may not use the consumer neither resets the queue nor waits
-    -- for its row
+    -- an unlogged queue that lost its events and is not reset yet is
+    -- refused (ADR 0068, 0089), to a caller authorized first
     if exists (select from pgque.queue q where q.queue_id = s.sub_queue and q.queue_unlogged) then
         perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, i_consumer_name);
-        perform pgque._unlogged_gate(s.sub_queue);
+        perform pgque._unlogged_ready(s.sub_queue);
     end if;
     select * into s from pgque.subscription where sub_id = s.sub_id for update;
     perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, i_consumer_name);
@@ -600,16 +597,32 @@ returns pgque.subscription language plpgsql as $$
 declare
     s pgque.subscription;
 begin
-    select * into s from pgque.subscription where sub_batch = i_batch_id for update;
+    -- on a hot standby a batch the primary opened is read without a lock,
+    -- as PgQ reads it (ADR 0089): only the primary moves it
+    if pg_catalog.pg_is_in_recovery() then
+        select * into s from pgque.subscription where sub_batch = i_batch_id;
+    else
+        select * into s from pgque.subscription where sub_batch = i_batch_id for update;
+    end if;
     if not found then
         -- a cooperative member's batch: the group's row, not locked (members
         -- never wait on it), carrying the window; the window row is locked
-        select sub.sub_id, sub.sub_queue, sub.sub_consumer, w.cw_prev_tick, sub.sub_active, w.cw_batch,
-               w.cw_next_tick, w.cw_pos, w.cw_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw, sub.sub_users, sub.sub_merge_windows
-          into s
-          from pgque.coop_window w join pgque.subscription sub on sub.sub_id = w.cw_sub
-         where w.cw_batch = i_batch_id
-           for update of w;
+        -- (a standby's copy is not: PostgreSQL refuses a row lock there even
+        -- when no row qualifies)
+        if pg_catalog.pg_is_in_recovery() then
+            select sub.sub_id, sub.sub_queue, sub.sub_consumer, w.cw_prev_tick, sub.sub_active, w.cw_batch,
+                   w.cw_next_tick, w.cw_pos, w.cw_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw, sub.sub_users, sub.sub_merge_windows
+              into s
+              from pgque.coop_window w join pgque.subscription sub on sub.sub_id = w.cw_sub
+             where w.cw_batch = i_batch_id;
+        else
+            select sub.sub_id, sub.sub_queue, sub.sub_consumer, w.cw_prev_tick, sub.sub_active, w.cw_batch,
+                   w.cw_next_tick, w.cw_pos, w.cw_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw, sub.sub_users, sub.sub_merge_windows
+              into s
+              from pgque.coop_window w join pgque.subscription sub on sub.sub_id = w.cw_sub
+             where w.cw_batch = i_batch_id
+               for update of w;
+        end if;
         if not found then
             -- a partition slot's batch (ADR 0023): the slot's row, not
             -- locked, carrying the batch (the slot API takes its own lock)

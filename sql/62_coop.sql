@@ -240,10 +240,9 @@ begin
     else
         perform pgque._check_queue_right(q, 'subscribe');
     end if;
-    -- an unlogged queue that lost its events is reset first (ADR 0068),
-    -- by a caller that may subscribe to the queue: one that may not neither
-    -- resets it nor waits for its row
-    perform pgque._unlogged_gate(q);
+    -- an unlogged queue that lost its events and is not reset yet is
+    -- refused (ADR 0068, 0089), to a caller that may subscribe to the queue
+    perform pgque._unlogged_ready(q);
     if g.sub_id is null or not exists (select 1 from pgque.coop_member
                                         where cm_sub = g.sub_id and cm_name = i_subconsumer) then
         if i_register then

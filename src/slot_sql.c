@@ -229,7 +229,8 @@ pgque_slot_recheck_sql(PG_FUNCTION_ARGS)
 }
 
 /*
- * pgque._slot_forget(queue_id, consumer) -> entries removed.  NULL queue_id:
+ * pgque._slot_forget(queue_id, consumer) -> the entries it will remove when
+ * the transaction commits (an abort keeps them: slots.c).  NULL queue_id:
  * every lease of this database; NULL consumer: every consumer of the queue.
  * Without preload there is nothing to forget.
  */
@@ -238,9 +239,8 @@ pgque_slot_forget_sql(PG_FUNCTION_ARGS)
 {
 	if (!pgque_slots_available())
 		PG_RETURN_INT32(0);
-	PG_RETURN_INT32(pgque_slot_forget(MyDatabaseId,
-									  PG_ARGISNULL(0) ? -1 : PG_GETARG_INT32(0),
-									  PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1))));
+	PG_RETURN_INT32(pgque_slot_forget_at_commit(PG_ARGISNULL(0) ? -1 : PG_GETARG_INT32(0),
+												PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1))));
 }
 
 /*

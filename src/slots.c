@@ -52,6 +52,20 @@
  * abort, in a subtransaction, puts the release back in force).  PREPARE
  * TRANSACTION is refused after a release: the commit that would apply it
  * happens in another session.
+ *
+ * A forget takes effect at commit too (ADR 0089): unsubscribe_slot,
+ * drop_queue and a resize's switch to the new layout forget a consumer's
+ * (a queue's) leases.  Made at once, a rolled-back unsubscribe lost the
+ * leases of a consumer that still existed.  The forget is recorded in a
+ * third list, tagged with the subtransaction and a sequence number shared
+ * with the undo records; the commit removes the entries it covers, except
+ * those this transaction claimed after it (a resize's switch claims the new
+ * layout's slots, of the same keys, in the same transaction).  Within the
+ * transaction the covered entries do not exist for this backend (a claim
+ * makes them anew with a fresh epoch, receive/ack get PQ001, the lease list
+ * leaves them out); for every other session they are there until the
+ * commit.  PREPARE applies the forget at once (as before: a ROLLBACK
+ * PREPARED then costs the workers a claim, never a lease held twice).
  */
 #include "postgres.h"
 
@@ -116,6 +130,7 @@ typedef struct SlotUndo
 	SlotKey		key;
 	bool		created;		/* remove it; else give prev back */
 	int64		epoch;			/* ours: undo only if it is still this */
+	uint64		seq;			/* claim_seq when made: later than a forget, it survives it */
 	SlotLease	prev;			/* the entry before the takeover */
 } SlotUndo;
 
@@ -143,6 +158,27 @@ typedef struct SlotPendingRelease
 static SlotPendingRelease *pending = NULL;
 static int	pending_len = 0;
 static int	pending_cap = 0;
+
+/*
+ * A forget this backend made (unsubscribe, drop_queue, a resize's switch),
+ * applied at commit (the file header).
+ */
+typedef struct SlotPendingForget
+{
+	SubTransactionId subid;
+	Oid			dboid;
+	int32		queue_id;		/* < 0: every queue of the database */
+	bool		any_consumer;	/* else only consumer */
+	char		consumer[PGQUE_CONSUMER_MAX + 1];
+	uint64		seq;			/* claim_seq when made: later claims survive it */
+} SlotPendingForget;
+
+static SlotPendingForget *forgets = NULL;
+static int	forgets_len = 0;
+static int	forgets_cap = 0;
+
+/* orders this backend's claims (undo records) and forgets */
+static uint64 claim_seq = 0;
 
 void
 pgque_slots_request(void)
@@ -205,6 +241,23 @@ static LWLock *
 partition_lock(uint32 hash)
 {
 	return &slot_locks[hash % SLOT_PARTITIONS].lock;
+}
+
+/*
+ * The entry of key (NULL: none), under its partition lock taken in mode;
+ * the caller releases *lock.  *hash (if not NULL) gets the key's hash, for
+ * a removal under the same lock.
+ */
+static SlotLease *
+lease_lookup_locked(const SlotKey *key, LWLockMode mode, LWLock **lock, uint32 *hash)
+{
+	uint32		h = get_hash_value(slot_table, key);
+
+	*lock = partition_lock(h);
+	if (hash != NULL)
+		*hash = h;
+	LWLockAcquire(*lock, mode);
+	return hash_search_with_hash_value(slot_table, key, h, HASH_FIND, NULL);
 }
 
 /* ---- the quota: counts per table, database, consumer, role ---- */
@@ -385,6 +438,7 @@ undo_push(const SlotKey *key, bool created, const SlotLease *prev)
 	u = &undo[undo_len++];
 	memset(u, 0, sizeof(SlotUndo));
 	u->subid = GetCurrentSubTransactionId();
+	u->seq = ++claim_seq;
 	memcpy(&u->key, key, sizeof(SlotKey));
 	u->created = created;
 	if (prev != NULL)
@@ -396,12 +450,10 @@ undo_push(const SlotKey *key, bool created, const SlotLease *prev)
 static void
 undo_one(SlotUndo *u)
 {
-	uint32		hash = get_hash_value(slot_table, &u->key);
-	LWLock	   *lock = partition_lock(hash);
-	SlotLease  *e;
+	uint32		hash;
+	LWLock	   *lock;
+	SlotLease  *e = lease_lookup_locked(&u->key, LW_EXCLUSIVE, &lock, &hash);
 
-	LWLockAcquire(lock, LW_EXCLUSIVE);
-	e = hash_search_with_hash_value(slot_table, &u->key, hash, HASH_FIND, NULL);
 	if (e != NULL && e->epoch == u->epoch)
 	{
 		if (u->created)
@@ -415,16 +467,17 @@ undo_one(SlotUndo *u)
 		{
 			/*
 			 * the entry as it was before the claim: the previous owner's
-			 * (expired) lease or none, and its epoch, so that an earlier
-			 * record of this transaction still matches
+			 * (expired, or forgotten by this transaction) lease or none, its
+			 * epoch (so that an earlier record of this transaction still
+			 * matches) and its figures; the quota's role and the creating
+			 * transaction are the entry's, not the claim's
 			 */
-			strlcpy(e->owner, u->prev.owner, sizeof(e->owner));
-			strlcpy(e->fenced, u->prev.fenced, sizeof(e->fenced));
-			e->lease_until = u->prev.lease_until;
-			e->ttl_ms = u->prev.ttl_ms;
-			e->epoch = u->prev.epoch;
-			e->claimed_at = u->prev.claimed_at;
-			e->claims = u->prev.claims;
+			Oid			role = e->role;
+			int			pending_pid = e->pending_pid;
+
+			memcpy(e, &u->prev, sizeof(SlotLease));
+			e->role = role;
+			e->pending_pid = pending_pid;
 		}
 	}
 	else if (e != NULL && u->created && e->pending_pid == MyProcPid)
@@ -440,17 +493,12 @@ undo_commit(void)
 
 	for (i = 0; i < undo_len; i++)
 	{
-		SlotUndo   *u = &undo[i];
-		uint32		hash;
 		LWLock	   *lock;
 		SlotLease  *e;
 
-		if (!u->created)
+		if (!undo[i].created)
 			continue;
-		hash = get_hash_value(slot_table, &u->key);
-		lock = partition_lock(hash);
-		LWLockAcquire(lock, LW_EXCLUSIVE);
-		e = hash_search_with_hash_value(slot_table, &u->key, hash, HASH_FIND, NULL);
+		e = lease_lookup_locked(&undo[i].key, LW_EXCLUSIVE, &lock, NULL);
 		if (e != NULL && e->pending_pid == MyProcPid)
 			e->pending_pid = 0;
 		LWLockRelease(lock);
@@ -546,16 +594,12 @@ pending_commit(void)
 	for (i = 0; i < pending_len; i++)
 	{
 		SlotPendingRelease *p = &pending[i];
-		uint32		hash;
 		LWLock	   *lock;
 		SlotLease  *e;
 
 		if (p->taken_back != InvalidSubTransactionId)
 			continue;
-		hash = get_hash_value(slot_table, &p->key);
-		lock = partition_lock(hash);
-		LWLockAcquire(lock, LW_EXCLUSIVE);
-		e = hash_search_with_hash_value(slot_table, &p->key, hash, HASH_FIND, NULL);
+		e = lease_lookup_locked(&p->key, LW_EXCLUSIVE, &lock, NULL);
 		if (e != NULL && e->epoch == p->epoch && strcmp(e->owner, p->worker) == 0)
 		{
 			e->owner[0] = '\0';	/* the epoch stays: it only grows */
@@ -592,6 +636,85 @@ pending_abort(SubTransactionId subid)
 	pending_len = keep;
 }
 
+/* ---- forgets applied at commit ---- */
+
+static bool
+forget_matches(const SlotPendingForget *f, const SlotKey *key)
+{
+	return key->dboid == f->dboid &&
+		(f->queue_id < 0 || key->queue_id == f->queue_id) &&
+		(f->any_consumer || strcmp(key->consumer, f->consumer) == 0);
+}
+
+/*
+ * Is key's entry forgotten by this transaction: covered by one of its
+ * pending forgets, and not claimed by it since (a claim after the forget,
+ * as a resize's switch makes at once, made an entry of the new consumer)?
+ */
+static bool
+forget_covers(const SlotKey *key)
+{
+	uint64		latest = 0;
+	bool		covered = false;
+	int			i;
+
+	for (i = 0; i < forgets_len; i++)
+		if (forget_matches(&forgets[i], key))
+		{
+			covered = true;
+			latest = Max(latest, forgets[i].seq);
+		}
+	if (!covered)
+		return false;
+	for (i = 0; i < undo_len; i++)
+		if (undo[i].seq > latest && memcmp(&undo[i].key, key, sizeof(SlotKey)) == 0)
+			return false;
+	return true;
+}
+
+/* At commit (or PREPARE): remove what this transaction forgot. */
+static void
+forget_commit(void)
+{
+	HASH_SEQ_STATUS status;
+	SlotLease  *e;
+	int			i;
+
+	if (forgets_len == 0)
+		return;
+	for (i = 0; i < SLOT_PARTITIONS; i++)
+		LWLockAcquire(&slot_locks[i].lock, LW_EXCLUSIVE);
+	hash_seq_init(&status, slot_table);
+	while ((e = hash_seq_search(&status)) != NULL)
+	{
+		if (!forget_covers(&e->key))
+			continue;
+		quota_release(&e->key, e->role);
+		hash_search(slot_table, &e->key, HASH_REMOVE, NULL);
+	}
+	for (i = SLOT_PARTITIONS - 1; i >= 0; i--)
+		LWLockRelease(&slot_locks[i].lock);
+	forgets_len = 0;
+}
+
+/* Drop the pending forgets of subtransaction subid (all: InvalidSubTransactionId). */
+static void
+forget_abort(SubTransactionId subid)
+{
+	int			i;
+	int			keep = 0;
+
+	if (subid == InvalidSubTransactionId)
+	{
+		forgets_len = 0;
+		return;
+	}
+	for (i = 0; i < forgets_len; i++)
+		if (forgets[i].subid != subid)
+			forgets[keep++] = forgets[i];
+	forgets_len = keep;
+}
+
 static void
 slots_xact_callback(XactEvent event, void *arg)
 {
@@ -601,6 +724,7 @@ slots_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_ABORT:
 			undo_abort(InvalidSubTransactionId);
 			pending_abort(InvalidSubTransactionId);
+			forget_abort(InvalidSubTransactionId);
 			break;
 		case XACT_EVENT_PRE_PREPARE:
 			if (pending_in_force())
@@ -613,10 +737,16 @@ slots_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
 			pending_commit();
+			forget_commit();	/* reads the undo list: before undo_commit */
 			undo_commit();
 			break;
 		case XACT_EVENT_PREPARE:
-			/* kept: a prepared transaction's claims stay, like a commit's */
+			/*
+			 * kept: a prepared transaction's claims stay, like a commit's;
+			 * its forgets are applied now (ROLLBACK PREPARED then costs the
+			 * workers a claim, as a forget at once did before 0.3.0)
+			 */
+			forget_commit();
 			undo_commit();
 			pending_len = 0;	/* only releases taken back are left */
 			break;
@@ -636,11 +766,15 @@ slots_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		case SUBXACT_EVENT_ABORT_SUB:
 			undo_abort(mySubid);
 			pending_abort(mySubid);
+			forget_abort(mySubid);
 			break;
 		case SUBXACT_EVENT_COMMIT_SUB:
 			for (i = 0; i < undo_len; i++)
 				if (undo[i].subid == mySubid)
 					undo[i].subid = parentSubid;
+			for (i = 0; i < forgets_len; i++)
+				if (forgets[i].subid == mySubid)
+					forgets[i].subid = parentSubid;
 			for (i = 0; i < pending_len; i++)
 			{
 				if (pending[i].subid == mySubid)
@@ -697,6 +831,8 @@ pgque_slot_claim(const SlotKey *key, const char *worker, int64 ttl_ms, int64 (*n
 		SlotLease  *e;
 		bool		found;
 		TimestampTz now = GetCurrentTimestamp();
+		/* forgotten by this transaction: free, as after its commit */
+		bool		forgotten = forget_covers(key);
 
 		undo_reserve();
 		LWLockAcquire(lock, LW_EXCLUSIVE);
@@ -738,7 +874,7 @@ pgque_slot_claim(const SlotKey *key, const char *worker, int64 ttl_ms, int64 (*n
 			undo_push(key, true, NULL);
 			created = undo_len - 1;
 		}
-		if (e->owner[0] != '\0' && strcmp(e->owner, worker) == 0)
+		if (!forgotten && e->owner[0] != '\0' && strcmp(e->owner, worker) == 0)
 		{
 			/*
 			 * own lease, live or expired with nobody else: renew, same epoch;
@@ -752,7 +888,7 @@ pgque_slot_claim(const SlotKey *key, const char *worker, int64 ttl_ms, int64 (*n
 			pending_cancel(key, worker);
 			return epoch;
 		}
-		if (e->owner[0] != '\0' && e->lease_until > now)
+		if (!forgotten && e->owner[0] != '\0' && e->lease_until > now)
 		{
 			LWLockRelease(lock);
 			return -1;			/* someone else's live lease */
@@ -763,8 +899,13 @@ pgque_slot_claim(const SlotKey *key, const char *worker, int64 ttl_ms, int64 (*n
 			SlotLease	prev;
 
 			memcpy(&prev, e, sizeof(SlotLease));
+			if (forgotten)
+			{
+				/* a new entry, as after the forget's commit: no fence, no figures */
+				memset(((char *) e) + sizeof(SlotKey), 0, offsetof(SlotLease, role) - sizeof(SlotKey));
+			}
 			/* an expired owner stays fenced after a release (ADR 0023) */
-			if (e->owner[0] != '\0')
+			else if (e->owner[0] != '\0')
 				strlcpy(e->fenced, e->owner, sizeof(e->fenced));
 			if (strcmp(e->fenced, worker) == 0)
 				e->fenced[0] = '\0';
@@ -798,11 +939,11 @@ pgque_slot_claim(const SlotKey *key, const char *worker, int64 ttl_ms, int64 (*n
 bool
 pgque_slot_release(const SlotKey *key, const char *worker)
 {
-	uint32		hash = get_hash_value(slot_table, key);
-	LWLock	   *lock = partition_lock(hash);
+	LWLock	   *lock;
 	SlotLease  *e;
 	int64		epoch = 0;
 	bool		held = false;
+	bool		forgotten = forget_covers(key);
 
 	if (pending_find(key, worker) >= 0)
 		return false;
@@ -815,9 +956,8 @@ pgque_slot_release(const SlotKey *key, const char *worker)
 			: repalloc(pending, sizeof(SlotPendingRelease) * cap);
 		pending_cap = cap;
 	}
-	LWLockAcquire(lock, LW_SHARED);
-	e = hash_search_with_hash_value(slot_table, key, hash, HASH_FIND, NULL);
-	if (e != NULL && e->owner[0] != '\0' && strcmp(e->owner, worker) == 0)
+	e = lease_lookup_locked(key, LW_SHARED, &lock, NULL);
+	if (e != NULL && !forgotten && e->owner[0] != '\0' && strcmp(e->owner, worker) == 0)
 	{
 		held = true;
 		epoch = e->epoch;
@@ -844,14 +984,15 @@ pgque_slot_release(const SlotKey *key, const char *worker)
 SlotVerdict
 pgque_slot_check(const SlotKey *key, const char *worker, bool is_ack, SlotLease *snap)
 {
-	uint32		hash = get_hash_value(slot_table, key);
-	LWLock	   *lock = partition_lock(hash);
+	LWLock	   *lock;
 	SlotLease  *e;
 	SlotVerdict v;
 	TimestampTz now = GetCurrentTimestamp();
+	bool		forgotten = forget_covers(key);
 
-	LWLockAcquire(lock, LW_EXCLUSIVE);
-	e = hash_search_with_hash_value(slot_table, key, hash, HASH_FIND, NULL);
+	e = lease_lookup_locked(key, LW_EXCLUSIVE, &lock, NULL);
+	if (forgotten)
+		e = NULL;				/* forgotten by this transaction: none, as after its commit */
 	if (e != NULL && pending_find(key, worker) >= 0)
 	{
 		/* released by this transaction: not held, as after the commit */
@@ -901,14 +1042,13 @@ pgque_slot_check(const SlotKey *key, const char *worker, bool is_ack, SlotLease 
 SlotVerdict
 pgque_slot_holds(const SlotKey *key, const char *worker, int64 epoch, SlotLease *snap)
 {
-	uint32		hash = get_hash_value(slot_table, key);
-	LWLock	   *lock = partition_lock(hash);
+	LWLock	   *lock;
 	SlotLease  *e;
 	SlotVerdict v;
+	bool		forgotten = forget_covers(key);
 
-	LWLockAcquire(lock, LW_SHARED);
-	e = hash_search_with_hash_value(slot_table, key, hash, HASH_FIND, NULL);
-	if (e != NULL)
+	e = lease_lookup_locked(key, LW_SHARED, &lock, NULL);
+	if (e != NULL && !forgotten)
 		memcpy(snap, e, sizeof(SlotLease));
 	else
 		memset(snap, 0, sizeof(SlotLease));
@@ -957,7 +1097,58 @@ pgque_slot_forget(Oid dboid, int32 queue_id, const char *consumer)
 	return n;
 }
 
-/* Copy out this database's entries (palloc'd array). */
+/*
+ * Forget, when this transaction commits, the leases of this database of one
+ * queue (queue_id >= 0), of one consumer of it (consumer != NULL), or all
+ * (queue_id < 0): unsubscribe_slot, drop_queue and a resize's switch.  An
+ * abort (of the subtransaction) keeps them; until the commit they are
+ * forgotten for this backend only (the file header).  Returns how many
+ * entries it covers now.
+ */
+int
+pgque_slot_forget_at_commit(int32 queue_id, const char *consumer)
+{
+	SlotPendingForget *f;
+	HASH_SEQ_STATUS status;
+	SlotLease  *e;
+	int			i;
+	int			n = 0;
+
+	register_callbacks();
+	if (forgets_len == forgets_cap)
+	{
+		int			cap = forgets_cap == 0 ? 4 : forgets_cap * 2;
+
+		forgets = forgets == NULL ? MemoryContextAlloc(TopMemoryContext, sizeof(SlotPendingForget) * cap)
+			: repalloc(forgets, sizeof(SlotPendingForget) * cap);
+		forgets_cap = cap;
+	}
+	f = &forgets[forgets_len];
+	memset(f, 0, sizeof(SlotPendingForget));
+	f->subid = GetCurrentSubTransactionId();
+	f->dboid = MyDatabaseId;
+	f->queue_id = queue_id < 0 ? -1 : queue_id;
+	f->any_consumer = consumer == NULL;
+	if (consumer != NULL)
+		strlcpy(f->consumer, consumer, sizeof(f->consumer));
+	f->seq = ++claim_seq;
+	forgets_len++;
+
+	for (i = 0; i < SLOT_PARTITIONS; i++)
+		LWLockAcquire(&slot_locks[i].lock, LW_SHARED);
+	hash_seq_init(&status, slot_table);
+	while ((e = hash_seq_search(&status)) != NULL)
+		if (forget_matches(f, &e->key))
+			n++;
+	for (i = SLOT_PARTITIONS - 1; i >= 0; i--)
+		LWLockRelease(&slot_locks[i].lock);
+	return n;
+}
+
+/*
+ * Copy out this database's entries (palloc'd array), less those this
+ * transaction forgot.
+ */
 SlotLease *
 pgque_slot_list(Oid dboid, int *count)
 {
@@ -975,6 +1166,8 @@ pgque_slot_list(Oid dboid, int *count)
 	while ((e = hash_seq_search(&status)) != NULL)
 	{
 		if (e->key.dboid != dboid)
+			continue;
+		if (forgets_len > 0 && forget_covers(&e->key))
 			continue;
 		if (n == cap)
 		{

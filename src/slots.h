@@ -60,6 +60,7 @@ extern bool pgque_slot_release(const SlotKey *key, const char *worker);
 extern SlotVerdict pgque_slot_check(const SlotKey *key, const char *worker, bool is_ack, SlotLease *snap);
 extern SlotVerdict pgque_slot_holds(const SlotKey *key, const char *worker, int64 epoch, SlotLease *snap);
 extern int	pgque_slot_forget(Oid dboid, int32 queue_id, const char *consumer);
+extern int	pgque_slot_forget_at_commit(int32 queue_id, const char *consumer);
 extern SlotLease *pgque_slot_list(Oid dboid, int *count);
 extern int	pgque_slot_count_all(void);
 extern int	pgque_slot_reclaim(TimestampTz released_before);

@@ -94,8 +94,15 @@ select pgque_test.crash('ul');
 select pgque_test.error_of($$select * from pgque.get_batch_events((select distinct batch_id from slot_msgs))$$) as read_before_reset;
 -- an event sent after the crash, before anything noticed
 select pgque.send('ul', 'ev', 'after crash', 'k0') is not null as sent_after_crash;
--- the first receive resets the queue, then reads on
+-- a consumer's call does not reset the queue (ADR 0089): it is refused
+-- (55000) until the ticker's next visit (or maint()) resets it, in a
+-- transaction of its own; then the consumer reads on
 select count(*) as alerts_before from pgque.alert where kind = 'unlogged_reset';
+select pgque_test.error_of($$select * from pgque.receive('ul', 'plain', 100)$$) as receive_before_reset;
+select pgque_test.error_of($$select * from pgque.receive_coop('ul', 'grp', 'm1', 100)$$) as coop_before_reset;
+select pgque_test.error_of($$select * from pgque.receive_partitioned('ul', 'part', 0, 1, 'w1', 100)$$) as slot_before_reset;
+select count(*) as alerts_still from pgque.alert where kind = 'unlogged_reset';
+select pgque.ticker('ul') is not null as ticked_after_reset;
 select payload from pgque_test.drain('ul', 'plain');
 select kind, subject, details->>'dropped_at_most' as dropped_at_most, details->>'sent_after_crash' as sent_after_crash,
        (details->>'last_tick')::bigint = (select last_tick from before_crash) as at_last_tick,

@@ -72,23 +72,29 @@ select pgque_test.t64_touched() as queue_row_touched;
 -- the queue is still to be reset
 select count(*) as sealed from pgque.unlogged_seal u join pgque.queue q using (queue_id) where q.queue_name = 't64_q';
 
--- the rightful consumer's calls reset the queue as before (ADR 0068)
+-- the rightful consumer's calls do not reset it either (ADR 0089): each is
+-- refused with 55000 without locking the queue row, until the ticker (or
+-- maint()) resets the queue in a transaction of its own
+grant execute on function pgque_test.error_of(text) to t64_alice;
+grant usage on schema pgque_test to t64_alice;
+set role t64_alice;
+select pgque_test.error_of($$select * from pgque.receive_partitioned('t64_q', 'p_alice', 0, 1, 'w1', 10)$$) as partitioned;
+select pgque_test.error_of($$select * from pgque.receive_coop('t64_q', 'g_alice', 'm1')$$) as coop;
+select pgque_test.error_of($$select * from pgque.receive('t64_q', 'c_alice', 10)$$) as plain;
+reset role;
+select pgque_test.t64_touched() as queue_row_touched;
+select count(*) as sealed from pgque.unlogged_seal u join pgque.queue q using (queue_id) where q.queue_name = 't64_q';
 set client_min_messages = error;
+select pgque.ticker('t64_q') is null as reset_nothing_due;
+reset client_min_messages;
+select count(*) as sealed_by_ticker from pgque.unlogged_seal u join pgque.queue q using (queue_id) where q.queue_name = 't64_q';
 set role t64_alice;
 select count(*) as partitioned_rows from pgque.receive_partitioned('t64_q', 'p_alice', 0, 1, 'w1', 10);
-reset role;
-select count(*) as sealed_by_partitioned from pgque.unlogged_seal u join pgque.queue q using (queue_id) where q.queue_name = 't64_q';
-select pgque_test.t64_crash();
-set role t64_alice;
 select count(*) as coop_rows from pgque.receive_coop('t64_q', 'g_alice', 'm1');
-reset role;
-select count(*) as sealed_by_coop from pgque.unlogged_seal u join pgque.queue q using (queue_id) where q.queue_name = 't64_q';
-select pgque_test.t64_crash();
-set role t64_alice;
 select count(*) as plain_rows from pgque.receive('t64_q', 'c_alice', 10);
 reset role;
-select count(*) as sealed_by_receive from pgque.unlogged_seal u join pgque.queue q using (queue_id) where q.queue_name = 't64_q';
-reset client_min_messages;
+revoke execute on function pgque_test.error_of(text) from t64_alice;
+revoke usage on schema pgque_test from t64_alice;
 
 -- clean up
 reset role;
