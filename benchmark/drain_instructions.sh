@@ -12,7 +12,9 @@
 # cost (receive(1000) + ack, one transaction per part; PgQ: next_batch +
 # get_batch_events + finish_batch per window, as `make bench`).  Uses the
 # server of PGBIN, with pgque_bgw installed there.  CALLGRIND_KEEP=dir keeps
-# the callgrind files of the full drains for callgrind_annotate.
+# the callgrind files for callgrind_annotate: NAME.cg of the full drains,
+# NAME.warm.cg of the warm-ups (a function's warm cost per event is the
+# difference of its inclusive counts over the later windows' events).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . test/lib.sh
@@ -71,7 +73,9 @@ count() {
 	as_pg valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" \
 		"$PGBIN/postgres" --single -D "$WORK/data" postgres < "$WORK/drain.sql" > "$WORK/single.log" 2>&1
 	if grep -q ERROR "$WORK/single.log"; then cat "$WORK/single.log" >&2; exit 1; fi
-	[ -n "${CALLGRIND_KEEP:-}" ] && [ "$3" = "$ALL" ] && cp "$WORK/cg.out" "$CALLGRIND_KEEP/$4.cg"
+	if [ -n "${CALLGRIND_KEEP:-}" ]; then
+		if [ "$3" = "$ALL" ]; then cp "$WORK/cg.out" "$CALLGRIND_KEEP/$4.cg"; else cp "$WORK/cg.out" "$CALLGRIND_KEEP/$4.warm.cg"; fi
+	fi
 	awk '/^(summary|totals):/ {print $2; exit}' "$WORK/cg.out"
 }
 printf '%-32s %14s\n' "drain ($WINDOWS windows of $WINDOW)" "instr/event"

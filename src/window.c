@@ -16,7 +16,8 @@
  * in-progress list; left alone the planner picks sequential scans of small
  * buckets, which grow with the table.  A window is always a small slice
  * reached through the ev_txid index, so plans are made with
- * enable_seqscan off (for this read only).
+ * enable_seqscan off (for this read only), and with enable_indexscan off:
+ * a bitmap scan returns the rows in the order they lie.
  *
  * A plan dropped from the cache (a full cache, a hash collision) while a
  * read up the stack is still executing it, say from a row-level security
@@ -32,6 +33,7 @@
 #include "nodes/params.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
 #include "utils/guc.h"
@@ -57,9 +59,10 @@
 
 typedef struct WindowPlan
 {
-	uint64		key;			/* hash of the source text and the order */
+	uint64		key;			/* hash of the source text, the order and the shape */
 	char	   *source;			/* in TopMemoryContext */
 	bool		ordered;
+	int			shape;			/* which optional filters the plan applies */
 	PgqueKeptPlan *plan;
 	TimestampTz used;			/* start of the last transaction that used it */
 } WindowPlan;
@@ -112,11 +115,18 @@ window_plans_trim(TimestampTz now)
 void
 pgque_window_where(StringInfo buf, int lo_xmax, int hi_xmax, int lo_xip, int hi)
 {
-	appendStringInfo(buf,
-					 "((ev.ev_txid operator(pg_catalog.>=) $%d and ev.ev_txid operator(pg_catalog.<) $%d)"
-					 "  or ev.ev_txid operator(pg_catalog.=) any($%d))"
-					 " and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, $%d)",
-					 lo_xmax, hi_xmax, lo_xip, hi);
+	/* lo_xip 0: the caller knows the old tick had none in progress */
+	if (lo_xip == 0)
+		appendStringInfo(buf,
+						 "ev.ev_txid operator(pg_catalog.>=) $%d and ev.ev_txid operator(pg_catalog.<) $%d"
+						 " and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, $%d)",
+						 lo_xmax, hi_xmax, hi);
+	else
+		appendStringInfo(buf,
+						 "((ev.ev_txid operator(pg_catalog.>=) $%d and ev.ev_txid operator(pg_catalog.<) $%d)"
+						 "  or ev.ev_txid operator(pg_catalog.=) any($%d))"
+						 " and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, $%d)",
+						 lo_xmax, hi_xmax, lo_xip, hi);
 }
 
 PG_FUNCTION_INFO_V1(pgque_window_where_sql);
@@ -140,14 +150,60 @@ pgque_window_where_sql(PG_FUNCTION_ARGS)
 }
 
 /*
+ * The optional filters of a window read, one bit each: a read applies
+ * those whose parameters are not NULL.  A plan per shape, rather than one
+ * plan testing "$n is null or ..." on every row (ADR 0086): a plain
+ * consumer's read names its owner and at most a position, and its rows
+ * were paying for the tests of the event and slot filters it never uses
+ * (and their generic plan deformed each row up to ev_extra1 for the slot
+ * filter).
+ */
+#define SHAPE_OWNER 0x01
+#define SHAPE_AFTER 0x02
+#define SHAPE_EV_ID 0x04
+#define SHAPE_SLOT 0x08
+#define SHAPE_XIP 0x10			/* the old tick had transactions in progress */
+
+/*
+ * Whether the old tick's in-progress list has any xid.  Without one the
+ * read is a range of ev_txid alone: one index scan per relation instead of
+ * a BitmapOr of two, which a bucketed window pays 33 times (ADR 0086).
+ */
+static bool
+window_has_xip(Datum xip, char null)
+{
+	ArrayType  *a;
+	bool		any;
+
+	if (null == 'n')
+		return false;
+	a = DatumGetArrayTypeP(xip);
+	any = ArrayGetNItems(ARR_NDIM(a), ARR_DIMS(a)) > 0;
+	if ((Pointer) a != DatumGetPointer(xip))
+		pfree(a);
+	return any;
+}
+
+static int
+window_shape(Datum *args, const char *nulls)
+{
+	return (window_has_xip(args[WA_XIP], nulls[WA_XIP]) ? SHAPE_XIP : 0) |
+		(nulls[WA_OWNER] != 'n' ? SHAPE_OWNER : 0) |
+		(nulls[WA_AFTER] != 'n' ? SHAPE_AFTER : 0) |
+		(nulls[WA_EV_ID] != 'n' ? SHAPE_EV_ID : 0) |
+		(nulls[WA_N] != 'n' ? SHAPE_SLOT : 0);
+}
+
+/*
  * The kept plan of a window read from source: ordered by ev_id and
  * limited ($8), or unordered and whole (the plain receive sorts what it
- * keeps itself, ADR 0033).
+ * keeps itself, ADR 0033), with the filters of shape.
  */
 static PgqueKeptPlan *
-window_plan_for(const char *source, bool ordered)
+window_plan_for(const char *source, bool ordered, int shape)
 {
-	uint64		key = hash_bytes_extended((const unsigned char *) source, strlen(source), ordered ? 1 : 0);
+	uint64		key = hash_bytes_extended((const unsigned char *) source, strlen(source),
+										  (uint64) shape << 1 | (ordered ? 1 : 0));
 	TimestampTz now = GetCurrentTransactionStartTimestamp();
 	WindowPlan *entry;
 	bool		found;
@@ -167,7 +223,8 @@ window_plan_for(const char *source, bool ordered)
 	}
 
 	entry = hash_search(window_plans, &key, HASH_FIND, NULL);
-	if (entry != NULL && entry->ordered == ordered && strcmp(entry->source, source) == 0)
+	if (entry != NULL && entry->ordered == ordered && entry->shape == shape &&
+		strcmp(entry->source, source) == 0)
 	{
 		entry->used = now;
 		return entry->plan;
@@ -184,26 +241,29 @@ window_plan_for(const char *source, bool ordered)
 	 * tick, that the new snapshot sees as committed; retried and replayed
 	 * events only for their owner (no owner: every event, for the ticker's
 	 * probe); past the part already handed out; one event; one slot's
-	 * share.
+	 * share.  A parameter whose filter the shape leaves out is not named
+	 * (its value is NULL: the filter would pass every row).
 	 */
 	initStringInfo(&sql);
 	appendStringInfo(&sql, "select * from %s ev where ", source);
-	pgque_window_where(&sql, 1, 2, 3, 4);
-	appendStringInfo(&sql,
-					 "   and ($5::pg_catalog.int4 is null or ev.ev_owner is null"
-					 "        or ev.ev_owner operator(pg_catalog.=) $5)"
-					 "   and ($6::pg_catalog.int8 is null or ev.ev_id operator(pg_catalog.>) $6)"
-					 "   and ($7::pg_catalog.int8 is null or ev.ev_id operator(pg_catalog.=) $7)"
-					 "   and ($9::pg_catalog.int4 is null"
-					 "        or pgque._slot_of(ev.ev_extra1, $9) operator(pg_catalog.=) $10)"
-					 "%s",
-					 ordered ? " order by ev.ev_id limit $8" : "");
+	pgque_window_where(&sql, 1, 2, (shape & SHAPE_XIP) ? 3 : 0, 4);
+	if (shape & SHAPE_OWNER)
+		appendStringInfoString(&sql, " and (ev.ev_owner is null or ev.ev_owner operator(pg_catalog.=) $5)");
+	if (shape & SHAPE_AFTER)
+		appendStringInfoString(&sql, " and ev.ev_id operator(pg_catalog.>) $6");
+	if (shape & SHAPE_EV_ID)
+		appendStringInfoString(&sql, " and ev.ev_id operator(pg_catalog.=) $7");
+	if (shape & SHAPE_SLOT)
+		appendStringInfoString(&sql, " and pgque._slot_of(ev.ev_extra1, $9) operator(pg_catalog.=) $10");
+	if (ordered)
+		appendStringInfoString(&sql, " order by ev.ev_id limit $8");
 	/* a generic plan: planned once, whatever the window's bounds */
 	plan = pgque_kept_plan_prepare(sql.data, WINDOW_NPARAMS, argtypes, CURSOR_OPT_GENERIC_PLAN);
 	pfree(sql.data);
 	entry = hash_search(window_plans, &key, HASH_ENTER, &found);
 	entry->plan = plan;
 	entry->ordered = ordered;
+	entry->shape = shape;
 	entry->source = MemoryContextStrdup(TopMemoryContext, source);
 	entry->used = now;
 	return entry->plan;
@@ -507,11 +567,80 @@ run_sift_down(CacheRun *runs, int nruns, const int64 *ids, int i)
 }
 
 /*
- * The kept rows in ev_id order, by merging the ascending runs they came in.
- * A window of a bucketed queue is read one bucket after the other, each
- * bucket's rows ascending (ADR 0082): its rows are as many runs as there
- * are buckets, and a merge of k runs costs n log k comparisons where a
- * sort costs n log n.  Rows in no order (many short runs) are sorted.
+ * At most this many slots per kept row for cache_place: the ids of a
+ * window are a range from the queue's sequence with few gaps (rolled back
+ * or cached values, other windows' in-progress transactions).
+ */
+#define CACHE_PLACE_SPREAD 4
+
+/*
+ * The kept rows put in ev_id order by their ids alone: each row at its
+ * id's offset from the smallest in an array of the ids' range, then the
+ * array read in order (ADR 0086).  n steps where a merge of k runs takes
+ * n log k comparisons (a bucketed window: 32 runs, ~160 instructions a
+ * row).  false, nothing changed: the ids spread too wide or one repeats.
+ */
+static bool
+cache_place(WindowCache *c)
+{
+	int64		lo = c->ev_ids[0];
+	int64		hi = c->ev_ids[0];
+	uint64		span;
+	int32	   *at;
+	HeapTuple  *tuples;
+	int64	   *ids;
+	int			i;
+	int			k;
+
+	for (i = 1; i < c->ntuples; i++)
+	{
+		if (c->ev_ids[i] < lo)
+			lo = c->ev_ids[i];
+		else if (c->ev_ids[i] > hi)
+			hi = c->ev_ids[i];
+	}
+	span = (uint64) hi - (uint64) lo + 1;
+	if (span > (uint64) c->ntuples * CACHE_PLACE_SPREAD)
+		return false;
+	/* the index + 1 of the row with each id, 0: none */
+	at = palloc0(sizeof(int32) * span);
+	for (i = 0; i < c->ntuples; i++)
+	{
+		int32	   *slot = &at[c->ev_ids[i] - lo];
+
+		if (*slot != 0)
+		{
+			pfree(at);
+			return false;
+		}
+		*slot = i + 1;
+	}
+	tuples = MemoryContextAlloc(c->cxt, sizeof(HeapTuple) * c->maxtuples);
+	ids = MemoryContextAlloc(c->cxt, sizeof(int64) * c->maxtuples);
+	k = 0;
+	for (i = 0; i < (int) span; i++)
+		if (at[i] != 0)
+		{
+			tuples[k] = c->tuples[at[i] - 1];
+			ids[k] = c->ev_ids[at[i] - 1];
+			k++;
+		}
+	Assert(k == c->ntuples);
+	pfree(at);
+	pfree(c->tuples);
+	pfree(c->ev_ids);
+	c->tuples = tuples;
+	c->ev_ids = ids;
+	return true;
+}
+
+/*
+ * The kept rows in ev_id order.  A window of a bucketed queue is read one
+ * bucket after the other, each bucket's rows ascending (ADR 0082): its
+ * rows are as many runs as there are buckets.  Rows whose ids lie close
+ * together are placed by id (cache_place); otherwise the ascending runs are
+ * merged (a merge of k runs costs n log k comparisons where a sort costs
+ * n log n), and rows in no order (many short runs) sorted.
  */
 static void
 cache_order(WindowCache *c)
@@ -527,6 +656,8 @@ cache_order(WindowCache *c)
 		if (c->ev_ids[i - 1] > c->ev_ids[i])
 			nruns++;
 	if (nruns == 1)
+		return;
+	if (cache_place(c))
 		return;
 	if (nruns > CACHE_MERGE_MAX_RUNS || nruns > c->ntuples / 4)
 	{
@@ -690,13 +821,22 @@ pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only, 
 {
 	static const Oid argtypes[WINDOW_NPARAMS] = {XID8OID, XID8OID, XID8ARRAYOID, PG_SNAPSHOTOID,
 	INT4OID, INT8OID, INT8OID, INT4OID, INT4OID, INT4OID};
-	PgqueKeptPlan *plan = window_plan_for(source, ordered);
+	PgqueKeptPlan *plan = window_plan_for(source, ordered, window_shape(args, nulls));
 	int			guc_level;
 	int			ret;
 
 	/* the plan is made (or remade) at execution: set the rule around it */
 	guc_level = NewGUCNestLevel();
 	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+
+	/*
+	 * A window without an in-progress list is a range of ev_txid: as a
+	 * plain index scan its rows would come in ev_txid order, in a heap
+	 * fetch each; a bitmap scan reads them page by page, in the order they
+	 * were written (ev_id order, or one run per bucket: ADR 0082).
+	 */
+	(void) set_config_option("enable_indexscan", "off", PGC_USERSET, PGC_S_SESSION,
 							 GUC_ACTION_SAVE, true, 0, false);
 	if (dest == NULL)
 		ret = pgque_kept_plan_execute(plan, args, nulls, read_only, 0);

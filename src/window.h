@@ -96,7 +96,10 @@ extern void pgque_window_cache_seal(WindowCache *c);
 extern int	pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only,
 							  bool ordered, DestReceiver *dest);
 
-/* the window predicate, written once (window.c; SQL: pgque._window_where) */
+/*
+ * the window predicate, written once (window.c; SQL: pgque._window_where);
+ * lo_xip 0: the old tick had no transaction in progress
+ */
 extern void pgque_window_where(StringInfo buf, int lo_xmax, int hi_xmax, int lo_xip, int hi);
 
 #endif							/* PGQUE_WINDOW_H */
