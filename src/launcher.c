@@ -200,6 +200,8 @@ reset_db_entry(PgqueDb *db, Oid dboid, const char *name, PgqueDbState state)
 	memset(db->workers, 0, sizeof(db->workers));
 	for (k = 0; k < PGQUE_NKINDS; k++)
 		db->workers[k].pgprocno = -1;
+	/* after the oid and state: a backend that saw no entry looks again */
+	pg_atomic_fetch_add_u32(&pgque_shared->db_generation, 1);
 }
 
 /*

@@ -110,6 +110,9 @@ typedef struct PgqueShared
 	TimestampTz launcher_memory_at;
 	int			max_dbs;
 	int			dbs_unlisted;	/* databases the table had no room for */
+	pg_atomic_uint32 db_generation; /* bumped when an entry is (re)assigned: a
+									 * backend that found no entry for its
+									 * database looks again only then (wake.c) */
 	PgqueDb		dbs[FLEXIBLE_ARRAY_MEMBER];
 } PgqueShared;
 

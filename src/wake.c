@@ -42,10 +42,18 @@ static SubTransactionId xact_inserted = InvalidSubTransactionId;
 static SubTransactionId xact_created_extension = InvalidSubTransactionId;
 static SubTransactionId xact_dropped_extension = InvalidSubTransactionId;
 static int	cached_db_index = -1;
+/* the table's generation when this database had no entry, if it had none */
+static uint32 cached_db_none_gen = 0;
+static bool cached_db_none = false;
 
-/* the queues this transaction appended to: bit queue_id % PGQUE_DIRTY_BITS */
+/*
+ * The queues this transaction appended to: bit queue_id % PGQUE_DIRTY_BITS,
+ * in words dirty_lo .. dirty_hi (none when dirty_lo > dirty_hi), so that a
+ * commit publishes and clears the words it set, not the whole map.
+ */
 static uint32 xact_dirty[PGQUE_DIRTY_WORDS];
-static bool xact_dirty_any = false;
+static int	xact_dirty_lo = PGQUE_DIRTY_WORDS;
+static int	xact_dirty_hi = -1;
 
 PG_FUNCTION_INFO_V1(pgque_wake_launcher_at_commit);
 
@@ -73,9 +81,12 @@ pgque_note_event_inserted(int32 queue_id)
 {
 	uint32		bit = (uint32) queue_id % PGQUE_DIRTY_BITS;
 
+	int			w = (int) (bit / 32);
+
 	set_flag(&xact_inserted);
-	xact_dirty[bit / 32] |= (uint32) 1 << (bit % 32);
-	xact_dirty_any = true;
+	xact_dirty[w] |= (uint32) 1 << (bit % 32);
+	xact_dirty_lo = Min(xact_dirty_lo, w);
+	xact_dirty_hi = Max(xact_dirty_hi, w);
 }
 
 /* Every queue of the database is to be probed (no commit hook saw them). */
@@ -88,25 +99,42 @@ pgque_mark_all_dirty(PgqueDb *db)
 		pg_atomic_write_u32(&db->dirty[w], ~(uint32) 0);
 }
 
-/* This database's entry, found without the lock (see the file header). */
+/*
+ * This database's entry, found without the lock (see the file header).  A
+ * database with no entry (workers off, not served, single-user mode) is
+ * looked for again only when the table's generation moved: the scan of
+ * pgque_bgw.max_databases entries was most of a commit's wake-up (6.2k
+ * instructions per send, ADR 0087).  An entry assigned while a commit looks
+ * costs that commit its wake-up at most; the new entry's ticker starts with
+ * a probe of every queue.
+ */
 static PgqueDb *
 db_entry(Oid dboid)
 {
 	int			i;
+	uint32		gen;
 
 	if (pgque_shared == NULL || !OidIsValid(dboid))
 		return NULL;
 	if (cached_db_index >= 0 && pgque_shared->dbs[cached_db_index].dboid == dboid)
 		return &pgque_shared->dbs[cached_db_index];
+	gen = pg_atomic_read_u32(&pgque_shared->db_generation);
+	if (cached_db_none && gen == cached_db_none_gen)
+		return NULL;
+	pg_read_barrier();
 	for (i = 0; i < pgque_shared->max_dbs; i++)
 	{
 		if (pgque_shared->dbs[i].dboid == dboid &&
 			pgque_shared->dbs[i].state != PGQUE_DB_UNUSED)
 		{
 			cached_db_index = i;
+			cached_db_none = false;
 			return &pgque_shared->dbs[i];
 		}
 	}
+	cached_db_index = -1;
+	cached_db_none = true;
+	cached_db_none_gen = gen;
 	return NULL;
 }
 
@@ -119,7 +147,7 @@ publish_dirty(Oid dboid)
 
 	if (db == NULL)
 		return;
-	for (w = 0; w < PGQUE_DIRTY_WORDS; w++)
+	for (w = xact_dirty_lo; w <= xact_dirty_hi; w++)
 	{
 		if (xact_dirty[w] != 0)
 			pg_atomic_fetch_or_u32(&db->dirty[w], xact_dirty[w]);
@@ -165,10 +193,12 @@ clear_flags(void)
 	xact_inserted = InvalidSubTransactionId;
 	xact_created_extension = InvalidSubTransactionId;
 	xact_dropped_extension = InvalidSubTransactionId;
-	if (xact_dirty_any)
+	if (xact_dirty_lo <= xact_dirty_hi)
 	{
-		memset(xact_dirty, 0, sizeof(xact_dirty));
-		xact_dirty_any = false;
+		memset(&xact_dirty[xact_dirty_lo], 0,
+			   sizeof(uint32) * (xact_dirty_hi - xact_dirty_lo + 1));
+		xact_dirty_lo = PGQUE_DIRTY_WORDS;
+		xact_dirty_hi = -1;
 	}
 }
 
