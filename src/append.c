@@ -476,45 +476,54 @@ append_chunk(Target *t, Relation rel, Relation *irels, Datum (*values)[EV_NATTS]
 	PG_END_TRY();
 }
 
-static void
-append_multi(Target *t, Relation rel, Relation *irels, Datum (*values)[EV_NATTS],
-			 bool (*isnull)[EV_NATTS], int m, CommandId cid)
-{
-	int			done;
-
-	for (done = 0; done < m; done += MULTI_INSERT_ROWS)
-		append_chunk(t, rel, irels, values + done, isnull + done, Min(m - done, MULTI_INSERT_ROWS), cid);
-}
+/* fills rows first .. first + k - 1 of a source into values/isnull[0 .. k - 1] */
+typedef void (*FillRows) (const void *src, int first, int k, Datum (*values)[EV_NATTS],
+						  bool (*isnull)[EV_NATTS]);
 
 /*
- * Append the rows values[r]/isnull[r] (r < m) to the opened table, then
- * close it and its indexes (keeping the locks to the end of the
- * transaction, as the executor does).
+ * Append the m rows of src to the opened table, then close it and its
+ * indexes (keeping the locks to the end of the transaction, as the
+ * executor does).  One row: heap_insert; more: MULTI_INSERT_ROWS at a time,
+ * each chunk formed just before it is inserted, so that a batch holds one
+ * chunk's row values, whatever its length.
  */
 static void
-append_direct(Target *t, Relation rel, Datum (*values)[EV_NATTS], bool (*isnull)[EV_NATTS], int m)
+append_direct(Target *t, Relation rel, FillRows fill, const void *src, int m)
 {
 	TupleDesc	desc = RelationGetDescr(rel);
 	CommandId	cid = GetCurrentCommandId(true);
 	Relation   *irels = palloc(sizeof(Relation) * Max(t->nindexes, 1));
+	int			chunk = Min(m, MULTI_INSERT_ROWS);
+	Datum		(*values)[EV_NATTS] = palloc(sizeof(*values) * chunk);
+	bool		(*isnull)[EV_NATTS] = palloc(sizeof(*isnull) * chunk);
 	int			i;
-	int			r;
 
 	append_depth++;
 	PG_TRY();
 	{
 		for (i = 0; i < t->nindexes; i++)
 			irels[i] = index_open(t->index_oids[i], RowExclusiveLock);
-		if (m > 1)
-			append_multi(t, rel, irels, values, isnull, m, cid);
-		else
-		for (r = 0; r < m; r++)
+		if (m == 1)
 		{
-			HeapTuple	tup = heap_form_tuple(desc, values[r], isnull[r]);
+			HeapTuple	tup;
 
+			fill(src, 0, 1, values, isnull);
+			tup = heap_form_tuple(desc, values[0], isnull[0]);
 			heap_insert(rel, tup, cid, 0, NULL);
-			insert_index_rows(t, rel, irels, tup, values[r], isnull[r]);
+			insert_index_rows(t, rel, irels, tup, values[0], isnull[0]);
 			heap_freetuple(tup);
+		}
+		else
+		{
+			int			done;
+
+			for (done = 0; done < m; done += chunk)
+			{
+				int			k = Min(m - done, chunk);
+
+				fill(src, done, k, values, isnull);
+				append_chunk(t, rel, irels, values, isnull, k, cid);
+			}
 		}
 		for (i = 0; i < t->nindexes; i++)
 			index_close(irels[i], NoLock);
@@ -526,6 +535,8 @@ append_direct(Target *t, Relation rel, Datum (*values)[EV_NATTS], bool (*isnull)
 	}
 	PG_END_TRY();
 	pfree(irels);
+	pfree(values);
+	pfree(isnull);
 }
 
 /* the kept plan's way, inside SPI */
@@ -546,6 +557,34 @@ append_one_by_plan(const QueueInfo *q, int bucket, Datum *args, const bool *isnu
 	SPI_finish();
 }
 
+/* one event given by the INS_* positions */
+typedef struct OneRow
+{
+	const Datum *args;
+	const bool *isnull;
+} OneRow;
+
+static void
+fill_one(const void *src, int first, int k, Datum (*values)[EV_NATTS], bool (*isnull)[EV_NATTS])
+{
+	const OneRow *o = src;
+	int			i;
+
+	Assert(first == 0 && k == 1);
+	for (i = 0; i < INS_NPARAMS; i++)
+	{
+		values[0][ins_att[i]] = o->args[i];
+		isnull[0][ins_att[i]] = o->isnull[i];
+	}
+	if (isnull[0][AT_TIME])
+	{
+		values[0][AT_TIME] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+		isnull[0][AT_TIME] = false;
+	}
+	values[0][AT_TXID] = FullTransactionIdGetDatum(GetTopFullTransactionId());
+	isnull[0][AT_TXID] = false;
+}
+
 /*
  * Append one event to the queue's current table (bucket: its partition
  * bucket table): args/isnull by the INS_* positions, ev_id given; a NULL
@@ -556,9 +595,7 @@ pgque_append_one(const QueueInfo *q, int bucket, Datum *args, bool *isnull)
 {
 	Target	   *t = append_depth == 0 ? target_of(q, bucket) : NULL;
 	Relation	rel = t != NULL ? open_target(t, q, bucket) : NULL;
-	Datum		values[1][EV_NATTS];
-	bool		nulls[1][EV_NATTS];
-	int			i;
+	OneRow		o;
 
 	Assert(!isnull[INS_EV_ID]);
 	if (rel == NULL)
@@ -566,19 +603,9 @@ pgque_append_one(const QueueInfo *q, int bucket, Datum *args, bool *isnull)
 		append_one_by_plan(q, bucket, args, isnull);
 		return;
 	}
-	for (i = 0; i < INS_NPARAMS; i++)
-	{
-		values[0][ins_att[i]] = args[i];
-		nulls[0][ins_att[i]] = isnull[i];
-	}
-	if (nulls[0][AT_TIME])
-	{
-		values[0][AT_TIME] = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
-		nulls[0][AT_TIME] = false;
-	}
-	values[0][AT_TXID] = FullTransactionIdGetDatum(GetTopFullTransactionId());
-	nulls[0][AT_TXID] = false;
-	append_direct(t, rel, values, nulls, 1);
+	o.args = args;
+	o.isnull = isnull;
+	append_direct(t, rel, fill_one, &o, 1);
 }
 
 static Datum
@@ -624,6 +651,48 @@ append_rows_by_plan(const QueueInfo *q, int bucket, Datum type_name, const int64
 	SPI_finish();
 }
 
+/* events of one type given as arrays (pgque_append_rows) */
+typedef struct BatchRows
+{
+	Datum		type_name;
+	const int64 *ids;
+	const Datum *payloads;
+	const bool *pnull;
+	const Datum *keys;			/* NULL: none */
+	const bool *knull;
+	Datum		now;
+	Datum		txid;
+} BatchRows;
+
+static void
+fill_batch(const void *src, int first, int k, Datum (*values)[EV_NATTS], bool (*isnull)[EV_NATTS])
+{
+	const BatchRows *b = src;
+	int			r;
+
+	for (r = 0; r < k; r++)
+	{
+		int			e = first + r;
+
+		memset(isnull[r], true, sizeof(isnull[r]));
+		values[r][AT_ID] = Int64GetDatum(b->ids[e]);
+		isnull[r][AT_ID] = false;
+		values[r][AT_TIME] = b->now;
+		isnull[r][AT_TIME] = false;
+		values[r][AT_TXID] = b->txid;
+		isnull[r][AT_TXID] = false;
+		values[r][AT_TYPE] = b->type_name;
+		isnull[r][AT_TYPE] = false;
+		values[r][AT_DATA] = b->payloads[e];
+		isnull[r][AT_DATA] = b->pnull[e];
+		if (b->keys != NULL)
+		{
+			values[r][AT_EXTRA1] = b->keys[e];
+			isnull[r][AT_EXTRA1] = b->knull[e];
+		}
+	}
+}
+
 /*
  * Append m events of one type to the queue's current table (bucket: its
  * partition bucket table), in this order: ids[r], payloads[r]/pnull[r],
@@ -637,41 +706,20 @@ pgque_append_rows(const QueueInfo *q, int bucket, Datum type_name, const int64 *
 {
 	Target	   *t = append_depth == 0 ? target_of(q, bucket) : NULL;
 	Relation	rel = t != NULL ? open_target(t, q, bucket) : NULL;
-	Datum		(*values)[EV_NATTS];
-	bool		(*nulls)[EV_NATTS];
-	Datum		now;
-	Datum		txid;
-	int			r;
+	BatchRows	b;
 
 	if (rel == NULL)
 	{
 		append_rows_by_plan(q, bucket, type_name, ids, payloads, pnull, keys, knull, m);
 		return;
 	}
-	values = palloc(sizeof(*values) * m);
-	nulls = palloc(sizeof(*nulls) * m);
-	now = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
-	txid = FullTransactionIdGetDatum(GetTopFullTransactionId());
-	for (r = 0; r < m; r++)
-	{
-		memset(nulls[r], true, sizeof(nulls[r]));
-		values[r][AT_ID] = Int64GetDatum(ids[r]);
-		nulls[r][AT_ID] = false;
-		values[r][AT_TIME] = now;
-		nulls[r][AT_TIME] = false;
-		values[r][AT_TXID] = txid;
-		nulls[r][AT_TXID] = false;
-		values[r][AT_TYPE] = type_name;
-		nulls[r][AT_TYPE] = false;
-		values[r][AT_DATA] = payloads[r];
-		nulls[r][AT_DATA] = pnull[r];
-		if (keys != NULL)
-		{
-			values[r][AT_EXTRA1] = keys[r];
-			nulls[r][AT_EXTRA1] = knull[r];
-		}
-	}
-	append_direct(t, rel, values, nulls, m);
-	pfree(values);
-	pfree(nulls);
+	b.type_name = type_name;
+	b.ids = ids;
+	b.payloads = payloads;
+	b.pnull = pnull;
+	b.keys = keys;
+	b.knull = knull;
+	b.now = TimestampTzGetDatum(GetCurrentTransactionStartTimestamp());
+	b.txid = FullTransactionIdGetDatum(GetTopFullTransactionId());
+	append_direct(t, rel, fill_batch, &b, m);
 }

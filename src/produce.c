@@ -64,6 +64,8 @@ static void
 producer_prologue(void)
 {
 	PreventCommandIfReadOnly("pgque send");
+	/* as the executor's INSERT refuses (ADR 0085: the append bypasses it) */
+	PreventCommandIfParallelMode("pgque send");
 	(void) GetTopTransactionId();
 	AcceptInvalidationMessages();
 }
