@@ -672,6 +672,147 @@ forget_covers(const SlotKey *key)
 	return true;
 }
 
+/*
+ * The commit looks each entry up in two sorted arrays, built before it
+ * (PRE_COMMIT, PRE_PREPARE: an allocation may still fail there) and outside
+ * the locks: the forgets by target (the latest of each), and the keys this
+ * transaction claimed (the latest claim of each).  A transaction with many
+ * forgets and claims then holds every partition lock for one pass over
+ * the table, not for entries x (forgets + claims) comparisons.
+ */
+typedef struct ForgetTarget
+{
+	Oid			dboid;
+	int32		queue_id;		/* -1: every queue */
+	char		consumer[PGQUE_CONSUMER_MAX + 1];	/* "": every consumer */
+	uint64		seq;
+} ForgetTarget;
+
+typedef struct ClaimedKey
+{
+	SlotKey		key;
+	uint64		seq;
+} ClaimedKey;
+
+static ForgetTarget *commit_targets = NULL;
+static int	commit_ntargets = 0;
+static ClaimedKey *commit_claimed = NULL;
+static int	commit_nclaimed = 0;
+
+static void forget_free_sorted(void);
+
+static int
+target_cmp(const void *a, const void *b)
+{
+	const ForgetTarget *x = a;
+	const ForgetTarget *y = b;
+
+	if (x->dboid != y->dboid)
+		return x->dboid < y->dboid ? -1 : 1;
+	if (x->queue_id != y->queue_id)
+		return x->queue_id < y->queue_id ? -1 : 1;
+	return strcmp(x->consumer, y->consumer);
+}
+
+static int
+claimed_cmp(const void *a, const void *b)
+{
+	return memcmp(&((const ClaimedKey *) a)->key, &((const ClaimedKey *) b)->key, sizeof(SlotKey));
+}
+
+/* Before the commit: the sorted arrays (freed by forget_commit). */
+static void
+forget_prepare_commit(void)
+{
+	int			i;
+	int			n;
+
+	forget_free_sorted();
+	if (forgets_len == 0)
+		return;
+	commit_targets = MemoryContextAlloc(TopMemoryContext, sizeof(ForgetTarget) * forgets_len);
+	for (i = 0; i < forgets_len; i++)
+	{
+		ForgetTarget *t = &commit_targets[i];
+
+		memset(t, 0, sizeof(ForgetTarget));
+		t->dboid = forgets[i].dboid;
+		t->queue_id = forgets[i].queue_id;
+		if (!forgets[i].any_consumer)
+			strlcpy(t->consumer, forgets[i].consumer, sizeof(t->consumer));
+		t->seq = forgets[i].seq;
+	}
+	qsort(commit_targets, forgets_len, sizeof(ForgetTarget), target_cmp);
+	for (i = 0, n = 0; i < forgets_len; i++)
+	{
+		if (n > 0 && target_cmp(&commit_targets[n - 1], &commit_targets[i]) == 0)
+			commit_targets[n - 1].seq = Max(commit_targets[n - 1].seq, commit_targets[i].seq);
+		else
+			commit_targets[n++] = commit_targets[i];
+	}
+	commit_ntargets = n;
+
+	commit_claimed = MemoryContextAlloc(TopMemoryContext, sizeof(ClaimedKey) * Max(undo_len, 1));
+	for (i = 0; i < undo_len; i++)
+	{
+		memcpy(&commit_claimed[i].key, &undo[i].key, sizeof(SlotKey));
+		commit_claimed[i].seq = undo[i].seq;
+	}
+	qsort(commit_claimed, undo_len, sizeof(ClaimedKey), claimed_cmp);
+	for (i = 0, n = 0; i < undo_len; i++)
+	{
+		if (n > 0 && claimed_cmp(&commit_claimed[n - 1], &commit_claimed[i]) == 0)
+			commit_claimed[n - 1].seq = Max(commit_claimed[n - 1].seq, commit_claimed[i].seq);
+		else
+			commit_claimed[n++] = commit_claimed[i];
+	}
+	commit_nclaimed = n;
+}
+
+/* The latest forget of target (db, queue or -1, consumer or ""), or 0. */
+static uint64
+target_seq(Oid dboid, int32 queue_id, const char *consumer)
+{
+	ForgetTarget t;
+	ForgetTarget *hit;
+
+	memset(&t, 0, sizeof(t));
+	t.dboid = dboid;
+	t.queue_id = queue_id;
+	strlcpy(t.consumer, consumer, sizeof(t.consumer));
+	hit = bsearch(&t, commit_targets, commit_ntargets, sizeof(ForgetTarget), target_cmp);
+	return hit != NULL ? hit->seq : 0;
+}
+
+/* forget_covers() through the sorted arrays */
+static bool
+forget_covers_sorted(const SlotKey *key)
+{
+	uint64		latest = Max(Max(target_seq(key->dboid, key->queue_id, key->consumer),
+								 target_seq(key->dboid, key->queue_id, "")),
+							 target_seq(key->dboid, -1, ""));
+	ClaimedKey	c;
+	ClaimedKey *hit;
+
+	if (latest == 0)
+		return false;
+	memcpy(&c.key, key, sizeof(SlotKey));
+	hit = bsearch(&c, commit_claimed, commit_nclaimed, sizeof(ClaimedKey), claimed_cmp);
+	return hit == NULL || hit->seq < latest;
+}
+
+static void
+forget_free_sorted(void)
+{
+	if (commit_targets != NULL)
+		pfree(commit_targets);
+	if (commit_claimed != NULL)
+		pfree(commit_claimed);
+	commit_targets = NULL;
+	commit_claimed = NULL;
+	commit_ntargets = commit_nclaimed = 0;
+}
+
 /* At commit (or PREPARE): remove what this transaction forgot. */
 static void
 forget_commit(void)
@@ -680,20 +821,26 @@ forget_commit(void)
 	SlotLease  *e;
 	int			i;
 
-	if (forgets_len == 0)
+	/* no PRE_COMMIT seen (a parallel commit): nothing was forgotten there */
+	if (forgets_len == 0 || commit_targets == NULL)
+	{
+		forget_free_sorted();
+		forgets_len = 0;
 		return;
+	}
 	for (i = 0; i < SLOT_PARTITIONS; i++)
 		LWLockAcquire(&slot_locks[i].lock, LW_EXCLUSIVE);
 	hash_seq_init(&status, slot_table);
 	while ((e = hash_seq_search(&status)) != NULL)
 	{
-		if (!forget_covers(&e->key))
+		if (!forget_covers_sorted(&e->key))
 			continue;
 		quota_release(&e->key, e->role);
 		hash_search(slot_table, &e->key, HASH_REMOVE, NULL);
 	}
 	for (i = SLOT_PARTITIONS - 1; i >= 0; i--)
 		LWLockRelease(&slot_locks[i].lock);
+	forget_free_sorted();
 	forgets_len = 0;
 }
 
@@ -725,6 +872,10 @@ slots_xact_callback(XactEvent event, void *arg)
 			undo_abort(InvalidSubTransactionId);
 			pending_abort(InvalidSubTransactionId);
 			forget_abort(InvalidSubTransactionId);
+			forget_free_sorted();
+			break;
+		case XACT_EVENT_PRE_COMMIT:
+			forget_prepare_commit();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
 			if (pending_in_force())
@@ -733,6 +884,7 @@ slots_xact_callback(XactEvent event, void *arg)
 						 errmsg("cannot PREPARE a transaction that released a partition slot"),
 						 errdetail("A release takes effect when its transaction commits, and COMMIT PREPARED runs in another session."),
 						 errhint("Release the slot in a transaction of its own after COMMIT PREPARED, or let its lease expire.")));
+			forget_prepare_commit();
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
@@ -1115,6 +1267,22 @@ pgque_slot_forget_at_commit(int32 queue_id, const char *consumer)
 	int			n = 0;
 
 	register_callbacks();
+	/*
+	 * The same forget again in the same subtransaction (a loop of
+	 * unsubscribes) only moves its sequence number: the list stays as long
+	 * as the distinct forgets.
+	 */
+	for (i = 0; i < forgets_len; i++)
+	{
+		f = &forgets[i];
+		if (f->subid == GetCurrentSubTransactionId() && f->dboid == MyDatabaseId &&
+			f->queue_id == (queue_id < 0 ? -1 : queue_id) && f->any_consumer == (consumer == NULL) &&
+			(consumer == NULL || strncmp(f->consumer, consumer, PGQUE_CONSUMER_MAX) == 0))
+		{
+			f->seq = ++claim_seq;
+			goto count;
+		}
+	}
 	if (forgets_len == forgets_cap)
 	{
 		int			cap = forgets_cap == 0 ? 4 : forgets_cap * 2;
@@ -1134,6 +1302,7 @@ pgque_slot_forget_at_commit(int32 queue_id, const char *consumer)
 	f->seq = ++claim_seq;
 	forgets_len++;
 
+count:
 	for (i = 0; i < SLOT_PARTITIONS; i++)
 		LWLockAcquire(&slot_locks[i].lock, LW_SHARED);
 	hash_seq_init(&status, slot_table);

@@ -79,6 +79,27 @@ select pgque_test.t69_leases() as after_resubscribe_commit;
 -- committed: the leases go
 select pgque.unsubscribe_slot('t69_q', 'p', 0), pgque.unsubscribe_slot('t69_q', 'p', 1);
 select pgque_test.t69_leases() as after_commit;
+
+-- many forgets in one transaction (the commit looks them up sorted, one
+-- pass under the partition locks): 40 consumers unsubscribed, the even
+-- ones subscribed and claimed again in the same transaction, one of them
+-- unsubscribed once more after its claim
+select count(pgque.subscribe_slot('t69_q', 'm' || i, 0, 1)) as subscribed,
+       count(pgque.claim_slot('t69_q', 'm' || i, 0, 'old')) as claimed
+  from generate_series(1, 40) i;
+begin;
+select count(pgque.unsubscribe_slot('t69_q', 'm' || i, 0)) as unsubscribed from generate_series(1, 40) i;
+select count(pgque.subscribe_slot('t69_q', 'm' || i, 0, 1)) as again,
+       count(pgque.claim_slot('t69_q', 'm' || i, 0, 'new')) as claimed_again
+  from generate_series(2, 40, 2) i;
+select pgque.unsubscribe_slot('t69_q', 'm40', 0);
+commit;
+select owner, count(*), min(consumer), max(consumer) from pgque._slot_leases()
+ where consumer like 'm%' group by owner;
+select count(*) filter (where substr(consumer, 2)::int % 2 = 0) as even_left,
+       count(*) filter (where consumer = 'm40') as m40_left
+  from pgque._slot_leases() where consumer like 'm%';
 select pgque.drop_queue('t69_q', true);
+select count(*) as after_drop from pgque._slot_leases() where queue_id not in (select queue_id from pgque.queue);
 drop function pgque_test.t69_leases();
 drop table pgque_test.t69_before;

@@ -10,6 +10,8 @@
 #     before the commit keeps the leases (the owner renews under the same
 #     epoch); one terminated right after its commit leaves none, and a
 #     claim after it takes a larger epoch.
+#   - the attack on the standby read: a pgque_reader that may not use the
+#     consumer is refused there as on the primary.
 use strict;
 use warnings;
 use PgqueNode;
@@ -28,6 +30,13 @@ $node->safe_psql('postgres', q{
     select pgque.subscribe_slot('rq', 'part', 0, 1);
     select pgque.claim_slot('rq', 'part', 0, 'w0', '1 hour');
     select pgque.send('rq', 'ev', 'e' || i, 'k' || i) from generate_series(1, 5) i;
+    create role rl_mallory login;
+    create role rl_alice login;
+    grant pgque_reader to rl_mallory, rl_alice;
+    set role rl_alice;
+    select pgque.subscribe('rq', 'alice_c');
+    reset role;
+    select pgque.send('rq', 'ev', 'e' || i, 'k' || i) from generate_series(1, 5) i;
     select pgque.ticker('rq');
 });
 
@@ -43,6 +52,8 @@ $batch{member} = $node->safe_psql('postgres',
     q{select max(batch_id) from pgque.receive_coop('rq', 'grp', 'm1', 100)});
 $batch{slot} = $node->safe_psql('postgres',
     q{select max(batch_id) from pgque.receive_partitioned('rq', 'part', 0, 1, 'w0', 100)});
+$batch{alice} = $node->safe_psql('postgres', q{select pgque.next_batch('rq', 'alice_c')},
+                                 extra_params => ['-U', 'rl_alice']);
 $node->wait_for_catchup($standby);
 for my $kind (qw(plain member slot))
 {
@@ -57,7 +68,17 @@ for my $kind (qw(plain member slot))
         do \$\$ begin execute pgque.batch_event_sql($b); end \$\$; select 'ok'});
     is("$rc $via_sql", '0 ok', "batch_event_sql of the $kind batch runs on the standby") or diag($err);
 }
-my ($rc, $out, $err) = $standby->psql('postgres', q{select * from pgque.get_batch_events(999999)});
+# the attack: a reader that may not use the consumer reads its batch on the
+# standby, where no row lock guards the read; the same authorization refuses it
+like($batch{alice}, qr/^\d+$/, 'rl_alice opened a batch of her own consumer on the primary');
+my ($rc, $out, $err) = $standby->psql('postgres', qq{select count(*) from pgque.get_batch_events($batch{alice})},
+                                      extra_params => ['-U', 'rl_mallory']);
+like($err, qr/permission denied|may not|42501/i, 'on the standby a reader without the consumer\'s rights is refused')
+  or diag("rc $rc out $out");
+($rc, $out, $err) = $standby->psql('postgres', qq{select count(*) from pgque.get_batch_events($batch{alice})},
+                                   extra_params => ['-U', 'rl_alice']);
+is($out, '10', '... and its owner reads it there');
+($rc, $out, $err) = $standby->psql('postgres', q{select * from pgque.get_batch_events(999999)});
 like($err, qr/batch not found: 999999/, 'an unknown batch on the standby: batch not found, as on the primary');
 # the primary still locks and finishes them
 $node->safe_psql('postgres', qq{select pgque.finish_batch($batch{plain})});
