@@ -14,17 +14,19 @@
 #          not charged (ADR 0087, built)
 #
 #   python3 benchmark/tick_limit_sim.py [RATE=100 ...] [--pass-ms=1]
+import os
 import random
 import sys
 
 
-def arrivals(rate, n, seed=1):
+def arrivals(rate, n, clump=1, seed=1):
     random.seed(seed)
     t = 0.0
     out = []
-    for _ in range(n):
-        t += random.expovariate(rate)
-        out.append(t)
+    while len(out) < n:
+        t += random.expovariate(rate / clump)
+        for k in range(clump):
+            out.append(t + k * 0.0002)
     return out
 
 
@@ -33,14 +35,16 @@ def sim(arr, interval, burst, pass_s, floor=None):
     tau = (burst - 1) * interval
     waits = []
     tat = 0.0
+    idle_tat = 0.0
     last_end = -1.0
     passes = 0
     i = 0
     n = len(arr)
     while i < n:
         first = arr[i]
-        if floor is not None and first >= last_end + floor:
-            start = first					# idle: at once, not charged
+        if floor is not None and first >= last_end + floor and first >= idle_tat - tau:
+            start = first					# idle: at once, on its own limit
+            idle_tat = max(idle_tat, start) + interval
         else:
             start = max(first, tat - tau, last_end)
             tat = max(tat, start) + interval
@@ -64,7 +68,7 @@ for a in sys.argv[1:]:
 print(f"a pass lasts {pass_ms} ms; wait from commit to tick, passes per second and per commit")
 print(f"{'commits/s':>10} {'rule':>6} {'interval':>9} {'p50 ms':>8} {'p99 ms':>8} {'passes/s':>9} {'per commit':>11}")
 for rate in rates:
-    arr = arrivals(rate, max(200000, int(rate * 40)))
+    arr = arrivals(rate, max(200000, int(rate * 40)), int(os.environ.get('CLUMP', '1')))
     for rule, interval_ms in [('limit', 10), ('limit', 5), ('floor', 10)]:
         iv = interval_ms / 1000
         p50, p99, pps = sim(arr, iv, 3, pass_ms / 1000,

@@ -190,6 +190,7 @@ reset_db_entry(PgqueDb *db, Oid dboid, const char *name, PgqueDbState state)
 	db->state = state;
 	strlcpy(db->dbname, name, NAMEDATALEN);
 	pg_atomic_write_u32(&db->wake, 0);
+	pg_atomic_write_u64(&db->wake_at, 0);
 	pgque_mark_all_dirty(db);	/* whatever the entry's last ticker left */
 	db->last_tick = 0;
 	db->last_maint = 0;

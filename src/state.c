@@ -64,6 +64,7 @@ pgque_state_startup(void)
 			int			w;
 
 			pg_atomic_init_u32(&pgque_shared->dbs[i].wake, 0);
+			pg_atomic_init_u64(&pgque_shared->dbs[i].wake_at, 0);
 			for (w = 0; w < PGQUE_DIRTY_WORDS; w++)
 				pg_atomic_init_u32(&pgque_shared->dbs[i].dirty[w], 0);
 		}

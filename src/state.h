@@ -88,6 +88,8 @@ typedef struct PgqueDb
 	PgqueDbState state;
 	char		dbname[NAMEDATALEN];
 	pg_atomic_uint32 wake;		/* producers set it at commit, the ticker clears */
+	pg_atomic_uint64 wake_at;	/* when the commit that set wake committed
+								 * (written after it, by that commit only) */
 	pg_atomic_uint32 dirty[PGQUE_DIRTY_WORDS];	/* see PGQUE_DIRTY_BITS */
 	TimestampTz last_tick;		/* last tick written by the ticker */
 	TimestampTz last_maint;		/* last completed maintenance pass */

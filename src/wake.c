@@ -24,6 +24,7 @@
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "utils/timestamp.h"
 
 #include "compat.h"
 #include "state.h"
@@ -169,9 +170,16 @@ pgque_prepared_committed(void)
 	pgque_wake_ticker(MyDatabaseId);
 }
 
-/* Wake the ticker of a database, if one runs and it is not already woken. */
-void
-pgque_wake_ticker(Oid dboid)
+/*
+ * Wake the ticker of a database, if one runs and it is not already woken;
+ * "at" is when what it is woken for became visible.  The commit that sets
+ * the flag writes the time after it: the ticker serves a commit that came
+ * after it was idle for a while at once (ADR 0087), and a ticker that reads
+ * the flag before the time sees an older time, which only makes it wait
+ * for its rate limit.
+ */
+static void
+wake_ticker_at(Oid dboid, TimestampTz at)
 {
 	PgqueDb    *db;
 	int			procno;
@@ -182,9 +190,17 @@ pgque_wake_ticker(Oid dboid)
 
 	if (pg_atomic_exchange_u32(&db->wake, 1) != 0)
 		return;					/* already pending: the ticker will see it */
+	pg_atomic_write_u64(&db->wake_at, (uint64) at);
 	procno = db->workers[PGQUE_TICKER].pgprocno;
 	if (procno >= 0 && procno < (int) ProcGlobal->allProcCount)
 		SetLatch(&ProcGlobal->allProcs[procno].procLatch);
+}
+
+/* Wake the ticker of a database, if one runs and it is not already woken. */
+void
+pgque_wake_ticker(Oid dboid)
+{
+	wake_ticker_at(dboid, GetCurrentTimestamp());
 }
 
 static void
@@ -212,7 +228,8 @@ xact_callback(XactEvent event, void *arg)
 			if (xact_inserted != InvalidSubTransactionId)
 			{
 				publish_dirty(MyDatabaseId);
-				pgque_wake_ticker(MyDatabaseId);
+				/* the commit record's time: no clock read on this path */
+				wake_ticker_at(MyDatabaseId, GetCurrentTransactionStopTimestamp());
 			}
 			if (xact_created_extension != InvalidSubTransactionId && pgque_shared != NULL)
 			{
