@@ -2,18 +2,20 @@
 # 0089, src/slots.c): is the pending list bounded, and what does its commit
 # cost the other sessions?
 #
-# A forget is recorded per call of pgque._slot_forget (unsubscribe_slot of
-# a consumer's last slot, drop_queue, a resize's switch), in an array that
-# doubles in TopMemoryContext, with no merge of a forget already pending for
-# the same consumer; the commit (forget_commit) takes every slot partition
-# lock LW_EXCLUSIVE and tests every entry of the shared lease table (every
-# database's) against every pending forget.  A pgque_reader reaches it with
+# On reliab 8165e97..ebf4563 a forget was recorded per call of
+# pgque._slot_forget (unsubscribe_slot of a consumer's last slot,
+# drop_queue, a resize's switch), in an array doubling in TopMemoryContext,
+# with no merge of a forget already pending for the same consumer, and the
+# commit (forget_commit) took every slot partition lock LW_EXCLUSIVE and
+# tested every entry of the shared lease table (every database's) against
+# every pending forget: 5.8 MB and 719 ms below.  reliab 40eee65 merges
+# them and looks them up sorted (0 bytes, 76 ms).  A pgque_reader reaches it with
 # subscribe_slot / unsubscribe_slot in a loop inside one transaction (about
 # 16 ms a pair on the loaded 2-core machine); here the internal function is
 # called directly to build the same list quickly.
 #   - 50,000 forgets of the same consumer in one transaction: the backend's
 #     TopMemoryContext must grow by less than 1 MB (one pending forget per
-#     consumer would do).  FAILS on the branch (about 5.6 MB): the hole.
+#     consumer does).  Failed before 40eee65 (5.8 MB).
 #   - the forgets of a consumer with no lease leave another consumer's 512
 #     leases alone (holds).
 #   - figure only (no bound asserted, a timing): the COMMIT of 50,000

@@ -2,15 +2,16 @@
 # The second reader's attack on the ticker's idle floor (ADR 0087,
 # src/ticker.c): can a role with only pgque_writer make the ticker pass
 # without bound?  A commit that finds the ticker idle for tick_interval / 5
-# is ticked at once and not charged to the rate limit, so a writer that
-# commits just past the floor gets a pass per commit.
+# is ticked at once; on ticklat 1af3324..ee1abe4 it was not charged to any
+# limit, so a writer committing just past the floor got a pass per commit
+# (20 tick rows below); since 6c49e7b those passes have a cell-rate limit of
+# their own (15: at most twice tick_interval's rate, plus the bursts).
 #   - tick_interval 1 s (floor 200 ms): 20 commits of a pgque_writer 300 ms
 #     apart.  Bounded (holds): no more tick rows than commits (+1), and no
 #     more than one pass per floor (+ the burst of 3).
 #   - figure: the tick rows against what tick_interval alone would allow
-#     (3 + one per second): pgque_bgw.tick_interval is documented as the
-#     "minimum spacing between two passes", which the floor makes up to 5x
-#     denser (the report of this attack; docs, not asserted here).
+#     (3 + one per second); src/guc.c still describes tick_interval as the
+#     "minimum spacing between two passes" (docs/gucs.md says the new rule).
 use strict;
 use warnings;
 use PgqueNode;
