@@ -7,8 +7,9 @@
 # (20 tick rows below); since 6c49e7b those passes have a cell-rate limit of
 # their own (15: at most twice tick_interval's rate, plus the bursts).
 #   - tick_interval 1 s (floor 200 ms): 20 commits of a pgque_writer 300 ms
-#     apart.  Bounded (holds): no more tick rows than commits (+1), and no
-#     more than one pass per floor (+ the burst of 3).
+#     apart.  Bounded (holds): no more tick rows than commits (+1), no more
+#     than one pass per floor (+ the burst of 3), and no more than the two
+#     cell-rate limits allow together (2 x (3 + one per second)).
 #   - figure: the tick rows against what tick_interval alone would allow
 #     (3 + one per second); src/guc.c still describes tick_interval as the
 #     "minimum spacing between two passes" (docs/gucs.md says the new rule).
@@ -67,6 +68,8 @@ diag(sprintf('figure: 20 commits 300 ms apart in %.1f s, tick_interval 1 s: %d t
 		. '(tick_interval alone: %d; the floor: %d)', $secs, $ticks, $by_interval, $by_floor));
 cmp_ok($ticks, '<=', 21, "no more tick rows than commits, + 1 ($ticks)");
 cmp_ok($ticks, '<=', $by_floor, "no more than one pass per floor, + the burst ($ticks <= $by_floor)");
+cmp_ok($ticks, '<=', 2 * $by_interval,
+	"no more than the two limits together allow: the busy passes' and the idle passes' own ($ticks <= " . 2 * $by_interval . ')');
 cmp_ok($ticks, '>=', 2, 'and more than one');
 
 $node->stop('fast');
