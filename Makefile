@@ -139,7 +139,7 @@ pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql: sql/gen_upgrade.pl $(SQL_PARTS) s
 	@! grep -n '@PGQUE_[A-Z_]*@' $@.tmp || { echo "$@: a placeholder without a define in src/rules.h" >&2; rm -f $@.tmp; exit 1; }
 	mv $@.tmp $@
 
-.PHONY: test demo bench deb
+.PHONY: test demo bench bench-outside deb
 test:
 	PG=$(PG) test/run.sh
 
@@ -152,3 +152,7 @@ deb:
 
 bench:
 	QUICK=$(QUICK) benchmark/run.sh
+
+# a second opinion on make bench's headline ratios (benchmark/outside.sh)
+bench-outside:
+	benchmark/outside.sh

@@ -87,6 +87,24 @@ end $$;
 -- then started with the others (bench_go), timed inside the server
 create table bench_go (go bool);
 create table bench_run (worker int, t_start timestamptz, t_end timestamptz, got bigint);
+-- what the 16 sessions wait on: pg_stat_activity sampled every 10 ms while
+-- they run (a session that is on a core or queued for one shows no wait)
+create table bench_wait (what text);
+create procedure bench_sample_waits() language plpgsql as $$
+begin
+    loop
+        exit when exists (select from bench_go);
+        perform pg_sleep(0.002);
+    end loop;
+    loop
+        insert into bench_wait
+        select coalesce(wait_event_type || ':' || wait_event, 'on cpu')
+          from pg_stat_activity where query like 'call bench_slot_worker(%' and state = 'active';
+        commit;
+        exit when (select count(*) from bench_run where t_end is not null) >= 16;
+        perform pg_sleep(0.01);
+    end loop;
+end $$;
 create procedure bench_slot_worker(q text, c text, n int, s int)
 language plpgsql as $$
 declare
@@ -161,7 +179,8 @@ SQL
 		printf '%-34s %-22s %2s client  %10s ev/s\n' partition_throughput "$q plain" 1 "$eps"
 		echo "partition_throughput,$q plain,1,$eps," >> "$RESULTS"
 
-		"${PSQL[@]}" -c "truncate bench_go, bench_run" >/dev/null
+		"${PSQL[@]}" -c "truncate bench_go, bench_run, bench_wait" >/dev/null
+		"${PSQL[@]}" -c "call bench_sample_waits()" >/dev/null &
 		for s in $(seq 0 15); do
 			"${PSQL[@]}" -c "call bench_slot_worker('$q', 'tp16', 16, $s)" >/dev/null &
 		done
@@ -170,8 +189,25 @@ SQL
 			[ "$("${PSQL[@]}" -c "select count(*) from bench_run")" -ge 16 ] && break
 			sleep 0.1
 		done
+		read -r cpu0 < <(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $5 + $6}' /proc/stat)
 		"${PSQL[@]}" -c "insert into bench_go values (true)" >/dev/null
 		wait
+		read -r cpu1 < <(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $5 + $6}' /proc/stat)
+		# where the time went: the machine's busy share of the run (all
+		# processes: on a shared machine not the bench's alone), how much
+		# longer the slowest worker ran than the median (keys are zipfian:
+		# one slot holds the hottest tenant), and the waits sampled
+		read -r b0 i0 <<<"$cpu0"; read -r b1 i1 <<<"$cpu1"
+		"${PSQL[@]}" -F ' ' -c "
+			select 'busy ' || round(100.0 * ($b1 - $b0) / nullif($b1 - $b0 + $i1 - $i0, 0)) || '% of the cores;',
+			       'events of the busiest slot ' || round(100.0 * max(got) / sum(got), 1) || '% (1/16: 6.3%);',
+			       'slowest / median worker time ' || round((max(extract(epoch from t_end - t_start))
+			           / percentile_cont(0.5) within group (order by extract(epoch from t_end - t_start)))::numeric, 2)
+			  from bench_run"
+		"${PSQL[@]}" -F ' ' -c "
+			select '  ' || what || ' ' || round(100.0 * count(*) / sum(count(*)) over (), 1) || '%'
+			  from bench_wait group by what order by count(*) desc limit 8"
+		echo "partition_busy,$q N=16,16,$(awk -v b=$((b1 - b0)) -v i=$((i1 - i0)) 'BEGIN {printf "%.3f", b / (b + i)}')," >> "$RESULTS"
 		read -r eps got < <("${PSQL[@]}" -F ' ' -c "
 			select round(sum(got) / extract(epoch from max(t_end) - min(t_start))), sum(got) from bench_run")
 		printf '%-34s %-22s %2s clients %10s ev/s (%s events)\n' partition_throughput "$q 16 slot workers" 16 "$eps" "$got"

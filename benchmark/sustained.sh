@@ -12,6 +12,16 @@
 # rate reached, the alerts raised, with when they opened and cleared, and
 # how long slot 3 took after its restart to be back within 2 s.
 
+# CPU ticks so far of every process of the server (the postmaster's
+# children) and of pgbench, one "pid ticks" a line, into $1
+sus_cpu_snap() {
+	local pm p
+	pm=$(head -1 "$WORK/data/postmaster.pid")
+	for p in $pm $(ps -o pid= --ppid "$pm") $(cat "$WORK/sus_pgbench_pid" 2>/dev/null); do
+		[ -r "/proc/$p/stat" ] && awk -v p="$p" '{sub(/^.*\) /, ""); print p, $12 + $13}' "/proc/$p/stat" 2>/dev/null
+	done > "$1" || true
+}
+
 sustained_workload() {
 	local secs=$1 stop_at=$2 stop_for=$3 rate=$4 every=$5 rotation=$6 per=${7:-1} t0 t start pids=() s i
 	"${PSQL[@]}" >/dev/null <<SQL
@@ -25,10 +35,17 @@ declare
     t_end timestamptz := clock_timestamp() + secs * interval '1 second';
     w text := 'worker-' || slot;
     k int;
+    claimed timestamptz;
 begin
     loop
         exit when clock_timestamp() > t_end;
-        perform pgque.claim_slot('sus', 'w', slot, w, '30 seconds');
+        -- receive and ack renew the lease; a worker claims when it starts
+        -- (and, as a safety net, every 10 s), not before every receive:
+        -- a warm claim took a third of a receive and ack's time (ADR 0088)
+        if claimed is null or clock_timestamp() > claimed + interval '10 seconds' then
+            perform pgque.claim_slot('sus', 'w', slot, w, '30 seconds');
+            claimed := clock_timestamp();
+        end if;
         select count(*) into k from pgque.receive_partitioned('sus', 'w', slot, 8, w, 500);
         if k > 0 then
             perform pgque.ack_partitioned('sus', 'w', slot, 8, w);
@@ -66,6 +83,9 @@ SQL
 	as_pg env PATH="$PGBIN:$PATH" pgbench -n -M prepared -h "$WORK" -p "$PORT" -c 2 -j 2 -T "$secs" --rate="$((rate / per))" \
 		-f "$WORK/sus.sql" "$BENCH_DB" >"$WORK/sus_pgbench.log" 2>&1 &
 	pids+=($!)
+	sleep 0.5
+	# this run's pgbench (other pgbench processes may share the machine)
+	pgrep -f "^pgbench .*$WORK/sus.sql" | head -1 | as_pg tee "$WORK/sus_pgbench_pid" >/dev/null || true
 
 	echo "t_s,max_lag_s,pending_events,cur_table,dead_tuples,event_bytes,alerts_open,healthy_lag_s,stopped_slot_lag_s" > "$WORK/sustained.csv"
 	printf '%6s %10s %10s %6s %6s %12s %7s %10s %10s\n' t max_lag_s pending table dead event_bytes alerts healthy_lag slot3_lag
@@ -77,6 +97,18 @@ SQL
 			"${PSQL[@]}" -c "call sus_worker(3, $((secs - t)))" >/dev/null &
 			pids+=($!)
 			touch "$WORK/sus_restarted"
+		fi
+		# where the cores go: CPU of each process from the first sample to
+		# the last before the end, by role (below)
+		[ "$t" -ge 2 ] && [ ! -f "$WORK/sus_cpu0" ] && { sus_cpu_snap "$WORK/sus_cpu0"; date +%s.%N > "$WORK/sus_cpu0_t"; }
+		if [ "$t" -le "$((secs - every - 2))" ] || [ ! -f "$WORK/sus_cpu1" ]; then
+			sus_cpu_snap "$WORK/sus_cpu1"; date +%s.%N > "$WORK/sus_cpu1_t"
+			"${PSQL[@]}" -F ' ' -c "
+				select pid, case when backend_type <> 'client backend' then replace(backend_type, ' ', '_')
+				                 when query like 'call sus_worker(%' then 'slot_workers'
+				                 when query like '%pgque.send%' then 'producer_backends'
+				                 else 'other_backends' end
+				  from pg_stat_activity" >> "$WORK/sus_roles"
 		fi
 		"${PSQL[@]}" -F ',' -c "
 			with m as materialized (
@@ -106,6 +138,21 @@ SQL
 	done
 	wait "${pids[@]}" 2>/dev/null || true
 
+	echo "-- where the cores went from ${every} s into the run to its last samples (CPU seconds; % of the 2 cores)"
+	# a pid's role: the last one the samples saw (pgbench and the
+	# postmaster's own are known by pid)
+	awk -v pgb="$(cat "$WORK/sus_pgbench_pid")" -v pm="$(head -1 "$WORK/data/postmaster.pid")" \
+		-v dt="$(awk -v a="$(cat "$WORK/sus_cpu0_t")" -v b="$(cat "$WORK/sus_cpu1_t")" 'BEGIN {print b - a}')" \
+		-v hz="$(getconf CLK_TCK)" -v ncpu="$(nproc)" -v res="$RESULTS" '
+		FILENAME ~ /sus_roles$/ {role[$1] = $2; next}
+		FILENAME ~ /sus_cpu0$/ {t0[$1] = $2; next}
+		{ r = ($1 == pgb) ? "pgbench_clients" : ($1 == pm) ? "postmaster" : ($1 in role) ? role[$1] : "other_processes"
+		  c[r] += ($2 - ($1 in t0 ? t0[$1] : 0)) / hz; tot += ($2 - ($1 in t0 ? t0[$1] : 0)) / hz }
+		END { for (r in c) printf "   %-28s %8.1f s %6.1f%%\n", r, c[r], 100 * c[r] / (dt * ncpu) | "sort -k2 -n -r";
+		      close("sort -k2 -n -r");
+		      printf "   %-28s %8.1f s %6.1f%% (of %.0f s x %d cores)\n", "all of them", tot, 100 * tot / (dt * ncpu), dt, ncpu;
+		      for (r in c) print "sustained_cpu_share," r ",8," c[r] / (dt * ncpu) "," >> res }' \
+		"$WORK/sus_roles" "$WORK/sus_cpu0" "$WORK/sus_cpu1"
 	echo "-- alerts raised during the run (seconds from its start)"
 	"${PSQL[@]}" -F ' ' -c "
 		select kind, subject, round(extract(epoch from opened_at - '$t0'::timestamptz)::numeric, 1),

@@ -11,7 +11,7 @@
 
 unlogged_workload() {
 	local n r kind opt t0 t1 l0 l1 eps wal
-	n=$([ "$QUICK" = 1 ] && echo 20000 || echo 200000)
+	n=$([ "$QUICK" = 1 ] && echo 10000 || echo 200000)
 	"${PSQL[@]}" >/dev/null <<'SQL'
 create procedure bench_unlogged_send(q text, n int) language plpgsql as $$
 begin

@@ -218,9 +218,13 @@ end $$;
 
 -- The child tables (numbers) that can hold events of the window between
 -- snapshots i_lo and i_hi (see _event_source below, and batch_event_tables).
+-- PL/pgSQL: a SQL function with a subquery is not inlined, and every
+-- transaction that located a window (each slot receive) parsed and planned
+-- its body again, where PL/pgSQL keeps the plan for the session (ADR 0088).
 create function pgque._event_tables(q pgque.queue, i_lo pg_catalog.pg_snapshot, i_hi pg_catalog.pg_snapshot)
-returns int4[] language sql immutable as $$
-    select case
+returns int4[] language plpgsql immutable as $$
+begin
+    return case
         -- a window reaching back before the previous switch, only ever read
         -- by a cursor a replay moved there (ADR 0067): the oldest table too,
         -- which retention or the cursor itself kept
@@ -231,13 +235,16 @@ returns int4[] language sql immutable as $$
         when q.queue_switch_step2 is not null and pg_catalog.pg_snapshot_xmin(i_lo) > q.queue_switch_step2
             then array[q.queue_cur_table]
         else array[(q.queue_cur_table + q.queue_ntables - 1) % q.queue_ntables, q.queue_cur_table]
-    end
-$$;
+    end;
+end $$;
 
 -- The relations that can hold events of the window between snapshots i_lo
--- and i_hi, as a FROM item; with i_n, only those of slot i_slot where the
--- buckets allow it (the caller still filters by slot: it is exact either
--- way).  Child tables: rotation guarantees a window lies after the
+-- and i_hi, as a FROM item; with i_n, only the rows of slot i_slot: its
+-- buckets where the buckets allow it (n divides their number: every row
+-- of such a bucket is the slot's), the other relations filtered by the
+-- slot's rule (_slot_of) here, so that a reader of a slot's own buckets
+-- tests no row (ADR 0088; a caller that filters again is still exact).
+-- Child tables: rotation guarantees a window lies after the
 -- previous switch, and producers take their xid before they look up the
 -- current table (src/queue_cache.c), so a window that ends before the last
 -- switch began is all in the previous table, one that starts after the
@@ -250,17 +257,22 @@ declare
     nb     int4 := coalesce(q.queue_partition_buckets, 0);
     tabs   int4[] := pgque._event_tables(q, i_lo, i_hi);
     parts  text[];
+    -- a relation holding other slots' rows too: keep the slot's
+    slot_filter text := case when i_n is not null
+                             then pg_catalog.format(' where pgque._slot_of(ev_extra1, %s) operator(pg_catalog.=) %s',
+                                                    i_n, coalesce(i_slot, -1))
+                             else '' end;
 begin
     -- one statement builds it (the ticker and every receive call this)
     select pg_catalog.array_agg(src order by t, o) into parts
       from (
         -- no buckets, or none that match n: the whole table, filtered
-        select t, 0 as o, pg_catalog.format('select * from pgque.%I', 'event_' || q.queue_id || '_' || t) as src
+        select t, 0 as o, pg_catalog.format('select * from pgque.%I', 'event_' || q.queue_id || '_' || t) || slot_filter as src
           from pg_catalog.unnest(tabs) t
          where nb = 0 or (i_n is not null and nb % i_n <> 0)
         union all
         -- rows written to the child table itself before its buckets' step 2
-        select t, 0, pg_catalog.format('select * from only pgque.%I', 'event_' || q.queue_id || '_' || t)
+        select t, 0, pg_catalog.format('select * from only pgque.%I', 'event_' || q.queue_id || '_' || t) || slot_filter
           from pg_catalog.unnest(tabs) t
          where nb > 0 and (i_n is null or nb % i_n = 0)
            and (q.queue_buckets_step2 is null or pg_catalog.pg_snapshot_xmin(i_lo) <= q.queue_buckets_step2)

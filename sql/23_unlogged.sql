@@ -139,6 +139,23 @@ begin
     if not q.queue_unlogged or exists (select from pgque.unlogged_seal u where u.queue_id = q.queue_id) then
         return true;
     end if;
+    -- a worker never waits for a consumer (ADR 0040, 0089): a subscription,
+    -- slot batch, window or blocked key of the queue that another
+    -- transaction holds (a consumer's finish_batch left open) makes it
+    -- come again at its next pass, instead of stalling the ticker
+    if not i_wait then
+        begin
+            perform from pgque.subscription s where s.sub_queue = q.queue_id for update nowait;
+            perform from pgque.slot_batch b join pgque.subscription s on s.sub_id = b.sb_sub
+             where s.sub_queue = q.queue_id for update of b nowait;
+            perform from pgque.coop_window w join pgque.subscription s on s.sub_id = w.cw_sub
+             where s.sub_queue = q.queue_id for update of w nowait;
+            perform from pgque.blocked_key k join pgque.subscription s on s.sub_id = k.bk_sub
+             where s.sub_queue = q.queue_id for update of k nowait;
+        exception when lock_not_available then
+            return false;
+        end;
+    end if;
     select * into last from pgque.tick where tick_queue = q.queue_id order by tick_id desc limit 1;
     -- the oldest cursor: what was still to be read from there was dropped
     select t.* into oldest from pgque.subscription s

@@ -360,12 +360,17 @@ returns void language c strict as 'MODULE_PATHNAME', 'pgque_slot_recheck_sql';
 
 -- The slot's cursor: the greatest of what any epoch acked and the folded
 -- sub_last_tick (a fold skips a locked subscription row, see _slot_fold).
+-- PL/pgSQL, as _resize_cap and _event_tables: a SQL function with a
+-- subquery is not inlined, and each transaction that called it (every
+-- slot receive and ack) parsed and planned its body again, where PL/pgSQL
+-- keeps the plan for the session (ADR 0088).
 create function pgque._slot_cursor(i_sub pgque.subscription)
-returns bigint language sql stable as $$
-    select greatest(i_sub.sub_last_tick,
+returns bigint language plpgsql stable as $$
+begin
+    return greatest(i_sub.sub_last_tick,
                     (select pg_catalog.max(b.sb_last_tick) from pgque.slot_batch b
-                      where b.sb_sub operator(pg_catalog.=) i_sub.sub_id))
-$$;
+                      where b.sb_sub operator(pg_catalog.=) i_sub.sub_id));
+end $$;
 
 -- The caller's open batch on its slot, as a subscription row carrying it
 -- (sub_batch is NULL: none open); its epoch's row locked.

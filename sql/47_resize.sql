@@ -34,10 +34,13 @@ select pg_catalog.pg_extension_config_dump('pgque.partition_resize', '');
 -- tick is picked: a tick past B commits after the resize, so a statement
 -- that sees it sees the resize too.
 create function pgque._resize_cap(i_sub int4)
-returns bigint language sql stable as $$
-    select r.boundary_tick from pgque.partition_resize r
-     where i_sub operator(pg_catalog.=) any (r.old_subs)
-$$;
+returns bigint language plpgsql stable as $$
+begin
+    -- PL/pgSQL: its plan kept for the session, where a SQL function's
+    -- body was parsed and planned again in every slot receive (ADR 0088)
+    return (select r.boundary_tick from pgque.partition_resize r
+             where i_sub operator(pg_catalog.=) any (r.old_subs));
+end $$;
 
 -- Where a retried (or replayed) event of subscription i_owner goes: to the
 -- new-layout slot of its key when i_owner is an old-layout slot of a

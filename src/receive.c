@@ -77,11 +77,17 @@ PG_FUNCTION_INFO_V1(pgque_receive_coop);
 
 static SPIPlanPtr source_plan;
 
-/* a slot's share of a window: slot of n */
+/*
+ * a slot's share of a window: slot of n; by_source: the relations the
+ * window read names hold only the slot's rows (0.3.0's _event_source
+ * filters those that hold other slots' rows too), so the read tests no
+ * row's key (ADR 0088)
+ */
 typedef struct SlotShare
 {
 	int32		slot;
 	int32		n;
+	bool		by_source;
 } SlotShare;
 
 /* rows past the last part handed out, formed as messages */
@@ -160,9 +166,10 @@ event_to_message(Datum *ev, bool *evnull, int64 batch_id, Datum *msg, bool *msgn
  * table's row is pgque.event_template's, a message pgque.message's, and
  * every value but the batch id is copied as it lies, as heap_fill_tuple
  * would copy it (stored values are never expanded objects).  Used only
- * where both descriptors are checked to have these columns
- * (message_layout_ok, event_layout_ok); anything else (a slot that is not
- * a heap tuple, a row with fewer columns stored) takes heap_form_tuple.
+ * where both descriptors are checked to have these columns (layout_is:
+ * the message's once a call, an event table's once a descriptor in a
+ * read); anything else (a slot that is not a heap tuple, a row stored with
+ * fewer columns, a dropped column) takes heap_form_tuple.
  */
 static const Oid ev_types[EV_NATTS] = {INT8OID, TIMESTAMPTZOID, XID8OID, INT4OID, INT4OID,
 	TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
@@ -201,7 +208,8 @@ message_direct(HeapTupleHeader ev, TupleDesc mdesc, int64 batch_id)
 {
 	/* the columns that are not null, one bit each (an event row has 11: two bytes of bitmap) */
 	uint32		notnull = (ev->t_infomask & HEAP_HASNULL) ?
-		(uint32) ev->t_bits[0] | ((uint32) ev->t_bits[1] << 8) : (1u << EV_NATTS) - 1;
+		((uint32) ev->t_bits[0] | ((uint32) ev->t_bits[1] << 8)) & ((1u << EV_NATTS) - 1) :
+		(1u << EV_NATTS) - 1;
 	char	   *src[EV_NATTS];
 	char	   *tp = (char *) ev + ev->t_hoff;
 	uint32		off = 0;
@@ -349,10 +357,15 @@ event_direct(PartReceiver *r, TupleTableSlot *slot)
 	}
 	if (!r->ev_direct)
 		return NULL;
+	/* a heap tuple slot hands out its own tuple, never a copy */
 	tup = ExecFetchSlotHeapTuple(slot, false, &should_free);
-	Assert(!should_free);
+	if (should_free)
+	{
+		heap_freetuple(tup);
+		return NULL;
+	}
 	/* a row stored before a column was added, or (never) a null ev_id */
-	if (should_free || HeapTupleHeaderGetNatts(tup->t_data) != EV_NATTS ||
+	if (HeapTupleHeaderGetNatts(tup->t_data) != EV_NATTS ||
 		((tup->t_data->t_infomask & HEAP_HASNULL) && att_isnull(EV_ID, tup->t_data->t_bits)))
 		return NULL;
 	return tup->t_data;
@@ -555,7 +568,7 @@ bounds_from_result(int source_col, bool need_source, int first, int64 batch_id,
 	args[WA_EV_ID] = (Datum) 0;
 	args[WA_N] = (Datum) 0;
 	args[WA_SLOT] = (Datum) 0;
-	if (share != NULL)
+	if (share != NULL && !share->by_source)
 	{
 		/* one slot's share of the window */
 		args[WA_N] = Int32GetDatum(share->n);
@@ -723,6 +736,7 @@ typedef struct ReceiveKind
 	Oid			argtypes[8];	/* theirs, then bool (and bool) */
 	int			max_return_arg;
 	int			share_arg;		/* slot, n at these two arguments; -1: none */
+	bool		share_by_source;	/* its sources hold the slot's rows alone */
 	const char *mark_sql;		/* $1 batch, $2 the part's last ev_id or NULL */
 	const char *finish_sql;		/* $1 batch */
 	WindowOfKind window;		/* the batch's window, without its source */
@@ -758,7 +772,7 @@ typedef struct ReceiveKind
 
 static ReceiveKind plain_kind = {
 	"select pgque._receive_open($1, $2, $3, $4), false",
-	3, {TEXTOID, TEXTOID, INT4OID, BOOLOID}, 2, -1,
+	3, {TEXTOID, TEXTOID, INT4OID, BOOLOID}, 2, -1, false,
 	MARK_SQL("subscription", "sub_batch", "sub_batch_last"),
 	"select pgque._finish_batch($1)",
 	{WINDOW_OF_KIND_SQL("_sub_batch_window")}
@@ -772,7 +786,7 @@ static ReceiveKind plain_kind = {
 static ReceiveKind slot_kind = {
 	"select batch_id, pause, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos, epoch"
 	"  from pgque._slot_receive_open($1, $2, $3, $4, $5, $6, $7, $8)",
-	6, {TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTOID, INT4OID, BOOLOID, BOOLOID}, 5, 2,
+	6, {TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTOID, INT4OID, BOOLOID, BOOLOID}, 5, 2, true,
 	MARK_SQL("slot_batch", "sb_batch", "sb_last"),
 	"select pgque._slot_finish($1)",
 	{NULL},						/* the bounds come with the open */
@@ -788,7 +802,7 @@ static ReceiveKind slot_kind = {
  */
 static ReceiveKind slot_kind_020 = {
 	"select batch_id, pause from pgque._slot_receive_open($1, $2, $3, $4, $5, $6, $7)",
-	6, {TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTOID, INT4OID, BOOLOID}, 5, 2,
+	6, {TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTOID, INT4OID, BOOLOID}, 5, 2, false,
 	MARK_SQL("slot_batch", "sb_batch", "sb_last"),
 	"select pgque._slot_finish($1)",
 	{NULL}
@@ -796,7 +810,7 @@ static ReceiveKind slot_kind_020 = {
 
 static ReceiveKind coop_kind = {
 	"select pgque._coop_receive_open($1, $2, $3, $4, $5, $6), false",
-	5, {TEXTOID, TEXTOID, TEXTOID, INT4OID, INTERVALOID, BOOLOID}, 3, -1,
+	5, {TEXTOID, TEXTOID, TEXTOID, INT4OID, INTERVALOID, BOOLOID}, 3, -1, false,
 	MARK_SQL("coop_window", "cw_batch", "cw_last"),
 	"select pgque._coop_finish($1)",
 	{WINDOW_OF_KIND_SQL("_coop_batch_window")}
@@ -925,6 +939,7 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 		{
 			share.slot = DatumGetInt32(oargs[kind->share_arg]);
 			share.n = DatumGetInt32(oargs[kind->share_arg + 1]);
+			share.by_source = kind->share_by_source;
 		}
 		if (tries == 0 || kind->next_sql == NULL)
 			pause = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));

@@ -116,7 +116,9 @@ static emit_log_hook_type prev_emit_log_hook = NULL;
  * The names the workers quote (queues, consumers, members, workers) may
  * carry a newline stored by 0.2.0 (ADR 0071: new names refuse them); in a
  * worker's message it would start a line of the server log that looks like
- * the server's own.
+ * the server's own.  CONTEXT is escaped whole: its own line breaks between
+ * frames cannot be told from a name's, so a worker's CONTEXT is one line
+ * with "\n" between its frames.
  */
 static char *
 log_escaped(char *text)
@@ -165,6 +167,8 @@ worker_emit_log(ErrorData *edata)
 	edata->detail = log_escaped(edata->detail);
 	edata->detail_log = log_escaped(edata->detail_log);
 	edata->hint = log_escaped(edata->hint);
+	/* its lines too: a statement quoted there quotes the names it passes */
+	edata->context = log_escaped(edata->context);
 	if (prev_emit_log_hook)
 		prev_emit_log_hook(edata);
 }

@@ -3,7 +3,8 @@
 # 1. The worker log cannot be forged by a name: a consumer named with a
 # newline (0.2.0 stored any name; new names refuse control characters) is
 # quoted escaped in the watchdog's consumer_lagging WARNING, so no line of
-# the server log starts with the text after the newline.
+# the server log starts with the text after the newline; nor does one
+# of the CONTEXT lines PostgreSQL adds to a maintenance hook's WARNING.
 #
 # 2. A no-op ALTER EXTENSION pgque_bgw UPDATE (to the installed version) by the
 # extension's owner does not stall the workers.  The owner's extension DDL
@@ -68,6 +69,28 @@ ok(PgqueNode::poll_until(sub {
 unlike(slurp_file($node->logfile, $log_start), qr/^\s*LOG:  forged by a name/m,
        '... and no line of the server log starts with the forged text');
 $node->safe_psql('app', q{select pgque.unsubscribe('q', E'old\nLOG:  forged by a name')});
+
+# 1b. the same name in a CONTEXT line: a queue's extra maintenance hook (set
+# by a superuser, owned by pgque_owner) raises a WARNING, and PostgreSQL adds
+# the statement that called it, the queue's name quoted inside, as its
+# CONTEXT.  The maintenance worker escapes that field too.
+$log_start = -s $node->logfile;
+$node->safe_psql('app', q{
+    create function pgque.hook_says(q text) returns int language plpgsql
+        set search_path = pg_catalog, pg_temp
+        as $$ begin raise warning 'hook ran for a queue'; return 0; end $$;
+    alter function pgque.hook_says(text) owner to pgque_owner;
+    select pgque.create_queue('hooked');
+    update pgque.queue set queue_name = E'hooked\nLOG:  forged by a context',
+                           queue_extra_maint = array['pgque.hook_says']
+     where queue_name = 'hooked';
+});
+ok(PgqueNode::poll_until(sub {
+       slurp_file($node->logfile, $log_start) =~ /hook ran for a queue.*\n.*CONTEXT:.*hooked\\nLOG:  forged by a context/
+   }, 60), 'the hook\'s WARNING has its CONTEXT, the name\'s newline escaped');
+unlike(slurp_file($node->logfile, $log_start), qr/^\s*LOG:  forged by a context/m,
+       '... and no line of the server log starts with the forged text');
+$node->safe_psql('app', q{select pgque.drop_queue(E'hooked\nLOG:  forged by a context', true)});
 
 for my $form ('alter extension pgque_bgw update', "alter extension pgque_bgw update to '$version'")
 {
