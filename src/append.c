@@ -2,9 +2,9 @@
  * append.c
  *		The producer's append: event rows formed here and inserted into a
  *		queue's current child table (or partition bucket table) with
- *		heap_insert and index_insert, without the executor (ADR 0085); the
- *		kept SPI plans of insert_plan.c for a table this path does not
- *		cover.
+ *		heap_insert (a batch: heap_multi_insert) and index_insert, without
+ *		the executor (ADR 0085); the kept SPI plans of insert_plan.c for a
+ *		table this path does not cover.
  *
  * The executor's INSERT of one row into a table with one btree costs about
  * three times the insert itself: ExecutorStart/End, the plan's check and
@@ -16,7 +16,8 @@
  * or oversized value is toasted there) and one index_insert per ready
  * index.  That is what this file does, the way core writes catalog rows
  * (CatalogTupleInsert: heap_insert, then FormIndexDatum/index_insert on
- * the opened indexes).
+ * the opened indexes), and a batch the way COPY does (heap_multi_insert,
+ * then each row's index entries).
  *
  * Only when the table is as the extension made it: a plain heap table with
  * event_template's eleven columns, no default but ev_id's, ev_time's now()

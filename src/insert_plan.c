@@ -2,7 +2,10 @@
  * insert_plan.c
  *		The producer's kept SPI plans: per queue, the insert plans (one
  *		event, an array of events) of its current child table, or of each
- *		partition bucket table (ADR 0013).
+ *		partition bucket table (ADR 0013).  append.c appends without them
+ *		to a table as the extension made it; these serve every other one
+ *		(a trigger, check, policy, default or index an owner added) and an
+ *		append nested in another (ADR 0085).
  *
  * A queue's per-table plans are dropped and prepared again when rotation
  * moves it to another child table or its bucket count changes (the queue
