@@ -8,7 +8,9 @@
 # consumer polling every 0.5 ms as benchmark/latency.sh's; the server's
 # settings are make bench's, the workers at their defaults.  Prints one
 # line per run: build, rate asked and reached, p50/p99/max latency, ticks
-# of the queue per event (ticks in the run / events it sent).
+# of the queue per event (ticks in the run / events it sent); at 100 ev/s
+# also the ticker's part alone, from each event's transaction start to
+# the first tick that sees it (tick_p50, tick_p99, ms).
 # RATES="100": only those rates.
 #   OLD_SO, NEW_SO: pgque_bgw.so files built from the two trees, same SQL.
 set -euo pipefail
@@ -58,7 +60,7 @@ begin
 end $$;
 SQL
 echo "select pgque.send('lat', 'payload-abcdefghij');" | as_pg tee "$WORK/send.sql" >/dev/null
-printf '%-4s %6s %8s %8s %8s %8s %10s\n' build rate ev/s p50_ms p99_ms max_ms ticks/ev
+printf '%-4s %6s %8s %8s %8s %8s %10s %8s %8s\n' build rate ev/s p50_ms p99_ms max_ms ticks/ev tick_p50 tick_p99
 for round in $(seq 1 "$ROUNDS"); do
 	for build in old new; do
 		stop_cluster "$WORK"
@@ -73,19 +75,34 @@ for round in $(seq 1 "$ROUNDS"); do
 			clients=1; [ $rate = 10000 ] && clients=2
 			P -c "select drain()" >/dev/null
 			t0=$(P -c "select coalesce(max(tick_id), 0) from pgque.tick t join pgque.queue q on q.queue_id = t.tick_queue where q.queue_name = 'lat'")
+			s0=$(P -c "select clock_timestamp()")
 			P -c "call lat_consume('$build', $rate, $((SECS + 2)))" >/dev/null &
 			sleep 0.5
 			as_pg env PATH="$PGBIN:$PATH" pgbench -n -h "$WORK" -p "$PORT" -c $clients -j $clients -T "$SECS" \
 				--rate=$rate -f "$WORK/send.sql" postgres >/dev/null 2>&1
 			wait
+			# the ticker's part alone: from the event's transaction start (one
+			# statement: its commit) to the first tick that sees it, at 100 ev/s
+			tk="- -"
+			[ "$rate" = 100 ] && tk=$(P -F ' ' -c "
+				with e as (select e.ev_time,
+				                  (select min(t.tick_time) from pgque.tick t
+				                    where t.tick_queue = q.queue_id and t.tick_id > $t0
+				                      and pg_visible_in_snapshot(e.ev_txid, t.tick_snapshot)) as tick_time
+				             from pgque.queue q, pgque.event_template e
+				            where q.queue_name = 'lat' and e.tableoid::regclass::text like 'pgque.event\_' || q.queue_id || '%'
+				              and e.ev_time >= '$s0'),
+				     w as (select extract(epoch from tick_time - ev_time) * 1000 ms from e where tick_time is not null)
+				select round(percentile_cont(0.5) within group (order by ms)::numeric, 2),
+				       round(percentile_cont(0.99) within group (order by ms)::numeric, 2) from w")
 			P -F ' ' -c "
 				with l as (select ms from lat where build = '$build' and rate = $rate),
 				     t as (select count(*) n from pgque.tick t join pgque.queue q on q.queue_id = t.tick_queue
 				            where q.queue_name = 'lat' and t.tick_id > $t0)
 				select '$build', $rate, round(count(*) / $SECS.0), round(percentile_cont(0.5) within group (order by ms)::numeric, 2),
 				       round(percentile_cont(0.99) within group (order by ms)::numeric, 2), round(max(ms)::numeric, 1),
-				       round((select n from t) / greatest(count(*), 1)::numeric, 4)
-				  from l" | awk '{printf "%-4s %6s %8s %8s %8s %8s %10s\n", $1, $2, $3, $4, $5, $6, $7}'
+				       round((select n from t) / greatest(count(*), 1)::numeric, 4), '$tk'
+				  from l" | awk '{printf "%-4s %6s %8s %8s %8s %8s %10s %8s %8s\n", $1, $2, $3, $4, $5, $6, $7, $8, $9}'
 			P -c "delete from lat where build = '$build' and rate = $rate" >/dev/null
 		done
 	done
