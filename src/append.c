@@ -281,9 +281,26 @@ table_is_plain(Target *t, Relation rel)
 	foreach(lc, indexes)
 	{
 		Relation	irel = index_open(lfirst_oid(lc), RowExclusiveLock);
-		MemoryContext old = MemoryContextSwitchTo(t->cxt);
-		IndexInfo  *ii = BuildIndexInfo(irel);
-		bool		plain = ii->ii_Expressions == NIL && ii->ii_Predicate == NIL &&
+		MemoryContext old;
+		IndexInfo  *ii;
+		bool		plain;
+
+		/*
+		 * An expression or partial index is not plain, seen in its pg_index
+		 * row: BuildIndexInfo folds those expressions, which runs their
+		 * functions, and one that sends again would empty this cache under
+		 * this call (free_targets: the attack spec
+		 * attack_nested_send_verdict crashed the backend).
+		 */
+		if (!heap_attisnull(irel->rd_indextuple, Anum_pg_index_indexprs, NULL) ||
+			!heap_attisnull(irel->rd_indextuple, Anum_pg_index_indpred, NULL))
+		{
+			index_close(irel, NoLock);
+			return false;
+		}
+		old = MemoryContextSwitchTo(t->cxt);
+		ii = BuildIndexInfo(irel);
+		plain = ii->ii_Expressions == NIL && ii->ii_Predicate == NIL &&
 			!ii->ii_Unique && ii->ii_ExclusionOps == NULL;
 
 		/*
