@@ -105,9 +105,10 @@ pgque_define_gucs(void)
 							NULL, NULL, NULL);
 
 	DefineCustomIntVariable("pgque_bgw.tick_interval",
-							"Minimum spacing between two passes of the ticker.",
-							"A committed event is ticked within this interval of its commit (producers wake "
-							"the ticker). Smaller: lower latency, more tick rows.",
+							"The ticker's rate limit: at most one pass per interval on average while commits "
+							"keep it busy, and as many again for commits that find it idle.",
+							"A commit that finds the ticker idle (no pass for a fifth of this) is ticked at once; "
+							"others within this interval (ADR 0087). Smaller: lower latency, more tick rows.",
 							&pgque_tick_interval, 10, 1, 60000, PGC_SIGHUP, GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
