@@ -145,6 +145,7 @@ declare
     o     pgque.slot_batch;
     pos   bigint;
     cur   bigint;
+    nm    text;
 begin
     select * into r from pgque.slot_batch where sb_sub = i_sub.sub_id and sb_epoch = i_epoch for update;
     if not found then
@@ -155,6 +156,9 @@ begin
         -- it left them.  Read before the wait, they were the old position,
         -- and a takeover during a seek started there (isolation
         -- slot_seek_takeover, ADR 0070).
+        -- the slot's name first, for the error below: a slot removed
+        -- meanwhile takes its consumer row along
+        select c.co_name into nm from pgque.consumer c where c.co_id = i_sub.sub_consumer;
         perform from pgque.subscription x where x.sub_id = i_sub.sub_id for key share;
         select * into i_sub from pgque.subscription x where x.sub_id = i_sub.sub_id;
         select * into o from pgque.slot_batch b
@@ -176,11 +180,16 @@ begin
             returning * into r;
         end if;
         if r.sb_sub is null then
-            cur := pgque._slot_cursor(i_sub);
-            if o.sb_last_tick is distinct from cur then
-                pos := null;
-            end if;
             begin
+                -- gone while this call waited for it above (the re-read
+                -- found no row): what the insert's foreign key says below
+                if i_sub.sub_id is null then
+                    raise foreign_key_violation;
+                end if;
+                cur := pgque._slot_cursor(i_sub);
+                if o.sb_last_tick is distinct from cur then
+                    pos := null;
+                end if;
                 insert into pgque.slot_batch (sb_sub, sb_epoch, sb_last_tick, sb_batch, sb_next_tick, sb_pos)
                 values (i_sub.sub_id, i_epoch, cur,
                         case when pos is not null then pg_catalog.nextval('pgque.batch_id_seq') end,
@@ -190,7 +199,7 @@ begin
                 -- the slot's subscription went since this statement's
                 -- snapshot: a resize switched layouts (ADR 0030), or
                 -- unsubscribe_slot
-                raise exception 'slot subscription "%" is gone', (select c.co_name from pgque.consumer c where c.co_id = i_sub.sub_consumer)
+                raise exception 'slot subscription "%" is gone', nm
                     using errcode = 'object_not_in_prerequisite_state',
                           detail = 'Its consumer was resized (pgque.resize_partitioned) or the slot unsubscribed.',
                           hint = 'Read n again (pgque.partition_n) and claim again.';
@@ -607,22 +616,16 @@ begin
     if not found then
         -- a cooperative member's batch: the group's row, not locked (members
         -- never wait on it), carrying the window; the window row is locked
-        -- (a standby's copy is not: PostgreSQL refuses a row lock there even
-        -- when no row qualifies)
-        if pg_catalog.pg_is_in_recovery() then
-            select sub.sub_id, sub.sub_queue, sub.sub_consumer, w.cw_prev_tick, sub.sub_active, w.cw_batch,
-                   w.cw_next_tick, w.cw_pos, w.cw_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw, sub.sub_users, sub.sub_merge_windows
-              into s
-              from pgque.coop_window w join pgque.subscription sub on sub.sub_id = w.cw_sub
-             where w.cw_batch = i_batch_id;
-        else
-            select sub.sub_id, sub.sub_queue, sub.sub_consumer, w.cw_prev_tick, sub.sub_active, w.cw_batch,
-                   w.cw_next_tick, w.cw_pos, w.cw_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw, sub.sub_users, sub.sub_merge_windows
-              into s
-              from pgque.coop_window w join pgque.subscription sub on sub.sub_id = w.cw_sub
-             where w.cw_batch = i_batch_id
-               for update of w;
+        -- first (not on a standby: PostgreSQL refuses a row lock there even
+        -- when no row qualifies), then read
+        if not pg_catalog.pg_is_in_recovery() then
+            perform from pgque.coop_window w where w.cw_batch = i_batch_id for update;
         end if;
+        select sub.sub_id, sub.sub_queue, sub.sub_consumer, w.cw_prev_tick, sub.sub_active, w.cw_batch,
+               w.cw_next_tick, w.cw_pos, w.cw_last, sub.sub_owner, sub.sub_role, sub.sub_coop_hw, sub.sub_users, sub.sub_merge_windows
+          into s
+          from pgque.coop_window w join pgque.subscription sub on sub.sub_id = w.cw_sub
+         where w.cw_batch = i_batch_id;
         if not found then
             -- a partition slot's batch (ADR 0023): the slot's row, not
             -- locked, carrying the batch (the slot API takes its own lock)
