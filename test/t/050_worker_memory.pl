@@ -39,7 +39,6 @@ pgque_bgw.tick_interval = '10ms'
 pgque_bgw.maint_interval = '1s'
 pgque_bgw.watchdog_interval = '1s'
 pgque_bgw.ticker_probe_interval = '1s'
-max_prepared_transactions = 2
 });
 $node->safe_psql('postgres', q{
     create extension pgque_bgw;
@@ -75,32 +74,6 @@ ok($node->poll_query_until('postgres', q{
        select count(*) = 4 from pgque._worker_memory()
         where worker in ('launcher', 'ticker', 'maintenance', 'watchdog')}),
    'the launcher and the three workers publish their memory');
-
-# Warm-up, part two: the other shape of each queue's window plan.  A window
-# read whose old tick had transactions in progress has a plan of its own
-# (ADR 0086); under the pump the ticker made those for all 50 queues at
-# once, whenever a probe of every queue happened to find such ticks: 1.3 MB
-# in one step, inside the measured minutes or not.  Made here instead: a
-# transaction holding an xid stays open while every queue is ticked (each
-# last tick lists it in progress), then a COMMIT PREPARED makes the
-# ticker's next pass probe every queue (_has_unticked_events) through that
-# shape; then the transaction ends.
-my $open = $node->background_psql('postgres', on_error_stop => 1);
-$open->query_safe('begin');
-my $xid = $open->query_safe('select pg_current_xact_id()');
-$node->safe_psql('postgres', q{select count(pgque.send('q' || i, 'warm')) from generate_series(1, 50) i});
-ok($node->poll_query_until('postgres', qq{
-       select count(*) = 50 from pgque.queue q
-        where (select '$xid'::xid8 = any (array(select pg_snapshot_xip(t.tick_snapshot)))
-                 from pgque.tick t where t.tick_queue = q.queue_id order by t.tick_id desc limit 1)}),
-   'every queue\'s last tick lists the open transaction in progress');
-my $probes0 = $node->safe_psql('postgres', 'select count(*) from pgque.tick');
-$node->safe_psql('postgres', q{begin; select pgque.send('q1', 'prepared'); prepare transaction 'warm'});
-$node->safe_psql('postgres', q{commit prepared 'warm'});
-ok($node->poll_query_until('postgres', qq{select count(*) > $probes0 from pgque.tick}),
-   'the ticker passed after the COMMIT PREPARED');
-$open->query_safe('commit');
-$open->quit;
 
 my ($in, $out, $err) = ('', '', '');
 my $pump = IPC::Run::start(
