@@ -190,7 +190,7 @@ sub kill_backend_after
     my $out = $victim->query_safe($sql);
     kill 'KILL', $pid;
     eval { $victim->quit; };
-    ok(PgqueNode::wait_back($node, 'postgres'), "$label: the server is back after the crash restart");
+    ok(PgqueNode::wait_back($node, 'postgres', undef, $pid), "$label: the server is back after the crash restart");
     return $out;
 }
 

@@ -94,7 +94,7 @@ for my $i (0 .. 3)
         my $pid = $node->safe_psql('postgres',
             q{select pid from pg_stat_activity where application_name = 'pipeline'});
         kill 'KILL', $pid;
-        PgqueNode::wait_back($node, 'postgres');
+        PgqueNode::wait_back($node, 'postgres', undef, $pid);
         $restarts++;
     }
     else

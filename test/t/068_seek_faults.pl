@@ -268,7 +268,7 @@ for my $step (@plan)
         my @w = ('w1', 'w2', 'w3', 'm1', 'm2');
         my $pid = backend_of($w[ int(rand(@w)) ]);
         if ($pid) { kill 'KILL', $pid; $done{'backend SIGKILL'}++; }
-        PgqueNode::wait_back($node, 'postgres');
+        PgqueNode::wait_back($node, 'postgres', undef, $pid);
     }
     elsif ($what eq 'kill m3')
     {
@@ -280,7 +280,7 @@ for my $step (@plan)
         append_to_file($m3_dead, 'dead');
         my $pid = backend_of('m3');
         if ($pid) { kill 'KILL', $pid; $done{'m3 SIGKILL'}++; }
-        PgqueNode::wait_back($node, 'postgres');
+        PgqueNode::wait_back($node, 'postgres', undef, $pid);
     }
     elsif ($what eq 'restart')
     {

@@ -134,7 +134,7 @@ send_now('other-3');
 kill 'KILL', $vpid;
 # its pipe is closed: quitting may fail, which is expected
 eval { $victim->quit; };
-ok(PgqueNode::wait_back($node, 'postgres'), 'the server is back after the SIGKILL of a producer');
+ok(PgqueNode::wait_back($node, 'postgres', undef, $vpid), 'the server is back after the SIGKILL of a producer');
 $gone{'killed-1'} = 1;
 tick();
 is(flat(drain()), 'other-3', 'the killed transaction\'s event is never delivered, the committed one is');

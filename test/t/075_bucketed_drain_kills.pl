@@ -69,7 +69,7 @@ for my $round (1 .. $rounds)
     {
         kill 'KILL', $pid;
         eval { $consumer->quit; };
-        ok(PgqueNode::wait_back($node, 'postgres'), "round $round: back after the backend's kill");
+        ok(PgqueNode::wait_back($node, 'postgres', undef, $pid), "round $round: back after the backend's kill");
     }
     else
     {

@@ -104,7 +104,7 @@ for my $round (1 .. $rounds)
     {
         kill 'KILL', $pid;
         eval { $worker->quit; };
-        ok(PgqueNode::wait_back($node, 'postgres'), "round $round: back after the backend's kill");
+        ok(PgqueNode::wait_back($node, 'postgres', undef, $pid), "round $round: back after the backend's kill");
     }
     else
     {

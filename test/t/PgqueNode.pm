@@ -163,16 +163,23 @@ sub poll_value
 	return $v;
 }
 
-# wait_back(NODE, [DB], [SECONDS]): true once the server accepts connections
+# wait_back(NODE, [DB], [SECONDS], [PID]): true once the server accepts connections
 # again after a crash restart.  Not poll_query_until('select 1'): it feeds
 # psql through a pipe, and a psql that a server still in recovery turns
 # away exits before reading it, so IPC::Run dies of the broken pipe
 # ("ack Broken pipe: write( 14, 'select 1' )") instead of trying again.
 # A function (PgqueNode::wait_back($node)): it serves a node made by
 # PostgreSQL::Test::Cluster->new as well.
+#
+# PID: the backend just killed.  Until the postmaster has reaped it, the
+# crash restart has not begun and "select 1" still succeeds on the old
+# server, which then turns the caller's next statement away in recovery
+# (TAP 062 under .ci/run's load); with PID it first waits for that process
+# to be gone.
 sub wait_back
 {
-	my ($self, $db, $secs) = @_;
+	my ($self, $db, $secs, $pid) = @_;
+	PgqueNode::poll_until(sub { !kill(0, $pid) }, $secs) if $pid;
 	return PgqueNode::poll_until(sub {
 		my $ok = eval {
 			my ($ret, $out) = $self->psql($db // 'postgres', 'select 1');
