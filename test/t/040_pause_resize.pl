@@ -82,6 +82,13 @@ $node->safe_psql('postgres', q{
                     changed := true;    -- the layout changed: read n again
                 end;
                 commit;                 -- the handler's effects and the ack together
+                -- the crash round's handler takes 0.2 s a batch: its old
+                -- layout's 750 events then drain over seconds, and the
+                -- immediate stop lands while they do (a drain of 750 fast
+                -- events ended before a loaded machine's poll came back)
+                if got > 0 and i_q = 'pr_crash' then
+                    perform pg_sleep(0.2);
+                end if;
                 begin
                     perform pgque.release_slot(i_q, 'c', k, me);
                 exception when invalid_parameter_value or object_not_in_prerequisite_state then
