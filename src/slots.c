@@ -720,7 +720,10 @@ claimed_cmp(const void *a, const void *b)
 	return memcmp(&((const ClaimedKey *) a)->key, &((const ClaimedKey *) b)->key, sizeof(SlotKey));
 }
 
-/* Before the commit: the sorted arrays (freed by forget_commit). */
+/*
+ * Before the commit: the sorted arrays (freed by forget_commit).  The
+ * listing builds them too, for one pass under its locks.
+ */
 static void
 forget_prepare_commit(void)
 {
@@ -1329,6 +1332,8 @@ pgque_slot_list(Oid dboid, int *count)
 	int			i;
 
 	out = palloc(sizeof(SlotLease) * cap);
+	/* the sorted lookup the commit uses, built outside the locks */
+	forget_prepare_commit();
 	for (i = 0; i < SLOT_PARTITIONS; i++)
 		LWLockAcquire(&slot_locks[i].lock, LW_SHARED);
 	hash_seq_init(&status, slot_table);
@@ -1336,7 +1341,7 @@ pgque_slot_list(Oid dboid, int *count)
 	{
 		if (e->key.dboid != dboid)
 			continue;
-		if (forgets_len > 0 && forget_covers(&e->key))
+		if (commit_targets != NULL && forget_covers_sorted(&e->key))
 			continue;
 		if (n == cap)
 		{
@@ -1347,6 +1352,7 @@ pgque_slot_list(Oid dboid, int *count)
 	}
 	for (i = SLOT_PARTITIONS - 1; i >= 0; i--)
 		LWLockRelease(&slot_locks[i].lock);
+	forget_free_sorted();
 	*count = n;
 	return out;
 }
