@@ -16,19 +16,14 @@
 #   ROWS=20000 RUNS=1 benchmark/cdc.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. test/lib.sh
+. benchmark/lib.sh
 
 ROWS=${ROWS:-100000}
 RUNS=${RUNS:-3}
-PORT=${PGQUE_BENCH_PORT:-56760}
 
-ensure_packages postgresql-15 postgresql-server-dev-15 make gcc
-[ "${SKIP_BUILD:-0}" = 1 ] || build_and_install
-WORK=$(make_workdir pgque_cdc_bench)
-trap 'stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
-start_cluster "$WORK" "$PORT" "fsync = off" "synchronous_commit = off" "shared_buffers = '512MB'" \
-	"max_wal_size = '4GB'" "checkpoint_timeout = '30min'" "pgque_bgw.enabled = off" "autovacuum = off"
-PSQL=(as_pg psql -X -q -A -t -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1)
+bench_install postgresql-15 postgresql-server-dev-15 make gcc
+# benchmark/server.conf's settings; autovacuum off
+bench_server cdc_bench 56760 "autovacuum = off"
 
 HAVE_PGQ=0
 if "${PSQL[@]}" -c "select 1 from pg_available_extensions where name = 'pgq'" | grep -q 1; then

@@ -35,21 +35,7 @@ begin
     perform pgque.ticker('coop_bench');
 end $$;
 
-create procedure bench_drain_plain_small(q text, c text, inout got bigint default 0)
-language plpgsql as $$
-declare
-    b bigint;
-    k int;
-begin
-    got := 0;
-    loop
-        select max(batch_id), count(*) into b, k from pgque.receive(q, c, 50);
-        exit when b is null;
-        got := got + k;
-        perform pgque.ack(b);
-        commit;
-    end loop;
-end $$;
+-- the plain consumer: bench_drain_plain (benchmark/bench.sql), 50 a batch
 
 create procedure bench_drain_coop(q text, g text, m text, inout got bigint default 0)
 language plpgsql as $$
@@ -72,7 +58,7 @@ SQL
 	"${PSQL[@]}" -c "call bench_produce_small($events)" >/dev/null
 	echo "-- $events events in 50-event windows: one plain consumer vs cooperative groups"
 	t0=$(date +%s.%N)
-	"${PSQL[@]}" -c "call bench_drain_plain_small('coop_bench', 'plain')" >/dev/null
+	"${PSQL[@]}" -c "call bench_drain_plain('coop_bench', 'plain', 50)" >/dev/null
 	t1=$(date +%s.%N)
 	plain_eps=$(awk -v n="$events" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n / (b - a)}')
 	printf '%-34s %-22s %2s client  %10s ev/s\n' coop_throughput "plain consumer" 1 "$plain_eps"

@@ -17,75 +17,28 @@
 # difference of its inclusive counts over the later windows' events).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. test/lib.sh
+. benchmark/lib.sh
 WINDOWS=${1:-12}
 WINDOW=${2:-10000}
 WARM=$((2 * WINDOW))
 ALL=$((WINDOWS * WINDOW))
-command -v valgrind >/dev/null || { echo "valgrind is needed" >&2; exit 1; }
-WORK=$(make_workdir pgque_drain_instr)
-trap 'stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
-PORT=${PGQUE_BENCH_PORT:-56702}
-start_cluster "$WORK" "$PORT" "pgque_bgw.enabled = off" "autovacuum = off"
-PSQL=(as_pg psql -X -q -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1)
-HAVE_PGQ=0
-[ -f "$("$PG_CONFIG" --sharedir)/extension/pgq.control" ] && HAVE_PGQ=1
-"${PSQL[@]}" >/dev/null <<'SQL'
-create extension pgque_bgw;
-select pgque.create_queue('drain');
-select pgque.subscribe('drain', 'c');
-select pgque.create_queue('drain_b'), pgque.set_queue_config('drain_b', 'partition_buckets', '32');
-select pgque.subscribe('drain_b', 'c');
-SQL
-if [ "$HAVE_PGQ" = 1 ]; then
-	"${PSQL[@]}" >/dev/null <<'SQL'
-create extension pgq;
-select pgq.create_queue('drain');
-select pgq.register_consumer('drain', 'c');
-SQL
-fi
-for _ in $(seq 1 "$WINDOWS"); do
-	"${PSQL[@]}" -c "select count(pgque.send_batch('drain', 'default', array_fill('payload-abcdefghij'::text, array[$WINDOW])))" >/dev/null
-	"${PSQL[@]}" -c "select count(pgque.send_batch('drain_b', 'default', array_fill('payload-abcdefghij'::text, array[$WINDOW]), array(select 'tenant-' || (g % 2000) from generate_series(1, $WINDOW) g)))" >/dev/null
-	"${PSQL[@]}" -c "select pgque.ticker('drain')" >/dev/null
-	"${PSQL[@]}" -c "select pgque.ticker('drain_b')" >/dev/null
-	if [ "$HAVE_PGQ" = 1 ]; then
-		"${PSQL[@]}" -c "select count(pgq.insert_event('drain', 'default', 'payload-abcdefghij')) from generate_series(1, $WINDOW)" >/dev/null
-		"${PSQL[@]}" -c "select pgq.ticker('drain')" >/dev/null
-	fi
-done
+# benchmark/server.conf's settings; autovacuum off: the counts repeat
+bench_server drain_instr 56702 "autovacuum = off"
+drain_backlog "$WINDOWS" "$WINDOW"
+systems=("${DRAIN_SYSTEMS[@]}")
 "${PSQL[@]}" -c "checkpoint" >/dev/null
-stop_cluster "$WORK"
-as_pg cp -a "$WORK/data" "$WORK/clean"
+bench_snapshot
 
-# the drain of queue $2 by system $1 up to $3 events, as one line (single-user)
-drain_sql() {
-	case $1 in
-	pgque) echo "do \$\$ declare b bigint; n bigint; t bigint := 0; begin loop select max(batch_id), count(*) into b, n from pgque.receive('$2', 'c', 1000); exit when b is null; perform pgque.ack(b); commit; t := t + n; exit when t >= $3; end loop; end \$\$;" ;;
-	pgq) echo "do \$\$ declare b bigint; n bigint; t bigint := 0; begin loop b := pgq.next_batch('$2', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b); perform pgq.finish_batch(b); commit; t := t + n; exit when t >= $3; end loop; end \$\$;" ;;
-	esac
-}
-# instructions of a single-user session draining $3 events, from the clean copy
+# instructions of a single-user session draining up to $2 events of system
+# $1, from the clean copy; kept as $3.cg (full drain) or $3.warm.cg
 count() {
-	as_pg rm -rf "$WORK/data"
-	as_pg cp -a "$WORK/clean" "$WORK/data"
-	drain_sql "$1" "$2" "$3" > "$WORK/drain.sql"
-	as_pg valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" \
-		"$PGBIN/postgres" --single -D "$WORK/data" postgres < "$WORK/drain.sql" > "$WORK/single.log" 2>&1
-	if grep -q ERROR "$WORK/single.log"; then cat "$WORK/single.log" >&2; exit 1; fi
-	if [ -n "${CALLGRIND_KEEP:-}" ]; then
-		if [ "$3" = "$ALL" ]; then cp "$WORK/cg.out" "$CALLGRIND_KEEP/$4.cg"; else cp "$WORK/cg.out" "$CALLGRIND_KEEP/$4.warm.cg"; fi
-	fi
-	awk '/^(summary|totals):/ {print $2; exit}' "$WORK/cg.out"
+	bench_restore
+	drain_do "$1" "$2" | bench_callgrind "$3$([ "$2" = "$ALL" ] || echo .warm)"
 }
 printf '%-32s %14s\n' "drain ($WINDOWS windows of $WINDOW)" "instr/event"
-runs=("pgque drain" "pgque_32_buckets drain_b")
-[ "$HAVE_PGQ" = 1 ] && runs+=("pgq drain")
-for run in "${runs[@]}"; do
-	set -- $run
-	sys=${1%%_*}
-	warm=$(count "$sys" "$2" "$WARM" "$1")
-	all=$(count "$sys" "$2" "$ALL" "$1")
-	awk -v a="$warm" -v b="$all" -v n="$((ALL - WARM))" -v w="$1" \
+for sys in "${systems[@]}"; do
+	warm=$(count "$sys" "$WARM" "$sys")
+	all=$(count "$sys" "$ALL" "$sys")
+	awk -v a="$warm" -v b="$all" -v n="$((ALL - WARM))" -v w="$sys" \
 		'BEGIN {printf "%-32s %14.0f\n", w, (b - a) / n}'
 done

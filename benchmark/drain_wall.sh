@@ -16,50 +16,16 @@
 # server of PGBIN, with pgque_bgw installed there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. test/lib.sh
+. benchmark/lib.sh
 WINDOWS=${1:-50}
 WINDOW=${2:-10000}
 ROUNDS=${3:-3}
-WORK=$(make_workdir pgque_drain_wall)
-trap 'stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
-PORT=${PGQUE_BENCH_PORT:-56703}
-SETTINGS=("fsync = off" "synchronous_commit = off" "shared_buffers = '512MB'" "max_wal_size = '4GB'"
-          "checkpoint_timeout = '30min'" "pgque_bgw.enabled = off" "autovacuum = ${AUTOVACUUM:-off}")
-start_cluster "$WORK" "$PORT" "${SETTINGS[@]}"
-PSQL=(as_pg psql -X -q -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1)
-HAVE_PGQ=0
-[ -f "$("$PG_CONFIG" --sharedir)/extension/pgq.control" ] && HAVE_PGQ=1
-"${PSQL[@]}" >/dev/null <<'SQL'
-create extension pgque_bgw;
-select pgque.create_queue('drain');
-select pgque.subscribe('drain', 'c');
-select pgque.create_queue('drain_b'), pgque.set_queue_config('drain_b', 'partition_buckets', '32');
-select pgque.subscribe('drain_b', 'c');
-SQL
-if [ "$HAVE_PGQ" = 1 ]; then
-	"${PSQL[@]}" >/dev/null -c "create extension pgq" -c "select pgq.create_queue('drain')" \
-		-c "select pgq.register_consumer('drain', 'c')"
-fi
-for _ in $(seq 1 "$WINDOWS"); do
-	echo "select count(pgque.send_batch('drain', 'default', array_fill('payload-abcdefghij'::text, array[$WINDOW])));"
-	echo "select count(pgque.send_batch('drain_b', 'default', array_fill('payload-abcdefghij'::text, array[$WINDOW]), array(select 'tenant-' || (g % 2000) from generate_series(1, $WINDOW) g)));"
-	echo "select pgque.ticker('drain'); select pgque.ticker('drain_b');"
-	if [ "$HAVE_PGQ" = 1 ]; then
-		echo "select count(pgq.insert_event('drain', 'default', 'payload-abcdefghij')) from generate_series(1, $WINDOW);"
-		echo "select pgq.ticker('drain');"
-	fi
-done | "${PSQL[@]}" >/dev/null
+# benchmark/server.conf's settings; autovacuum off unless AUTOVACUUM=on
+bench_server drain_wall 56703 "autovacuum = ${AUTOVACUUM:-off}"
+drain_backlog "$WINDOWS" "$WINDOW"
+systems=("${DRAIN_SYSTEMS[@]}")
 [ "${AUTOVACUUM:-off}" = on ] || "${PSQL[@]}" -c "checkpoint" >/dev/null
-stop_cluster "$WORK"
-as_pg cp -a "$WORK/data" "$WORK/clean"
-
-drain_sql() {
-	case $1 in
-	pgque) echo "do \$\$ declare b bigint; begin loop select max(batch_id) into b from pgque.receive('drain', 'c', 1000); exit when b is null; perform pgque.ack(b); commit; end loop; end \$\$;" ;;
-	pgque_32_buckets) echo "do \$\$ declare b bigint; begin loop select max(batch_id) into b from pgque.receive('drain_b', 'c', 1000); exit when b is null; perform pgque.ack(b); commit; end loop; end \$\$;" ;;
-	pgq) echo "do \$\$ declare b bigint; n bigint; begin loop b := pgq.next_batch('drain', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b); perform pgq.finish_batch(b); commit; end loop; end \$\$;" ;;
-	esac
-}
+bench_snapshot
 
 # the backend's counters: "utime stime (clock ticks) minor_faults autovacuums voluntary nonvoluntary switches"
 COUNTERS="select pg_catalog.split_part(pg_catalog.split_part(pg_read_file('/proc/self/stat'), ') ', 2), ' ', 12)
@@ -75,7 +41,7 @@ measure() {
 	out=$("${PSQL[@]}" -A -t <<SQL
 $COUNTERS;
 \timing on
-$(drain_sql "$sys")
+$(drain_do "$sys")
 \timing off
 $COUNTERS;
 SQL
@@ -86,13 +52,10 @@ SQL
 		NF == 6 {cpu = ($1 - u + $2 - s) * 1000 / hz; print wall, cpu, $3 - f, $5 + $6 - c, $4 - a}'
 }
 
-systems=(pgque pgque_32_buckets)
-[ "$HAVE_PGQ" = 1 ] && systems+=(pgq)
 echo "drain of $WINDOWS windows of $WINDOW events; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-6s %-18s %10s %10s %8s %10s %8s %8s %6s\n' round system "wall ms" "cpu ms" "cpu %" "ev/s" faults "ctx sw" "av"
 for r in $(seq 1 "$ROUNDS"); do
-	as_pg rm -rf "$WORK/data"
-	as_pg cp -a "$WORK/clean" "$WORK/data"
+	bench_restore
 	as_pg pg_ctl -D "$WORK/data" -l "$WORK/log" -w start >/dev/null
 	n=${#systems[@]}
 	for i in $(seq 0 $((n - 1))); do

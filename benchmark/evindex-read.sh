@@ -23,14 +23,11 @@
 # the load; times do.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. test/lib.sh
+. benchmark/lib.sh
 B=${1:-100}
-PORT=${PGQUE_BENCH_PORT:-56712}
-WORK=$(make_workdir pgque_evread)
-trap 'stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
-start_cluster "$WORK" "$PORT" "pgque_bgw.enabled = off" "autovacuum = off" "shared_buffers = 256MB" \
-	"max_wal_size = 4GB" "synchronous_commit = off"
-psql_() { as_pg psql -X -q -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1 "$@"; }
+# benchmark/server.conf's settings; autovacuum off: the counts repeat
+bench_server evread 56712 "autovacuum = off"
+psql_() { "${PSQL[@]}" "$@"; }
 psql_ >/dev/null <<'SQL'
 create extension pgque_bgw;
 create operator class public.xid8_minmax_ops for type xid8 using brin as

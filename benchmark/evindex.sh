@@ -20,17 +20,15 @@
 # invalidation), so the producer code is the one of this build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. test/lib.sh
+. benchmark/lib.sh
 N=${1:-500}
 NB=$((N / 10))
-PORT=${PGQUE_BENCH_PORT:-56711}
 command -v valgrind >/dev/null || { echo "valgrind is needed" >&2; exit 1; }
-WORK=$(make_workdir pgque_evindex)
-trap 'stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
 # full_page_writes off: WAL is counted as records, without the page images
 # a checkpoint's first touch adds (the btree's pages get them too)
-start_cluster "$WORK" "$PORT" "pgque_bgw.enabled = off" "autovacuum = off" "full_page_writes = off"
-psql_() { as_pg psql -X -q -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1 "$@"; }
+# (benchmark/server.conf's settings; autovacuum off: the counts repeat)
+bench_server evindex 56711 "autovacuum = off" "full_page_writes = off"
+psql_() { "${PSQL[@]}" "$@"; }
 psql_ >/dev/null <<'SQL'
 create extension pgque_bgw;
 -- BRIN has no xid8 operator class in core: minmax over xid8's btree operators
@@ -75,11 +73,7 @@ stop_cluster "$WORK"
 FUNCS='btinsert|brininsert|brin_summarize_range|heap_insert|heap_multi_insert|XLogInsert|CommitTransaction|ExecInsertIndexTuples|pgque_wake_ticker'
 # count FILE N: instructions of a single-user session running FILE, minus
 # the empty session's, per event; then the inclusive figures of FUNCS
-count() {
-	as_pg valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" \
-		"$PGBIN/postgres" --single -D "$WORK/data" postgres < "$1" >/dev/null 2>&1
-	awk '/^(summary|totals):/ {print $2; exit}' "$WORK/cg.out"
-}
+count() { bench_callgrind < "$1"; }
 echo "set role w;" > "$WORK/empty.sql"
 base=$(count "$WORK/empty.sql")
 printf '%-28s %12s   %s\n' workload instr/event "inclusive per event: $FUNCS"

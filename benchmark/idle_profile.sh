@@ -8,13 +8,11 @@
 # a minute passes, so that their idle ticks fall as in a running server.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. test/lib.sh
+. benchmark/lib.sh
 SECS=${1:-30} QUEUES=${2:-1000}
-PORT=${PGQUE_BENCH_PORT:-56711}
-WORK=$(make_workdir pgque_idle_profile)
-trap 'stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
-start_cluster "$WORK" "$PORT" "synchronous_commit = off" "autovacuum = off" "pgque_bgw.launcher_naptime = '1s'"
-P() { as_pg psql -X -q -A -t -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1 "$@"; }
+# benchmark/server.conf's settings, with the workers on
+bench_server idle_profile 56711 "autovacuum = off" "pgque_bgw.enabled = on" "pgque_bgw.launcher_naptime = '1s'"
+P() { "${PSQL[@]}" "$@"; }
 P -c "create extension pgque_bgw" >/dev/null
 # 100 per transaction: each creation locks its tables until commit
 for ((b = 0; b < QUEUES; b += 100)); do

@@ -9,18 +9,17 @@
 # and plans every statement and has no client round trip: read the ratios
 # as server work, not as pgbench's.
 # KEEP=dir keeps each workload's callgrind file there (callgrind_annotate
-# --inclusive=yes dir/<workload>.out: the per-function profile);
+# --inclusive=yes dir/<workload>.cg: the per-function profile);
 # ONLY='send send_batch_100' runs only those workloads (and the base).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. test/lib.sh
+. benchmark/lib.sh
 N=${1:-500}
 NB=$((N / 10))
 command -v valgrind >/dev/null || { echo "valgrind is needed" >&2; exit 1; }
-WORK=$(make_workdir pgque_instr)
-trap 'stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
-start_cluster "$WORK" "${PGQUE_BENCH_PORT:-56701}" "pgque_bgw.enabled = off" "autovacuum = off"
-as_pg psql -X -q -h "$WORK" -p "${PGQUE_BENCH_PORT:-56701}" -d postgres -v ON_ERROR_STOP=1 >/dev/null <<'SQL'
+# benchmark/server.conf's settings; autovacuum off: the counts repeat
+bench_server instr 56701 "autovacuum = off"
+"${PSQL[@]}" >/dev/null <<'SQL'
 create extension pgque_bgw;
 select pgque.create_queue('b');
 select pgque.create_queue('bk'), pgque.set_queue_config('bk', 'partition_buckets', '32');
@@ -46,12 +45,8 @@ declare -A S=(
 	[multi_row_insert_100_indexed]="insert into plain_idx (typ, data) select 'default', 'payload-abcdefghij' from generate_series(1, 100);"
 )
 # instructions of one single-user session running the file $1
-count() {
-	as_pg valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" \
-		"$PGBIN/postgres" --single -D "$WORK/data" postgres < "$1" >/dev/null 2>&1
-	[[ -n ${KEEP:-} ]] && cp "$WORK/cg.out" "$KEEP/$(basename "$1" .sql).out"
-	awk '/^(summary|totals):/ {print $2; exit}' "$WORK/cg.out"
-}
+CALLGRIND_KEEP=${KEEP:-${CALLGRIND_KEEP:-}}
+count() { bench_callgrind "$(basename "$1" .sql)" < "$1"; }
 echo "set role w;" > "$WORK/empty.sql"
 base=$(count "$WORK/empty.sql")
 printf '%-32s %14s\n' workload "instr/event"

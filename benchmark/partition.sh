@@ -38,49 +38,8 @@ select count(pgque.send_batch(q, 'default', array_fill('payload-abcdefghij'::tex
   from unnest(array['pk_bucketed_warm', 'pk_filtered_warm']) q;
 select pgque.force_tick(q), pgque.ticker(q) from unnest(array['pk_bucketed_warm', 'pk_filtered_warm']) q;
 
--- the same keyed events to both queues, ticking every 1,000
-create procedure bench_produce_keyed(i_events int) language plpgsql as $$
-declare
-    keys text[];
-    payloads text[] := array_fill('payload-abcdefghij'::text, array[100]);
-begin
-    for i in 1 .. i_events / 100 loop
-        keys := array(select 'tenant-' || floor(exp(random() * ln(2000)))::int from generate_series(1, 100));
-        perform pgque.send_batch('pk_bucketed', 'default', payloads, keys);
-        perform pgque.send_batch('pk_filtered', 'default', payloads, keys);
-        commit;
-        if i % 10 = 0 then
-            perform pgque.ticker('pk_bucketed');
-            perform pgque.ticker('pk_filtered');
-            commit;
-        end if;
-    end loop;
-    perform pgque.force_tick('pk_bucketed');
-    perform pgque.force_tick('pk_filtered');
-    perform pgque.ticker('pk_bucketed');
-    perform pgque.ticker('pk_filtered');
-end $$;
-
--- drain slots s0..s1 of consumer c (n slots): claim, receive/ack, commit per batch
-create procedure bench_drain_slots(q text, c text, n int, s0 int, s1 int, inout got bigint default 0)
-language plpgsql as $$
-declare
-    k int;
-    w text;
-begin
-    got := 0;
-    for s in s0 .. s1 loop
-        w := 'bench-' || s;
-        perform pgque.claim_slot(q, c, s, w, '1 hour');
-        loop
-            select count(*) into k from pgque.receive_partitioned(q, c, s, n, w, 1000);
-            exit when k = 0;
-            got := got + k;
-            perform pgque.ack_partitioned(q, c, s, n, w);
-            commit;
-        end loop;
-    end loop;
-end $$;
+-- the stream (bench_produce_keyed) and the drains (bench_drain_slots,
+-- bench_drain_plain): benchmark/bench.sql, loaded by run.sh
 
 -- a worker as a service runs it: connected and warm (its first calls
 -- compile the functions and make the plans, on a queue of its own: <q>_warm),
@@ -127,30 +86,15 @@ language plpgsql as $$
 declare
     t0 timestamptz;
     n_got bigint;
+    n_batches int;
 begin
-    call bench_drain_plain(q || '_warm', 'plain', n_got);
+    call bench_drain_plain(q || '_warm', 'plain', 1000, n_got, n_batches);
     t0 := clock_timestamp();
-    call bench_drain_plain(q, 'plain', n_got);
+    call bench_drain_plain(q, 'plain', 1000, n_got, n_batches);
     insert into bench_run values (-1, t0, clock_timestamp(), n_got);
 end $$;
-
-create procedure bench_drain_plain(q text, c text, inout got bigint default 0)
-language plpgsql as $$
-declare
-    b bigint;
-    k int;
-begin
-    got := 0;
-    loop
-        select max(batch_id), count(*) into b, k from pgque.receive(q, c, 1000);
-        exit when b is null;
-        got := got + k;
-        perform pgque.ack(b);
-        commit;
-    end loop;
-end $$;
 SQL
-	"${PSQL[@]}" -c "call bench_produce_keyed($events)" >/dev/null
+	"${PSQL[@]}" -c "call bench_produce_keyed(array['pk_bucketed', 'pk_filtered'], $events)" >/dev/null
 
 	echo "-- shared buffers per produced event, all slots drained one after another"
 	printf '%-14s %4s %14s %14s %12s\n' queue N "pgque rel./ev" "event rel./ev" "events seen"

@@ -13,15 +13,16 @@
 # direct one run pgque_bgw's send, pgbench's first connection neither.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. test/lib.sh
+. benchmark/lib.sh
 N=${1:-500}
-PORT=${PGQUE_BENCH_PORT:-56702}
 command -v valgrind >/dev/null || { echo "valgrind is needed" >&2; exit 1; }
-WORK=$(make_workdir pgque_proxy_instr)
+# benchmark/server.conf's settings; autovacuum off: the counts repeat.
+# The server under valgrind is stopped at once at exit (its callgrind
+# files are written by then)
+bench_server proxy_instr 56702 "autovacuum = off"
+BENCH_AT_EXIT=('as_pg pg_ctl -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1')
 CG="$WORK/cg"
 as_pg mkdir "$CG"
-trap 'as_pg pg_ctl -D "$WORK/data" -m immediate -w stop >/dev/null 2>&1 || true; rm -rf "$WORK"' EXIT
-start_cluster "$WORK" "$PORT" "pgque_bgw.enabled = off" "autovacuum = off"
 as_pg pg_ctl -D "$WORK/data" -m fast -w stop >/dev/null
 (cd /tmp && runuser -u postgres -- setsid valgrind --tool=callgrind --trace-children=yes \
 	--callgrind-out-file="$CG/cg.%p" "$PGBIN/postgres" -D "$WORK/data" >"$WORK/valgrind.log" 2>&1 &)

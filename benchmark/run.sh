@@ -31,7 +31,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LAP_T=$(date +%s)	# lap() below: the first lap counts from here
-. test/lib.sh
+. benchmark/lib.sh
 
 QUICK=${QUICK:-0}
 # QUICK (issue #30: 3 minutes on 2 cores, ADR 0090): pgbench runs of 1 s
@@ -59,22 +59,16 @@ want() { [[ ",$ONLY," == *",$1,"* ]]; }
 . benchmark/idle.sh
 . benchmark/plot.sh
 . benchmark/targets.sh
-PORT=${PGQUE_BENCH_PORT:-56700}
-
 # PGQUE_BENCH_NO_INSTALL=1: use the server of PG_CONFIG as it is (a private
 # copy without PgQ: the PgQ rows are left out)
-[ "${PGQUE_BENCH_NO_INSTALL:-0}" = 1 ] ||
-	ensure_packages postgresql-15 postgresql-server-dev-15 postgresql-15-pgq3 postgresql-15-plproxy pgqd gnuplot-nox make gcc
+bench_install postgresql-15 postgresql-server-dev-15 postgresql-15-pgq3 postgresql-15-plproxy pgqd gnuplot-nox make gcc
 HAVE_PGQ=0
-[ -f "$("$PG_CONFIG" --sharedir)/extension/pgq.control" ] && HAVE_PGQ=1
+have_pgq && HAVE_PGQ=1
 pgq() { [ "$HAVE_PGQ" = 1 ]; }
-build_and_install
-WORK=$(make_workdir pgque_bench)
-trap 'stop_pgqd; stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
-# the server's settings: benchmark/server.conf (benchmark/outside.sh reads
-# it too)
-mapfile -t SETTINGS < <(grep -v '^#' benchmark/server.conf | grep .)
-start_cluster "$WORK" "$PORT" "${SETTINGS[@]}"
+# the server: benchmark/server.conf's settings (benchmark/lib.sh; outside.sh
+# reads the same file), port PGQUE_BENCH_PORT or 56700
+BENCH_AT_EXIT=(stop_pgqd)
+bench_server bench 56700
 # psql into the bench database: BENCH_DB (a workload may set it for itself,
 # as idle does), postgres by default
 BENCH_DB=postgres
@@ -86,6 +80,7 @@ select pgque.create_queue('bench');
 create table plain (id bigserial, t timestamptz default now(), typ text, data text);
 create table jobs (id bigserial primary key, payload text, created timestamptz default now());
 SQL
+bench_sql
 
 pgq && "${PSQL[@]}" >/dev/null -c "create extension pgq" -c "select pgq.create_queue('bench')"
 
@@ -178,29 +173,19 @@ fi
 
 if want drain; then
 echo "== consumer drain of a $BACKLOG-event backlog"
-"${PSQL[@]}" >/dev/null <<SQL
-select pgque.create_queue('drain');
-select pgque.subscribe('drain', 'c');
-select pgque.create_queue('drain_b'), pgque.set_queue_config('drain_b', 'partition_buckets', '32');
-select pgque.subscribe('drain_b', 'c');
-SQL
-pgq && "${PSQL[@]}" >/dev/null -c "select pgq.create_queue('drain')" -c "select pgq.register_consumer('drain', 'c')"
+drain_queues "$(pgq && echo pgq)"
 # the backlog is produced with ticks every 10,000 events, as a running
-# ticker would; one session per queue, the three at once
+# ticker would; one session per queue, the three at once (benchmark/lib.sh:
+# drain_window; the 32-bucket queue's events keyed over 2,000 tenants)
 backlog() {
 	local i
-	for i in $(seq 1 $((BACKLOG / 10000))); do echo "$1"; echo "$2"; done | "${PSQL[@]}" >/dev/null
+	for i in $(seq 1 $((BACKLOG / 10000))); do drain_window "$1" 10000; done | "${PSQL[@]}" >/dev/null
 }
-backlog "select count(pgque.send_batch('drain', 'default', array_fill('payload-abcdefghij'::text, array[10000])));" \
-	"select pgque.ticker('drain');" &
-bp=($!)
-# the same backlog, keyed over 2,000 tenants, in a 32-bucket queue
-backlog "select count(pgque.send_batch('drain_b', 'default', array_fill('payload-abcdefghij'::text, array[10000]), array(select 'tenant-' || (g % 2000) from generate_series(1, 10000) g)));" \
-	"select pgque.ticker('drain_b');" &
-bp+=($!)
-pgq && backlog "select count(pgq.insert_event('drain', 'default', 'payload-abcdefghij')) from generate_series(1, 10000);" \
-	"select pgq.ticker('drain');" &
-pgq && bp+=($!)
+bp=()
+for sys in pgque pgque_32_buckets $(pgq && echo pgq); do
+	backlog "$sys" &
+	bp+=($!)
+done
 for p in "${bp[@]}"; do wait "$p"; done
 # the producer workloads left rows in the job table: start from exactly $JOBS
 "${PSQL[@]}" -c "truncate jobs" -c "insert into jobs (payload) select 'payload-abcdefghij' from generate_series(1, $JOBS)" >/dev/null
@@ -214,9 +199,9 @@ drain() {
 	echo "drain,$system,1,$eps," >> "$RESULTS"
 	printf '%-34s %-22s %2s client  %10s ev/s\n' drain "$system" 1 "$eps"
 }
-drain "pgque receive/ack" "$BACKLOG" "do \$\$ declare b bigint; begin loop select max(batch_id) into b from pgque.receive('drain', 'c', 1000); exit when b is null; perform pgque.ack(b); commit; end loop; end \$\$"
-drain "pgque receive/ack 32 buckets" "$BACKLOG" "do \$\$ declare b bigint; begin loop select max(batch_id) into b from pgque.receive('drain_b', 'c', 1000); exit when b is null; perform pgque.ack(b); commit; end loop; end \$\$"
-drain "PgQ next/get/finish" "$BACKLOG" "do \$\$ declare b bigint; n bigint; begin loop b := pgq.next_batch('drain', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b); perform pgq.finish_batch(b); commit; end loop; end \$\$"
+drain "pgque receive/ack" "$BACKLOG" "$(drain_do pgque)"
+drain "pgque receive/ack 32 buckets" "$BACKLOG" "$(drain_do pgque_32_buckets)"
+pgq && drain "PgQ next/get/finish" "$BACKLOG" "$(drain_do pgq)"
 drain "SKIP LOCKED, 1 per txn" "$JOBS" "do \$\$ declare i bigint; begin loop delete from jobs where id = (select id from jobs order by id for update skip locked limit 1) returning id into i; exit when i is null; commit; end loop; end \$\$"
 lap drain
 fi

@@ -16,18 +16,14 @@
 #   PG_CONFIG=... bash benchmark/slot_calls.sh 500000
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. test/lib.sh
+. benchmark/lib.sh
 
 EVENTS=${1:-500000}
-PORT=${PGQUE_BENCH_PORT:-56790}
-build_and_install
-WORK=$(make_workdir pgque_slot_calls)
-trap 'stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
-start_cluster "$WORK" "$PORT" "fsync = off" "synchronous_commit = off" "shared_buffers = '512MB'" \
-	"max_wal_size = '4GB'" "checkpoint_timeout = '30min'" "pgque_bgw.enabled = off" "autovacuum = off" \
+bench_install
+# benchmark/server.conf's settings, autovacuum off and pg_stat_statements
+bench_server slot_calls 56790 "autovacuum = off" \
 	"shared_preload_libraries = 'pgque_bgw,pg_stat_statements'" "pg_stat_statements.track = all" \
 	"pg_stat_statements.max = 10000"
-PSQL=(as_pg psql -X -q -A -t -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1)
 
 "${PSQL[@]}" >/dev/null <<'SQL'
 create extension pgque_bgw;
@@ -37,41 +33,11 @@ select pgque.set_queue_config('pk', 'partition_buckets', '32');
 select pgque.maint_rotate_tables_step2();
 select pgque.force_tick('pk'), pgque.ticker('pk');
 select pgque.subscribe_slot('pk', 'n' || n, s, n) from unnest(array[1, 32]) n, generate_series(0, n - 1) s;
-create procedure produce(i_events int) language plpgsql as $$
-declare
-    keys text[];
-    payloads text[] := array_fill('payload-abcdefghij'::text, array[100]);
-begin
-    for i in 1 .. i_events / 100 loop
-        keys := array(select 'tenant-' || floor(exp(random() * ln(2000)))::int from generate_series(1, 100));
-        perform pgque.send_batch('pk', 'default', payloads, keys);
-        commit;
-        if i % 10 = 0 then
-            perform pgque.ticker('pk');
-            commit;
-        end if;
-    end loop;
-    perform pgque.force_tick('pk');
-    perform pgque.ticker('pk');
-end $$;
-create procedure drain(c text, n int) language plpgsql as $$
-declare
-    k int;
-    w text;
-begin
-    for s in 0 .. n - 1 loop
-        w := 'bench-' || s;
-        perform pgque.claim_slot('pk', c, s, w, '1 hour');
-        loop
-            select count(*) into k from pgque.receive_partitioned('pk', c, s, n, w, 1000);
-            exit when k = 0;
-            perform pgque.ack_partitioned('pk', c, s, n, w);
-            commit;
-        end loop;
-    end loop;
-end $$;
 SQL
-"${PSQL[@]}" -c "call produce($EVENTS)" >/dev/null
+# the stream and the drain: benchmark/bench.sql (bench_produce_keyed,
+# bench_drain_slots), as make bench's partition workload
+bench_sql
+"${PSQL[@]}" -c "call bench_produce_keyed(array['pk'], $EVENTS)" >/dev/null
 # what the drains run is what is counted: statistics from here on
 "${PSQL[@]}" -c "vacuum analyze" >/dev/null
 
@@ -104,7 +70,7 @@ echo "-- drains, slot after slot: shared buffers per event (pg_statio) and per c
 printf '%4s %10s %10s | %7s %9s | %7s %9s\n' N "pgque/ev" "events/ev" "recv" "buf/recv" "acks" "buf/ack"
 for n in 1 32; do
 	"${PSQL[@]}" -c "select pg_stat_reset(), pg_stat_statements_reset()" >/dev/null
-	"${PSQL[@]}" -c "call drain('n$n', $n)" >/dev/null
+	"${PSQL[@]}" -c "call bench_drain_slots('pk', 'n$n', $n, 0, $((n - 1)))" >/dev/null
 	sleep 0.7	# the drained session's statistics reach shared memory
 	read -r all ev < <("${PSQL[@]}" -F ' ' -c "
 		select round(sum(b) / $EVENTS.0, 4), round(coalesce(sum(b) filter (where relname like 'event\_%'), 0) / $EVENTS.0, 4)

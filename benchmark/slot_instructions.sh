@@ -22,62 +22,15 @@
 #   PG_CONFIG=... bash benchmark/slot_instructions.sh 50000
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. test/lib.sh
+. benchmark/lib.sh
 EVENTS=${1:-50000}
-command -v valgrind >/dev/null || { echo "valgrind is needed" >&2; exit 1; }
-WORK=$(make_workdir pgque_slot_instr)
-trap 'stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
-PORT=${PGQUE_BENCH_PORT:-56703}
-start_cluster "$WORK" "$PORT" "pgque_bgw.enabled = off" "autovacuum = off" \
-	"shared_preload_libraries = 'pgque_bgw'"
-PSQL=(as_pg psql -X -q -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1)
-"${PSQL[@]}" >/dev/null <<'SQL'
-create extension pgque_bgw;
-create procedure produce(q text, i_events int) language plpgsql as $$
-declare
-    keys text[];
-    payloads text[] := array_fill('payload-abcdefghij'::text, array[100]);
-begin
-    perform setseed(0.5);
-    for i in 1 .. i_events / 100 loop
-        keys := array(select 'tenant-' || floor(exp(random() * ln(2000)))::int from generate_series(1, 100));
-        perform pgque.send_batch(q, 'default', payloads, keys);
-        commit;
-        if i % 10 = 0 then
-            perform pgque.ticker(q);
-            commit;
-        end if;
-    end loop;
-    perform pgque.force_tick(q);
-    perform pgque.ticker(q);
-end $$;
-create procedure drain_slots(q text, n int) language plpgsql as $$
-declare
-    k int;
-begin
-    for s in 0 .. n - 1 loop
-        perform pgque.claim_slot(q, 'tp', s, 'w' || s, '1 day');
-        loop
-            select count(*) into k from pgque.receive_partitioned(q, 'tp', s, n, 'w' || s, 1000);
-            exit when k = 0;
-            perform pgque.ack_partitioned(q, 'tp', s, n, 'w' || s);
-            commit;
-        end loop;
-    end loop;
-end $$;
-create procedure drain_plain(q text) language plpgsql as $$
-declare
-    b bigint;
-begin
-    loop
-        select max(batch_id) into b from pgque.receive(q, 'plain', 1000);
-        exit when b is null;
-        perform pgque.ack(b);
-        commit;
-    end loop;
-end $$;
-SQL
-for part in bucketed filtered; do
+# benchmark/server.conf's settings; autovacuum off: the counts repeat
+bench_server slot_instr 56703 "autovacuum = off"
+# the stream and the drains: benchmark/bench.sql (bench_produce_keyed,
+# bench_drain_slots, bench_drain_plain), as make bench's partition workload
+"${PSQL[@]}" -c "create extension pgque_bgw" >/dev/null
+bench_sql
+for part in ${PARTS:-bucketed filtered}; do
 	b=32; [ $part = filtered ] && b=0
 	for q in "$part" "${part}_warm"; do
 		"${PSQL[@]}" >/dev/null -c "select pgque.create_queue('$q')" \
@@ -87,32 +40,25 @@ for part in bucketed filtered; do
 			-c "select pgque.subscribe_slot('$q', 'tp', s, 16) from generate_series(0, 15) s" \
 			-c "select pgque.subscribe('$q', 'plain')"
 	done
-	"${PSQL[@]}" -c "call produce('$part', $EVENTS)" >/dev/null
-	"${PSQL[@]}" -c "call produce('${part}_warm', 3200)" >/dev/null
+	"${PSQL[@]}" -c "call bench_produce_keyed(array['$part'], $EVENTS, 0.5)" >/dev/null
+	"${PSQL[@]}" -c "call bench_produce_keyed(array['${part}_warm'], 3200, 0.5)" >/dev/null
 done
 "${PSQL[@]}" -c "vacuum analyze" -c "checkpoint" >/dev/null
-stop_cluster "$WORK"
-as_pg cp -a "$WORK/data" "$WORK/clean"
+bench_snapshot
 
 # instructions of a single-user session running the statements on stdin,
 # from the clean copy
 count() {
-	as_pg rm -rf "$WORK/data"
-	as_pg cp -a "$WORK/clean" "$WORK/data"
-	cat > "$WORK/run.sql"
-	as_pg valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" \
-		"$PGBIN/postgres" --single -D "$WORK/data" postgres < "$WORK/run.sql" > "$WORK/single.log" 2>&1
-	if grep -q ERROR "$WORK/single.log"; then cat "$WORK/single.log" >&2; exit 1; fi
-	[ -n "${CALLGRIND_KEEP:-}" ] && [ -n "${1:-}" ] && cp "$WORK/cg.out" "$CALLGRIND_KEEP/$1.cg"
-	awk '/^(summary|totals):/ {print $2; exit}' "$WORK/cg.out"
+	bench_restore
+	bench_callgrind "$@"
 }
 printf '%-26s %14s %10s\n' "drain of $EVENTS events" "instr/event" "vs plain"
-for part in bucketed filtered; do
+for part in ${PARTS:-bucketed filtered}; do
 	# one statement a line: single-user mode runs a line as one statement
-	w="call drain_plain('${part}_warm');"$'\n'"call drain_slots('${part}_warm', 16);"
+	w="call bench_drain_plain('${part}_warm', 'plain');"$'\n'"call bench_drain_slots('${part}_warm', 'tp', 16, 0, 15);"
 	warm=$(echo "$w" | count "$part-warm")
-	plain=$(printf '%s\n%s\n' "$w" "call drain_plain('$part');" | count "$part-plain")
-	slots=$(printf '%s\n%s\n' "$w" "call drain_slots('$part', 16);" | count "$part-slots")
+	plain=$(printf '%s\n%s\n' "$w" "call bench_drain_plain('$part', 'plain');" | count "$part-plain")
+	slots=$(printf '%s\n%s\n' "$w" "call bench_drain_slots('$part', 'tp', 16, 0, 15);" | count "$part-slots")
 	awk -v w="$warm" -v p="$plain" -v s="$slots" -v n="$EVENTS" -v q="$part" 'BEGIN {
 		printf "%-26s %14.0f\n", q " plain", (p - w) / n;
 		printf "%-26s %14.0f %9.2fx\n", q " 16 slots (sum)", (s - w) / n, (s - w) / (p - w) }'

@@ -15,16 +15,15 @@
 #   OLD_SO, NEW_SO: pgque_bgw.so files built from the two trees, same SQL.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. test/lib.sh
+. benchmark/lib.sh
 OLD=$1 NEW=$2 ROUNDS=${3:-2} SECS=${4:-12}
-PORT=${PGQUE_BENCH_PORT:-56702}
 LIB="$("$PG_CONFIG" --pkglibdir)/pgque_bgw.so"
-WORK=$(make_workdir pgque_tick_ab)
+# benchmark/server.conf's settings, with the workers on; the installed
+# library is put back at exit
+bench_server tick_ab 56702 "pgque_bgw.enabled = on"
 cp "$LIB" "$WORK/installed.so"
-trap 'stop_cluster "$WORK"; cp "$WORK/installed.so" "$LIB"; rm -rf "$WORK"' EXIT
-start_cluster "$WORK" "$PORT" "synchronous_commit = off" "shared_buffers = '512MB'" \
-	"max_wal_size = '4GB'" "checkpoint_timeout = '30min'" "autovacuum = on"
-P() { as_pg psql -X -q -A -t -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1 "$@"; }
+BENCH_AT_EXIT=('cp "$WORK/installed.so" "$LIB"')
+P() { "${PSQL[@]}" "$@"; }
 P >/dev/null <<'SQL'
 create extension pgque_bgw;
 select pgque.create_queue('lat');

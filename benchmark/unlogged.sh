@@ -7,7 +7,8 @@
 # falls on both alike): send (one event per transaction, from a procedure
 # that commits after each send) and drain (tick, receive 1,000, ack, one
 # transaction per batch).  Per side: events per second and WAL bytes per
-# event (pg_current_wal_lsn() around each step).
+# event (pg_current_wal_lsn() around each step).  The drain is
+# benchmark/bench.sql's bench_drain_plain, after a tick.
 
 unlogged_workload() {
 	local n r kind opt t0 t1 l0 l1 eps wal
@@ -17,20 +18,6 @@ create procedure bench_unlogged_send(q text, n int) language plpgsql as $$
 begin
     for i in 1 .. n loop
         perform pgque.send(q, 'e', 'payload-' || i);
-        commit;
-    end loop;
-end $$;
-create procedure bench_unlogged_drain(q text) language plpgsql as $$
-declare
-    b bigint;
-begin
-    perform pgque.force_tick(q);
-    perform pgque.ticker(q);
-    commit;
-    loop
-        select max(batch_id) into b from pgque.receive(q, 'c', 1000);
-        exit when b is null;
-        perform pgque.ack(b);
         commit;
     end loop;
 end $$;
@@ -46,7 +33,8 @@ SQL
 				if [ "$step" = send ]; then
 					"${PSQL[@]}" >/dev/null -c "call bench_unlogged_send('ul_bench', $n)"
 				else
-					"${PSQL[@]}" >/dev/null -c "call bench_unlogged_drain('ul_bench')"
+					"${PSQL[@]}" >/dev/null -c "select pgque.force_tick('ul_bench'), pgque.ticker('ul_bench')" \
+						-c "call bench_drain_plain('ul_bench', 'c')"
 				fi
 				t1=$(date +%s.%N)
 				l1=$("${PSQL[@]}" -c "select pg_current_wal_lsn()")

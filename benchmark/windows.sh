@@ -14,19 +14,15 @@
 # Prints events per second and batches per drain, one line each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. test/lib.sh
+. benchmark/lib.sh
 
 EVENTS=${EVENTS:-100000}
 ROUNDS=${ROUNDS:-2}
 MAX_RETURN=${MAX_RETURN:-1000}
-PORT=${PGQUE_BENCH_PORT:-56790}
 
-[ "${PGQUE_BENCH_NO_INSTALL:-0}" = 1 ] || build_and_install
-WORK=$(make_workdir pgque_windows)
-trap 'stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
-start_cluster "$WORK" "$PORT" "synchronous_commit = off" "shared_buffers = '256MB'" \
-	"pgque_bgw.enabled = off" "autovacuum = on"
-PSQL=(as_pg psql -X -q -A -t -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1)
+bench_install
+# benchmark/server.conf's settings
+bench_server windows 56790
 
 "${PSQL[@]}" >/dev/null <<'SQL'
 create extension pgque_bgw;
@@ -43,31 +39,14 @@ begin
         commit;
     end loop;
 end $$;
-
--- receive and ack until nothing is left, one transaction per batch
-create procedure wb_drain(q text, c text, i_max int, inout got bigint default 0, inout batches int default 0)
-language plpgsql as $$
-declare
-    b bigint;
-    k int;
-begin
-    got := 0;
-    batches := 0;
-    loop
-        select max(batch_id), count(*) into b, k from pgque.receive(q, c, i_max);
-        exit when b is null;
-        got := got + k;
-        batches := batches + 1;
-        perform pgque.ack(b);
-        commit;
-    end loop;
-end $$;
 SQL
+# the drain: bench_drain_plain (benchmark/bench.sql): events and batches
+bench_sql
 
 drain() {
 	local q=$1 c=$2 w=$3 round=$4 t0 t1 out got batches
 	t0=$(date +%s.%N)
-	out=$("${PSQL[@]}" -F ' ' -c "call wb_drain('$q', '$c', $MAX_RETURN)")
+	out=$("${PSQL[@]}" -F ' ' -c "call bench_drain_plain('$q', '$c', $MAX_RETURN)")
 	t1=$(date +%s.%N)
 	read -r got batches <<<"$out"
 	awk -v c="$c" -v w="$w" -v r="$round" -v n="$got" -v b="$batches" -v a="$t0" -v z="$t1" \

@@ -1,0 +1,136 @@
+# benchmark/lib.sh: the start-up every benchmark script shares (ADR 0097),
+# sourced after `cd` to the repository's root.  One source for each
+# setting: the server's settings are benchmark/server.conf's, a script adds
+# only what its measurement needs on top (a later line wins in
+# postgresql.conf); the port is PGQUE_BENCH_PORT or the script's default;
+# the build is skipped with PGQUE_BENCH_NO_INSTALL=1; the SQL the scripts
+# share (keyed producer, slot and plain drains, the drain backlog) is
+# benchmark/bench.sql and the functions below.  benchmark/outside.sh
+# sources none of this on purpose (ADR 0090: a second opinion shares only
+# server.conf and the extension).
+. test/lib.sh
+
+# bench_settings: benchmark/server.conf's settings, one a line
+bench_settings() { grep -v '^#' benchmark/server.conf | grep .; }
+
+# bench_install PACKAGE...: the packages (as root) and a fresh build of
+# pgque_bgw installed into PG_CONFIG's server, unless
+# PGQUE_BENCH_NO_INSTALL=1 (use that server as it is)
+bench_install() {
+	[ "${PGQUE_BENCH_NO_INSTALL:-0}" = 1 ] && return 0
+	[ $# -eq 0 ] || ensure_packages "$@"
+	build_and_install
+}
+
+# bench_server NAME DEFAULT_PORT [CONF_LINE...]: a throwaway server in a
+# new WORK directory, on PORT (PGQUE_BENCH_PORT, or DEFAULT_PORT), with
+# server.conf's settings and then CONF_LINEs; SETTINGS holds what it was
+# given (for a report), PSQL a psql into its postgres database (unaligned,
+# tuples only).  At exit, the commands of BENCH_AT_EXIT run (eval), then the
+# server stops and WORK goes.
+BENCH_AT_EXIT=()
+bench_server() {
+	local name=$1
+	PORT=${PGQUE_BENCH_PORT:-$2}
+	shift 2
+	WORK=$(make_workdir "pgque_$name")
+	trap bench_exit EXIT
+	mapfile -t SETTINGS < <(bench_settings)
+	SETTINGS+=("$@")
+	start_cluster "$WORK" "$PORT" "${SETTINGS[@]}"
+	PSQL=(as_pg psql -X -q -A -t -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1)
+}
+bench_exit() {
+	local c
+	for c in "${BENCH_AT_EXIT[@]}"; do eval "$c" || true; done
+	stop_cluster "$WORK"
+	rm -rf "$WORK"
+}
+
+# bench_sql: benchmark/bench.sql into the server (create or replace: loading
+# it twice is harmless)
+bench_sql() { "${PSQL[@]}" >/dev/null < benchmark/bench.sql; }
+
+# bench_snapshot: stop the server and keep its data directory as WORK/clean
+# (bench_restore puts it back, for a count that starts from the same state)
+bench_snapshot() {
+	stop_cluster "$WORK"
+	as_pg cp -a "$WORK/data" "$WORK/clean"
+}
+bench_restore() {
+	as_pg rm -rf "$WORK/data"
+	as_pg cp -a "$WORK/clean" "$WORK/data"
+}
+
+# bench_callgrind [KEEP_AS]: instructions of a single-user backend on
+# WORK/data running the statements on stdin (one a line), by valgrind's
+# callgrind; an ERROR in its output stops the script.  With CALLGRIND_KEEP
+# set and KEEP_AS given, the callgrind file is kept as
+# $CALLGRIND_KEEP/KEEP_AS.cg.
+bench_callgrind() {
+	command -v valgrind >/dev/null || { echo "valgrind is needed" >&2; exit 1; }
+	cat > "$WORK/run.sql"
+	as_pg valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" \
+		"$PGBIN/postgres" --single -D "$WORK/data" postgres < "$WORK/run.sql" > "$WORK/single.log" 2>&1
+	if grep -q ERROR "$WORK/single.log"; then cat "$WORK/single.log" >&2; exit 1; fi
+	if [ -n "${CALLGRIND_KEEP:-}" ] && [ -n "${1:-}" ]; then cp "$WORK/cg.out" "$CALLGRIND_KEEP/$1.cg"; fi
+	awk '/^(summary|totals):/ {print $2; exit}' "$WORK/cg.out"
+}
+
+# have_pgq: PgQ 3 is installed in PG_CONFIG's server
+have_pgq() { [ -f "$("$PG_CONFIG" --sharedir)/extension/pgq.control" ]; }
+
+# The drain backlog of make bench (run.sh), drain_wall.sh and
+# drain_instructions.sh: queue "drain" (pgque, unbucketed), "drain_b"
+# (pgque, 32 partition buckets, keys over 2,000 tenants) and "drain" of PgQ,
+# each with consumer "c".
+# drain_queues [pgq]: make them (PgQ's only when asked)
+drain_queues() {
+	"${PSQL[@]}" >/dev/null <<'SQL'
+create extension if not exists pgque_bgw;
+select pgque.create_queue('drain');
+select pgque.subscribe('drain', 'c');
+select pgque.create_queue('drain_b'), pgque.set_queue_config('drain_b', 'partition_buckets', '32');
+select pgque.subscribe('drain_b', 'c');
+SQL
+	if [ "${1:-}" = pgq ]; then
+		"${PSQL[@]}" >/dev/null -c "create extension if not exists pgq" -c "select pgq.create_queue('drain')" \
+			-c "select pgq.register_consumer('drain', 'c')"
+	fi
+}
+# drain_window SYSTEM EVENTS: the statements of one tick window of EVENTS
+# events for SYSTEM (pgque, pgque_32_buckets, pgq), one a line
+drain_window() {
+	case $1 in
+	pgque) echo "select count(pgque.send_batch('drain', 'default', array_fill('payload-abcdefghij'::text, array[$2])));"
+	       echo "select pgque.ticker('drain');" ;;
+	pgque_32_buckets) echo "select count(pgque.send_batch('drain_b', 'default', array_fill('payload-abcdefghij'::text, array[$2]), array(select 'tenant-' || (g % 2000) from generate_series(1, $2) g)));"
+	       echo "select pgque.ticker('drain_b');" ;;
+	pgq) echo "select count(pgq.insert_event('drain', 'default', 'payload-abcdefghij')) from generate_series(1, $2);"
+	     echo "select pgq.ticker('drain');" ;;
+	esac
+}
+# drain_do SYSTEM [LIMIT]: the DO block (one line) that drains SYSTEM's
+# queue, 1,000 events a batch (PgQ: a tick window a batch), one transaction
+# per batch; with LIMIT, it stops once LIMIT events were handed out
+drain_do() {
+	local q=drain stop=""
+	[ "$1" = pgque_32_buckets ] && q=drain_b
+	[ -n "${2:-}" ] && stop=" t := t + n; exit when t >= $2;"
+	case $1 in
+	pgque|pgque_32_buckets) echo "do \$\$ declare b bigint; n bigint; t bigint := 0; begin loop select max(batch_id), count(*) into b, n from pgque.receive('$q', 'c', 1000); exit when b is null; perform pgque.ack(b); commit;$stop end loop; end \$\$;" ;;
+	pgq) echo "do \$\$ declare b bigint; n bigint; t bigint := 0; begin loop b := pgq.next_batch('drain', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b); perform pgq.finish_batch(b); commit;$stop end loop; end \$\$;" ;;
+	esac
+}
+# drain_backlog WINDOWS WINDOW: the queues (PgQ's too when installed) and
+# WINDOWS tick windows of WINDOW events in each, the systems' windows
+# interleaved in one session; DRAIN_SYSTEMS: the systems made
+drain_backlog() {
+	DRAIN_SYSTEMS=(pgque pgque_32_buckets)
+	have_pgq && DRAIN_SYSTEMS+=(pgq)
+	drain_queues "$(have_pgq && echo pgq)"
+	local sys
+	for _ in $(seq 1 "$1"); do
+		for sys in "${DRAIN_SYSTEMS[@]}"; do drain_window "$sys" "$2"; done
+	done | "${PSQL[@]}" >/dev/null
+}
