@@ -108,31 +108,32 @@ latency_run() {
 }
 
 latency_workload() {
-	local secs=$1 sys loads="100/s saturation"
-	[ "$QUICK" = 1 ] && loads="100/s"	# QUICK: the saturation runs are left out
+	local secs=$1 sys ld rate ls loads="100/s saturation"
+	# the saturation runs last LAT_SAT_SECS (run.sh; 0: left out, as QUICK)
+	[ "${LAT_SAT_SECS:-$secs}" -gt 0 ] || loads="100/s"
 	latency_setup
 	# pgque: the background workers, at their defaults
 	workers_on ticker
 	for ld in $loads; do
-		rate=100; [ "$ld" = saturation ] && rate=
-		latency_run pgque "$ld" lat "$secs" "select pgque.send('lat', 'payload-abcdefghij');" $rate
+		rate=100 ls=$secs; [ "$ld" = saturation ] && rate= ls=${LAT_SAT_SECS:-$secs}
+		latency_run pgque "$ld" lat "$ls" "select pgque.send('lat', 'payload-abcdefghij');" $rate
 	done
 	workers_off
 
 	start_pgqd 1
 	for ld in $loads; do
-		rate=100; [ "$ld" = saturation ] && rate=
-		latency_run "PgQ pgqd" "$ld" lat_default "$secs" "select pgq.insert_event('lat_default', 'default', 'payload-abcdefghij');" $rate
+		rate=100 ls=$secs; [ "$ld" = saturation ] && rate= ls=${LAT_SAT_SECS:-$secs}
+		latency_run "PgQ pgqd" "$ld" lat_default "$ls" "select pgq.insert_event('lat_default', 'default', 'payload-abcdefghij');" $rate
 	done
 	start_pgqd 0.01
 	for ld in $loads; do
-		rate=100; [ "$ld" = saturation ] && rate=
-		latency_run "PgQ tuned" "$ld" lat_tuned "$secs" "select pgq.insert_event('lat_tuned', 'default', 'payload-abcdefghij');" $rate
+		rate=100 ls=$secs; [ "$ld" = saturation ] && rate= ls=${LAT_SAT_SECS:-$secs}
+		latency_run "PgQ tuned" "$ld" lat_tuned "$ls" "select pgq.insert_event('lat_tuned', 'default', 'payload-abcdefghij');" $rate
 	done
 	stop_pgqd
 
 	for ld in $loads; do
-		rate=100; [ "$ld" = saturation ] && rate=
-		latency_run "SKIP LOCKED" "$ld" x "$secs" "insert into lat_jobs (payload) values ('payload-abcdefghij');" $rate
+		rate=100 ls=$secs; [ "$ld" = saturation ] && rate= ls=${LAT_SAT_SECS:-$secs}
+		latency_run "SKIP LOCKED" "$ld" x "$ls" "insert into lat_jobs (payload) values ('payload-abcdefghij');" $rate
 	done
 }

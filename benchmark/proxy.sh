@@ -35,14 +35,17 @@ select pgque.send_batch('bench', 'default', array_fill('payload-abcdefghij'::tex
 		DUR=$half BENCH_DB=shard0 bench proxy_send_100 "send_batch on a shard" 1 100 "$hundred"
 		DUR=$half BENCH_DB=proxy1 bench proxy_send_100 "send_batch via proxy S=1" 1 100 "$hundred"
 	done
+	# the curve (S = 2, 3; 2 clients), no target's figure: PROXY_CURVE_DUR
+	# seconds a run (run.sh; half of DUR, ADR 0097)
+	local cd=${PROXY_CURVE_DUR:-$DUR}
 	for s in 2 3; do
-		BENCH_DB=proxy$s bench proxy_send_1 "send via proxy S=$s" 1 1 "$one"
+		DUR=$cd BENCH_DB=proxy$s bench proxy_send_1 "send via proxy S=$s" 1 1 "$one"
 	done
-	BENCH_DB=shard0 bench proxy_send_1 "send on a shard" 2 1 "$one"
+	DUR=$cd BENCH_DB=shard0 bench proxy_send_1 "send on a shard" 2 1 "$one"
 	for s in 1 2 3; do
-		BENCH_DB=proxy$s bench proxy_send_1 "send via proxy S=$s" 2 1 "$one"
+		DUR=$cd BENCH_DB=proxy$s bench proxy_send_1 "send via proxy S=$s" 2 1 "$one"
 	done
 	for s in 2 3; do
-		BENCH_DB=proxy$s bench proxy_send_100 "send_batch via proxy S=$s" 1 100 "$hundred"
+		DUR=$cd BENCH_DB=proxy$s bench proxy_send_100 "send_batch via proxy S=$s" 1 100 "$hundred"
 	done
 }
