@@ -41,10 +41,10 @@ ROWS_SQL="insert into t select g, 'tenant-' || (g % 2000), 'file-' || g || '.txt
 # reset: empty table and queue (rotation would cost nothing here, but a
 # truncate keeps every run on the same heap size)
 reset() {
+	local pgq_tables=()
+	[ $HAVE_PGQ = 1 ] && pgq_tables=(-c "truncate pgq.event_1_0, pgq.event_1_1, pgq.event_1_2")
 	"${PSQL[@]}" >/dev/null -c "set client_min_messages = warning" -c "drop trigger if exists cdc on t" -c "truncate t" \
-		-c "truncate pgque.event_1_0, pgque.event_1_1, pgque.event_1_2" \
-		$([ $HAVE_PGQ = 1 ] && echo "-c truncate pgq.event_1_0,pgq.event_1_1,pgq.event_1_2") \
-		-c "checkpoint"
+		-c "truncate pgque.event_1_0, pgque.event_1_1, pgque.event_1_2" "${pgq_tables[@]}" -c "checkpoint"
 }
 
 # timed SETUP SQL: milliseconds of SQL (one statement, its own transaction)
