@@ -337,7 +337,7 @@ lap pause
 fi
 
 if want latency; then
-echo "== end-to-end latency, send -> in the consumer's hands ($LAT_SECS s per run)"
+echo "== end-to-end latency, send -> in the consumer's hands ($LAT_SECS s per run$([ "$LAT_SAT_SECS" = 0 ] || echo ", $LAT_SAT_SECS at saturation"))"
 latency_workload "$LAT_SECS"
 lap latency
 fi
