@@ -61,10 +61,13 @@ begin
     end loop;
 end $$;
 
--- drain plain consumer c of q until nothing is left: receive(i_max) / ack,
--- commit per batch; got: the events handed out, batches: the batches
+-- drain consumer c of q until nothing is left: receive(i_max) / ack,
+-- commit per batch; with member, c is a cooperative group and the drain is
+-- that member's (receive_coop); got: the events handed out, batches: the
+-- batches
 create or replace procedure bench_drain_plain(q text, c text, i_max int default 1000,
-                                              inout got bigint default 0, inout batches int default 0)
+                                              inout got bigint default 0, inout batches int default 0,
+                                              member text default null)
 language plpgsql as $$
 declare
     b bigint;
@@ -73,7 +76,11 @@ begin
     got := 0;
     batches := 0;
     loop
-        select max(batch_id), count(*) into b, k from pgque.receive(q, c, i_max);
+        if member is null then
+            select max(batch_id), count(*) into b, k from pgque.receive(q, c, i_max);
+        else
+            select max(batch_id), count(*) into b, k from pgque.receive_coop(q, c, member, i_max);
+        end if;
         exit when b is null;
         got := got + k;
         batches := batches + 1;

@@ -35,24 +35,8 @@ begin
     perform pgque.ticker('coop_bench');
 end $$;
 
--- the plain consumer: bench_drain_plain (benchmark/bench.sql), 50 a batch
-
-create procedure bench_drain_coop(q text, g text, m text, inout got bigint default 0)
-language plpgsql as $$
-declare
-    b bigint;
-    k int;
-begin
-    got := 0;
-    loop
-        select max(batch_id), count(*) into b, k from pgque.receive_coop(q, g, m, 50);
-        exit when b is null;
-        got := got + k;
-        perform pgque.ack(b);
-        commit;
-    end loop;
-end $$;
-
+-- the plain consumer and each member: bench_drain_plain (benchmark/bench.sql),
+-- 50 a batch
 create table bench_lock_sample (at timestamptz default clock_timestamp(), member_waits int);
 SQL
 	"${PSQL[@]}" -c "call bench_produce_small($events)" >/dev/null
@@ -83,7 +67,7 @@ SQL
 		t0=$(date +%s.%N)
 		for m in $(seq 1 "$g"); do
 			as_pg env PGAPPNAME="coop-g$g-m$m" psql -X -q -A -t -h "$WORK" -p "$PORT" -d postgres \
-				-c "call bench_drain_coop('coop_bench', 'g$g', 'm$m')" >/dev/null &
+				-c "call bench_drain_plain('coop_bench', 'g$g', 50, member => 'm$m')" >/dev/null &
 		done
 		wait $(jobs -p | grep -v "^$sampler\$")
 		t1=$(date +%s.%N)

@@ -82,6 +82,7 @@ select pgque.create_queue('kb'), pgque.set_queue_config('kb', 'partition_buckets
 select pgque.create_queue('kf');
 select pgque.subscribe_slot(q, 's4', s, 4) from unnest(array['kb', 'kf']) q, generate_series(0, 3) s;
 select pgque.subscribe(q, 'plain') from unnest(array['kb', 'kf']) q;
+select pgque.register_subconsumer('kf', 'g', m) from unnest(array['m1', 'm2']) m;
 create procedure probe_plain(q text, inout n bigint default 0) language plpgsql as $$
 declare
     b int;
@@ -95,6 +96,9 @@ echo "slots_kf=$("${PSQL[@]}" -c "call bench_drain_slots('kf', 's4', 4, 0, 3)")"
 echo "plain_kb=$("${PSQL[@]}" -F ' ' -c "call bench_drain_plain('kb', 'plain', 1000)")"
 echo "plain_kf=$("${PSQL[@]}" -c "call probe_plain('kf')")"
 echo "again_kb=$("${PSQL[@]}" -F ' ' -c "call bench_drain_plain('kb', 'plain')")"
+m1=$("${PSQL[@]}" -F ' ' -c "call bench_drain_plain('kf', 'g', 50, member => 'm1')")
+m2=$("${PSQL[@]}" -F ' ' -c "call bench_drain_plain('kf', 'g', 50, member => 'm2')")
+echo "coop_kf=$(( ${m1%% *} + ${m2%% *} ))"
 SH
 close $fh;
 my $out = `ROOT='$root' PGBIN='$bindir' PG_CONFIG='$bindir/pg_config' PGQUE_BENCH_PORT=$port bash '$dir/probe.sh' 2>&1`;
@@ -115,12 +119,13 @@ like($out, qr/^socket=open$/m, 'the unix socket in WORK does');
 my @settings = $out =~ /^setting=(.*)$/mg;
 is_deeply(\@settings, [ (map { $conf{$_} } ordered_conf()), "autovacuum = off", "work_mem = '7MB'" ],
 	'SETTINGS (printed in make bench\'s report): server.conf\'s lines in order, then the script\'s');
-my %drained = $out =~ /^(slots_\w+|plain_\w+|again_\w+)=(.*)$/mg;
+my %drained = $out =~ /^(slots_\w+|plain_\w+|again_\w+|coop_\w+)=(.*)$/mg;
 is($drained{slots_kb}, 2500, 'bench_drain_slots: 4 slots of a bucketed queue hand out every event of the stream once');
 is($drained{slots_kf}, 2500, 'the same in a queue without buckets (each slot filters the window)');
 like($drained{plain_kb}, qr/^2500 \d+$/, 'bench_drain_plain: every event, and the batches it took');
 is($drained{plain_kf}, 2500, 'called from PL/pgSQL with the count as partition.sh calls it');
 is($drained{again_kb}, '0 0', 'nothing twice');
+is($drained{coop_kf}, 2500, 'with member, the drain is a cooperative member\'s: two members hand out every event once');
 my ($work) = $out =~ /^work=(.*)$/m;
 ok($work && !-e $work, 'at exit the server stopped and its directory is gone');
 system("'$bindir/pg_isready' -q -h '$work' -p $port");
