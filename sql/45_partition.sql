@@ -605,6 +605,10 @@ declare
     lo_tick bigint;
     lo_snap pg_catalog.pg_snapshot;
 begin
+    if i_cap < 1 then
+        raise exception 'a cap of pending events must be at least 1, got %', i_cap
+            using errcode = 'invalid_parameter_value';
+    end if;
     for g in
         select qq as q, x.queue_id as qid, x.n, x.slots, x.subs, x.snaps, x.seqs, x.ticks, x.gone,
                lt.tick_id as hi_tick, lt.tick_snapshot as hi_snap, lt.tick_event_seq as hi_seq

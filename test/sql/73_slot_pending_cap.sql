@@ -55,6 +55,9 @@ select sum(pending) as exact_total from pg_temp.pending('pc_b', 'w', 4, null);
 select pg_temp.rows_read('pc_b') >= 60000 as exact_read_reads_all;
 commit;
 
+-- a cap below 1 is refused (no count of 0 for a slot with events)
+select * from pgque._slot_pending_all('{}', 0);
+
 -- a layout without own buckets (a filtered read per slot would scan the
 -- stream once per slot): the cap changes nothing, every count exact
 select (select array_agg(pending order by slot) from pg_temp.pending('pc_u', 'w', 4, 50))
