@@ -428,7 +428,7 @@ hint_rightmost_leaf(Target *t, int i, Relation irel)
 	t->hint_wait[i] = HINT_EVERY;
 	if (irel->rd_rel->relam != BTREE_AM_OID || _bt_getrootheight(irel) >= FASTPATH_MIN_LEVEL)
 		return;					/* core keeps its own hint */
-	buf = _bt_get_endpoint(irel, 0, true, NULL);
+	buf = pgque_bt_rightmost_leaf(irel);
 	if (!BufferIsValid(buf))
 		return;					/* an empty index: no leaf yet */
 	RelationSetTargetBlock(irel, BufferGetBlockNumber(buf));

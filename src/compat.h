@@ -68,6 +68,17 @@
 #define pgque_primary_key_index(rel) RelationGetPrimaryKeyIndex(rel)
 #endif
 
+/*
+ * The leaf at one end of a btree level (append.c's rightmost-leaf hint,
+ * ADR 0092): PostgreSQL 17 dropped the unused snapshot argument.  Needs
+ * access/nbtree.h where used.
+ */
+#if PG_VERSION_NUM >= 170000
+#define pgque_bt_rightmost_leaf(rel) _bt_get_endpoint((rel), 0, true)
+#else
+#define pgque_bt_rightmost_leaf(rel) _bt_get_endpoint((rel), 0, true, NULL)
+#endif
+
 /* PG18 moved the module magic to carry name and version. */
 #if PG_VERSION_NUM >= 180000
 #define PGQUE_MODULE_MAGIC() PG_MODULE_MAGIC_EXT(.name = "pgque_bgw", .version = PGQUE_VERSION)
