@@ -25,7 +25,7 @@
  * CHECK, generated or identity column, no trigger (hence no foreign key),
  * rule or row-level security, and btree indexes on plain columns only (no
  * expression, predicate, unique or exclusion index, no other access
- * method), and the role holding INSERT on it.  Anything else, whatever an owner or a superuser adds, goes
+ * method), not a partition (its partition constraint), and the role holding INSERT on it.  Anything else, whatever an owner or a superuser adds, goes
  * through the kept plan, which the executor runs with every rule of an
  * INSERT.  The verdict is a function of the table's relcache entry and the
  * role: kept per table and dropped by the relcache invalidation of that
@@ -248,7 +248,15 @@ table_is_plain(Target *t, Relation rel)
 	ListCell   *lc;
 	int			i;
 
+	/*
+	 * A partition too: the executor checks a row inserted into a partition
+	 * directly against its partition constraint (ExecPartitionCheck), which
+	 * is in no TupleConstr (the second reader: an owner's ATTACH PARTITION
+	 * of an event table let rows outside its bounds in, and a read through
+	 * the parent's pruning missed them).
+	 */
 	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
+		rel->rd_rel->relispartition ||
 		rel->trigdesc != NULL || rel->rd_rules != NULL || rel->rd_rel->relrowsecurity ||
 		desc->natts != EV_NATTS)
 		return false;
