@@ -66,9 +66,9 @@
 
 #include "compat.h"
 #include "producer.h"
+#include "window.h"
 
-/* event_template's columns, in order (sql/02_tables.sql) */
-#define EV_NATTS 11
+/* event_template's columns, in order (sql/02_tables.sql; EV_NATTS and their types: window.h) */
 #define AT_ID 0
 #define AT_TIME 1
 #define AT_TXID 2
@@ -77,9 +77,6 @@
 #define AT_TYPE 5
 #define AT_DATA 6
 #define AT_EXTRA1 7
-
-static const Oid ev_types[EV_NATTS] = {INT8OID, TIMESTAMPTZOID, XID8OID, INT4OID, INT4OID,
-TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
 
 /* where an INS_* argument goes */
 static const int ins_att[INS_NPARAMS] = {
@@ -264,7 +261,7 @@ table_is_plain(Target *t, Relation rel)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
 
-		if (att->attisdropped || att->atttypid != ev_types[i] || att->attidentity != '\0' ||
+		if (att->attisdropped || att->atttypid != pgque_event_types[i] || att->attidentity != '\0' ||
 			att->attgenerated != '\0' || att->attnotnull != (i <= AT_TXID))
 			return false;
 	}

@@ -69,6 +69,39 @@ typedef struct WindowPlan
 
 static HTAB *window_plans = NULL;
 
+const Oid	pgque_event_types[EV_NATTS] = {INT8OID, TIMESTAMPTZOID, XID8OID, INT4OID, INT4OID,
+	TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+
+/*
+ * The readers took the rows as event_template's and checked only their
+ * number: an owner's ALTER COLUMN ev_data TYPE bigint on an event table
+ * made receive() form a message whose text column held a bigint, read as a
+ * pointer (SIGSEGV; TAP 110).  A read of another shape is refused before a
+ * row is formed.
+ */
+void
+pgque_window_check_desc(TupleDesc desc)
+{
+	int			i;
+
+	if (desc->natts != EV_NATTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("window read returned %d columns, expected %d", desc->natts, EV_NATTS),
+				 errhint("An event table must keep the columns of pgque.event_template.")));
+	for (i = 0; i < EV_NATTS; i++)
+	{
+		Form_pg_attribute att = TupleDescAttr(desc, i);
+
+		if (att->atttypid != pgque_event_types[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_DATATYPE_MISMATCH),
+					 errmsg("event table column %s is %s, not %s", NameStr(att->attname),
+							format_type_be(att->atttypid), format_type_be(pgque_event_types[i])),
+					 errhint("An event table must keep the columns of pgque.event_template.")));
+	}
+}
+
 PG_FUNCTION_INFO_V1(pgque_window_rows);
 
 static void
@@ -920,9 +953,7 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pgque_bgw: SPI_connect failed");
 	pgque_window_read(source, args, nulls, true, true, NULL);
-	if (SPI_tuptable->tupdesc->natts != desc->natts)
-		elog(ERROR, "pgque_bgw: window read returned %d columns, expected %d",
-			 SPI_tuptable->tupdesc->natts, desc->natts);
+	pgque_window_check_desc(SPI_tuptable->tupdesc);
 	give = SPI_processed;
 	if (use_cache)
 	{
