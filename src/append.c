@@ -25,7 +25,7 @@
  * CHECK, generated or identity column, no trigger (hence no foreign key),
  * rule or row-level security, and btree indexes on plain columns only (no
  * expression, predicate, unique or exclusion index, no other access
- * method), and the role holding INSERT on it.  Anything else, whatever an owner or a superuser adds, goes
+ * method), not a partition (its partition constraint), and the role holding INSERT on it.  Anything else, whatever an owner or a superuser adds, goes
  * through the kept plan, which the executor runs with every rule of an
  * INSERT.  The verdict is a function of the table's relcache entry and the
  * role: kept per table and dropped by the relcache invalidation of that
@@ -67,9 +67,9 @@
 
 #include "compat.h"
 #include "producer.h"
+#include "window.h"
 
-/* event_template's columns, in order (sql/02_tables.sql) */
-#define EV_NATTS 11
+/* event_template's columns, in order (sql/02_tables.sql; EV_NATTS and their types: window.h) */
 #define AT_ID 0
 #define AT_TIME 1
 #define AT_TXID 2
@@ -78,9 +78,6 @@
 #define AT_TYPE 5
 #define AT_DATA 6
 #define AT_EXTRA1 7
-
-static const Oid ev_types[EV_NATTS] = {INT8OID, TIMESTAMPTZOID, XID8OID, INT4OID, INT4OID,
-TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
 
 /* where an INS_* argument goes */
 static const int ins_att[INS_NPARAMS] = {
@@ -250,7 +247,15 @@ table_is_plain(Target *t, Relation rel)
 	ListCell   *lc;
 	int			i;
 
+	/*
+	 * A partition too: the executor checks a row inserted into a partition
+	 * directly against its partition constraint (ExecPartitionCheck), which
+	 * is in no TupleConstr (the second reader: an owner's ATTACH PARTITION
+	 * of an event table let rows outside its bounds in, and a read through
+	 * the parent's pruning missed them).
+	 */
 	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
+		rel->rd_rel->relispartition ||
 		rel->trigdesc != NULL || rel->rd_rules != NULL || rel->rd_rel->relrowsecurity ||
 		desc->natts != EV_NATTS)
 		return false;
@@ -258,7 +263,7 @@ table_is_plain(Target *t, Relation rel)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
 
-		if (att->attisdropped || att->atttypid != ev_types[i] || att->attidentity != '\0' ||
+		if (att->attisdropped || att->atttypid != pgque_event_types[i] || att->attidentity != '\0' ||
 			att->attgenerated != '\0' || att->attnotnull != (i <= AT_TXID))
 			return false;
 	}

@@ -171,8 +171,6 @@ event_to_message(Datum *ev, bool *evnull, int64 batch_id, Datum *msg, bool *msgn
  * read); anything else (a slot that is not a heap tuple, a row stored with
  * fewer columns, a dropped column) takes heap_form_tuple.
  */
-static const Oid ev_types[EV_NATTS] = {INT8OID, TIMESTAMPTZOID, XID8OID, INT4OID, INT4OID,
-	TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
 static const Oid msg_types[MSG_NATTS] = {INT8OID, INT8OID, TEXTOID, TEXTOID, INT4OID,
 	TIMESTAMPTZOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
 
@@ -353,7 +351,7 @@ event_direct(PartReceiver *r, TupleTableSlot *slot)
 	{
 		/* checked once per descriptor: a read's slots live as long as it */
 		r->ev_desc = slot->tts_tupleDescriptor;
-		r->ev_direct = layout_is(r->ev_desc, ev_types, EV_NATTS);
+		r->ev_direct = layout_is(r->ev_desc, pgque_event_types, EV_NATTS);
 	}
 	if (!r->ev_direct)
 		return NULL;
@@ -374,9 +372,7 @@ event_direct(PartReceiver *r, TupleTableSlot *slot)
 static void
 part_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 {
-	if (typeinfo->natts != EV_NATTS)
-		elog(ERROR, "pgque_bgw: window read returned %d columns, expected %d",
-			 typeinfo->natts, EV_NATTS);
+	pgque_window_check_desc(typeinfo);
 }
 
 static bool

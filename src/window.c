@@ -69,6 +69,51 @@ typedef struct WindowPlan
 
 static HTAB *window_plans = NULL;
 
+const Oid	pgque_event_types[EV_NATTS] = {INT8OID, TIMESTAMPTZOID, XID8OID, INT4OID, INT4OID,
+	TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+
+/*
+ * The readers took the rows as event_template's and checked only their
+ * number: an owner's ALTER COLUMN ev_data TYPE bigint on an event table
+ * made receive() form a message whose text column held a bigint, read as a
+ * pointer (SIGSEGV; TAP 110).  A read of another shape is refused before a
+ * row is formed.  desc_mismatch: the first column that is not the
+ * template's (-1: none; EV_NATTS: their number).
+ */
+static int
+desc_mismatch(TupleDesc desc)
+{
+	int			i;
+
+	if (desc->natts != EV_NATTS)
+		return EV_NATTS;
+	for (i = 0; i < EV_NATTS; i++)
+		if (TupleDescAttr(desc, i)->atttypid != pgque_event_types[i])
+			return i;
+	return -1;
+}
+
+void
+pgque_window_check_desc(TupleDesc desc)
+{
+	int			i = desc_mismatch(desc);
+	Form_pg_attribute att;
+
+	if (i < 0)
+		return;
+	if (i == EV_NATTS)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("window read returned %d columns, expected %d", desc->natts, EV_NATTS),
+				 errhint("An event table must keep the columns of pgque.event_template.")));
+	att = TupleDescAttr(desc, i);
+	ereport(ERROR,
+			(errcode(ERRCODE_DATATYPE_MISMATCH),
+			 errmsg("event table column %s is %s, not %s", NameStr(att->attname),
+					format_type_be(att->atttypid), format_type_be(pgque_event_types[i])),
+			 errhint("An event table must keep the columns of pgque.event_template.")));
+}
+
 PG_FUNCTION_INFO_V1(pgque_window_rows);
 
 static void
@@ -920,9 +965,28 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pgque_bgw: SPI_connect failed");
 	pgque_window_read(source, args, nulls, true, true, NULL);
-	if (SPI_tuptable->tupdesc->natts != desc->natts)
-		elog(ERROR, "pgque_bgw: window read returned %d columns, expected %d",
-			 SPI_tuptable->tupdesc->natts, desc->natts);
+
+	/*
+	 * A read for no reader (owner NULL: the ticker's and the watchdog's
+	 * probe, queue_health's) asks whether events are there, and at most when
+	 * the first was written: of a table of another shape it gets a row of
+	 * NULLs for each, so that the ticker still ticks the queue (an error
+	 * there retried the queue at every poll, a WARNING each) and its
+	 * consumers are the ones refused.
+	 */
+	if (nulls[WA_OWNER] == 'n' && desc_mismatch(SPI_tuptable->tupdesc) >= 0)
+	{
+		Datum		none[EV_NATTS];
+		bool		isnull[EV_NATTS];
+
+		memset(none, 0, sizeof(none));
+		memset(isnull, true, sizeof(isnull));
+		for (r = 0; r < SPI_processed; r++)
+			tuplestore_putvalues(ts, desc, none, isnull);
+		SPI_finish();
+		return (Datum) 0;
+	}
+	pgque_window_check_desc(SPI_tuptable->tupdesc);
 	give = SPI_processed;
 	if (use_cache)
 	{

@@ -39,6 +39,16 @@
 #define EV_EXTRA1 7
 #define EV_NATTS 11
 
+/* their types, in order (sql/02_tables.sql): the one copy */
+extern const Oid pgque_event_types[EV_NATTS];
+
+/*
+ * A window read's result has event_template's columns, or an ERROR (42804):
+ * what reads its rows (the receive's messages, _window_rows' rows typed as
+ * event_template) takes each value as that column's type.
+ */
+extern void pgque_window_check_desc(TupleDesc desc);
+
 /*
  * Rows read ahead past a part, kept per backend (see window.c): at most
  * this many rows and bytes.

@@ -455,17 +455,17 @@ $$;
 
 create function pgque.send(queue_name text, payload jsonb)
 returns bigint language sql as $$
-    select pgque._route_send(queue_name, null, payload::text, null, false)
+    select pgque._route_send(queue_name, null, payload::pg_catalog.text, null, false)
 $$;
 
 create function pgque.send(queue_name text, type_name text, payload jsonb)
 returns bigint language sql as $$
-    select pgque._route_send(queue_name, type_name, payload::text, null, true)
+    select pgque._route_send(queue_name, type_name, payload::pg_catalog.text, null, true)
 $$;
 
 create function pgque.send(queue_name text, type_name text, payload jsonb, partition_key text)
 returns bigint language sql as $$
-    select pgque._route_send(queue_name, type_name, payload::text, partition_key, true)
+    select pgque._route_send(queue_name, type_name, payload::pg_catalog.text, partition_key, true)
 $$;
 
 -- A batch.  Keyless, or not splittable (bad arrays: the shard says what is
@@ -590,17 +590,17 @@ $$;
 -- multi-dimensional array itself
 create function pgque.send_batch(queue_name text, payloads jsonb[])
 returns bigint[] language sql as $$
-    select pgque._route_send_batch_on(queue_name, null, payloads::text[], null, 'untyped')
+    select pgque._route_send_batch_on(queue_name, null, payloads::pg_catalog.text[], null, 'untyped')
 $$;
 
 create function pgque.send_batch(queue_name text, type_name text, payloads jsonb[])
 returns bigint[] language sql as $$
-    select pgque._route_send_batch_on(queue_name, type_name, payloads::text[], null, 'typed')
+    select pgque._route_send_batch_on(queue_name, type_name, payloads::pg_catalog.text[], null, 'typed')
 $$;
 
 create function pgque.send_batch(queue_name text, type_name text, payloads jsonb[], partition_keys text[])
 returns bigint[] language sql as $$
-    select pgque._route_send_batch(queue_name, type_name, payloads::text[], partition_keys)
+    select pgque._route_send_batch(queue_name, type_name, payloads::pg_catalog.text[], partition_keys)
 $$;
 
 -- Idempotent send: routed by the partition key, else by the idempotency
@@ -631,7 +631,7 @@ create function pgque.send_idem(queue_name text, type_name text, payload jsonb, 
                                 ttl interval default '1 hour', partition_key text default null)
 returns table (event_id bigint, deduped boolean) language sql
 set search_path = pg_catalog, pg_temp as $$
-    select * from pgque.send_idem(queue_name, type_name, payload::text, idem_key, ttl, partition_key)
+    select * from pgque.send_idem(queue_name, type_name, payload::pg_catalog.text, idem_key, ttl, partition_key)
 $$;
 
 -- ---------------------------------------------------------------- admin

@@ -141,6 +141,29 @@ is($node->safe_psql('proxy1', q{select count(*) from evil.hits}), '0',
 is($node->safe_psql('proxy1', q{select pgque.shard_of('tenant-4', 7)}),
    (split /\|/, (split /\n/, $ids)[2])[1], 'shard_of gives the same shard with a clean path');
 
+# the jsonb forms cast their payloads to text: a type named text in the
+# attacker's schema (a domain whose check is the attacker's function) was
+# what payload::text and payloads::text[] meant on this search_path, and the
+# check ran as the producer (the second reader's round two; now
+# payload::pg_catalog.text)
+as_user('proxy1', 'attacker', q{
+    create function evil.text_hit(pg_catalog.text) returns boolean language sql
+        as $$ insert into evil.hits values ('text') returning true $$;
+    create domain evil.text as pg_catalog.text check (evil.text_hit(value));
+});
+my $jids = as_user('proxy1', 'app_producer', q{
+    set search_path = evil, pg_catalog, public;
+    select pgque.send('orders', '{"a": 1}'::pg_catalog.jsonb);
+    select pgque.send('orders', 'x', '{"a": 2}'::pg_catalog.jsonb);
+    select pgque.send('orders', 'x', '{"a": 3}'::pg_catalog.jsonb, 'tenant-5');
+    select pgque.send_batch('orders', array['{"b": 1}'::pg_catalog.jsonb]);
+    select pgque.send_batch('orders', 'x', array['{"b": 2}'::pg_catalog.jsonb]);
+    select pgque.send_batch('orders', 'x', array['{"b": 3}'::pg_catalog.jsonb], array['tenant-6']);});
+like($jids, qr/^\d+\n\d+\n\d+\n\{\d+\}\n\{\d+\}\n\{\d+\}$/,
+     'the jsonb sends and batches work with the attacker\'s schema first');
+is($node->safe_psql('proxy1', q{select string_agg(what, ',') from evil.hits}), '',
+   'and the attacker\'s type named text was not what their payloads were cast to');
+
 # ---- S = 1: a keyed batch as it came
 my $got = as_user('proxy1', 'app_producer', q{
     select pgque.send_batch('orders', 'b1', array['a', 'b', 'c', 'd'], array['k1', null, 'k2', null])});
