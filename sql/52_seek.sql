@@ -142,10 +142,10 @@ end $$;
 -- comes again in its place, and a copy the consumer already acked would
 -- come a second time, after the key's later events.  So the copies the
 -- consumer passed (acked: in its windows from i_tick to its cursor, and a
--- slot's acked part of its open window, _slot_passed) go, in the seek's
--- transaction; a copy after the cursor (a retry still owed) stays, and a
--- copy made after the seek is after every tick it can reach.  The rows are
--- the owner's alone (no other reader sees them).  i_n, i_slot: a slot's
+-- slot's acked part of its open window up to its position, _slot_passed)
+-- go, in the seek's transaction; a copy after the cursor (a retry still
+-- owed) stays, and a copy made after the seek is after every tick it can
+-- reach.  The rows are the owner's alone (no other reader sees them).  i_n, i_slot: a slot's
 -- layout (NULL: a plain consumer or a cooperative group, whose cursor is
 -- the low-water mark).  -> copies removed.
 create function pgque._seek_drop_copies(q pgque.queue, i_sub int4, i_n int4, i_slot int4, i_tick bigint)
@@ -154,38 +154,45 @@ declare
     cur    bigint;
     pos    bigint;
     nxt    bigint;
-    ids    bigint[];
-    txids  xid8[];
-    n      int4;
+    lo     pg_catalog.pg_snapshot;
+    hi     pg_catalog.pg_snapshot;
+    nx     pg_catalog.pg_snapshot;
+    n      int4 := 0;
+    m      int4;
 begin
     if i_n is not null then
         select x.tick, x.pos, x.next_tick into cur, pos, nxt from pgque._slot_passed(i_sub) x;
     else
         select s.sub_last_tick into cur from pgque.subscription s where s.sub_id = i_sub;
     end if;
+    select t.tick_snapshot into lo from pgque.tick t where t.tick_queue = q.queue_id and t.tick_id = i_tick;
+    select t.tick_snapshot into hi from pgque.tick t where t.tick_queue = q.queue_id and t.tick_id = cur;
+    select t.tick_snapshot into nx from pgque.tick t where t.tick_queue = q.queue_id and t.tick_id = nxt;
     -- nothing passed after the new position (a seek forward, or in place
-    -- with no acked part of a window), or a tick already gone: no replay
-    -- of a copy the consumer acked
-    if cur is null or i_tick > cur or (i_tick = cur and pos is null)
-       or not exists (select from pgque.tick t where t.tick_queue = q.queue_id and t.tick_id = cur)
-       or (pos is not null
-           and not exists (select from pgque.tick t where t.tick_queue = q.queue_id and t.tick_id = nxt)) then
+    -- with no acked part of a window), or a tick already gone: no copy to
+    -- drop.  The rows go by the window rule the readers use
+    -- (_window_where, C's) on the subscription's own rows, found through
+    -- the ev_txid index: not a read of every event since the position.
+    if lo is null or hi is null or i_tick > cur then
         return 0;
     end if;
-    select pg_catalog.array_agg(e.ev_id), pg_catalog.array_agg(e.ev_txid) into ids, txids
-      from pgque._pause_passed_rows(i_sub, i_n, i_slot, i_tick, cur, pos, nxt) e
-     where e.ev_owner operator(pg_catalog.=) i_sub;
-    if ids is null then
-        return 0;
+    if i_tick < cur then
+        execute pg_catalog.format('delete from pgque.%I ev where ev.ev_owner operator(pg_catalog.=) $1 and %s',
+                                  'event_' || q.queue_id, pgque._window_where(2, 3, 4, 5))
+            using i_sub, pg_catalog.pg_snapshot_xmax(lo), pg_catalog.pg_snapshot_xmax(hi),
+                  array(select pg_catalog.pg_snapshot_xip(lo)), hi;
+        get diagnostics n = row_count;
     end if;
-    -- by (owner, id, txid): another copy of the same id (a retry still
-    -- owed, after the cursor) is another transaction's row and stays
-    execute pg_catalog.format(
-        'delete from pgque.%I e using rows from (pg_catalog.unnest($2), pg_catalog.unnest($3)) c(id, tx)'
-        ' where e.ev_owner operator(pg_catalog.=) $1 and e.ev_id operator(pg_catalog.=) c.id'
-        ' and e.ev_txid operator(pg_catalog.=) c.tx', 'event_' || q.queue_id)
-        using i_sub, ids, txids;
-    get diagnostics n = row_count;
+    -- a slot's acked part of its open window (cur, nxt], up to pos
+    if pos is not null and nx is not null then
+        execute pg_catalog.format('delete from pgque.%I ev where ev.ev_owner operator(pg_catalog.=) $1'
+                                  ' and ev.ev_id operator(pg_catalog.<=) $6 and %s',
+                                  'event_' || q.queue_id, pgque._window_where(2, 3, 4, 5))
+            using i_sub, pg_catalog.pg_snapshot_xmax(hi), pg_catalog.pg_snapshot_xmax(nx),
+                  array(select pg_catalog.pg_snapshot_xip(hi)), nx, pos;
+        get diagnostics m = row_count;
+        n := n + m;
+    end if;
     return n;
 end $$;
 

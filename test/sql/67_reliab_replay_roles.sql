@@ -207,3 +207,36 @@ drop role t67_w2;
 revoke usage on schema pgque_test from t67_reader, t67_app;
 drop role t67_reader;
 drop role t67_app;
+
+-- 5. maint_operations() lists maint() only when a step without a function
+-- of its own has work: a cooperative group (step 6) only when its sync
+-- would cut windows or move its cursor, or a fence is past its time (it
+-- listed maint() whenever a group existed); a queue's extra hook (step 8)
+-- only when it would run (not one that is missing or not pgque_owner's).
+select pgque.create_queue('t67_m');
+select pgque.register_subconsumer('t67_m', 'g', 'm1');
+select pgque.maint() >= 0 as maintained;
+select count(*) filter (where func_name = 'pgque.maint') as maint_listed from pgque.maint_operations();
+-- a fence older than its time: step 6 has work, maint() does it
+insert into pgque.coop_fence (cf_batch, cf_sub, cf_member, cf_by, cf_by_batch, cf_at)
+select -67, s.sub_id, 'm1', 'm2', -68, now() - interval '2 days'
+  from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer where c.co_name = 'g';
+select count(*) filter (where func_name = 'pgque.maint') as maint_listed_fence from pgque.maint_operations();
+select pgque.maint() >= 0 as maintained;
+select count(*) filter (where func_name = 'pgque.maint') as maint_listed_after from pgque.maint_operations();
+-- hooks: a missing one and one not pgque_owner's run nothing: not listed
+create schema t67_hooks;
+create function t67_hooks.hook(text) returns int4 language sql as 'select 1';
+update pgque.queue set queue_extra_maint = array['t67_hooks.nohook', 't67_hooks.hook']
+ where queue_name = 't67_m';
+select hook, fn, skipped from pgque._maint_extra_hooks() where queue_name = 't67_m';
+select count(*) filter (where func_name = 'pgque.maint') as maint_listed_hooks from pgque.maint_operations();
+-- one pgque_owner owns (only a superuser can make it so), in a schema it
+-- may use: listed
+alter function t67_hooks.hook(text) owner to pgque_owner;
+select count(*) filter (where func_name = 'pgque.maint') as maint_listed_schema_not_usable from pgque.maint_operations();
+grant usage on schema t67_hooks to pgque_owner;
+select hook, fn, skipped from pgque._maint_extra_hooks() where queue_name = 't67_m';
+select count(*) filter (where func_name = 'pgque.maint') as maint_listed_hook_runs from pgque.maint_operations();
+select pgque.drop_queue('t67_m', true);
+drop schema t67_hooks cascade;
