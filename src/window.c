@@ -596,16 +596,18 @@ run_sift_down(CacheRun *runs, int nruns, const int64 *ids, int i)
 static bool
 cache_place(WindowCache *c, int64 lo, int64 hi)
 {
-	uint64		span = (uint64) hi - (uint64) lo + 1;
 	int			n = c->ntuples;
 	HeapTuple  *tuples = c->tuples;
 	int64	   *ids = c->ev_ids;
 	HeapTuple  *placed;
+	uint64		span;
 	int			i;
 	int			k;
 
-	if (span > (uint64) n * CACHE_PLACE_SPREAD)
+	/* hi - lo, not the span: ids at both ends of int8 would wrap it to 0 */
+	if ((uint64) hi - (uint64) lo >= (uint64) n * CACHE_PLACE_SPREAD)
 		return false;
+	span = (uint64) hi - (uint64) lo + 1;
 	/* never below the cache's capacity: both arrays hold maxtuples rows */
 	placed = MemoryContextAlloc(c->cxt, sizeof(HeapTuple) * Max((Size) span, (Size) c->maxtuples));
 	memset(placed, 0, sizeof(HeapTuple) * span);
@@ -620,16 +622,25 @@ cache_place(WindowCache *c, int64 lo, int64 hi)
 		}
 		*slot = tuples[i];
 	}
-	/* closed up in place: k <= i, so no row is overwritten before it moves */
-	k = 0;
-	for (i = 0; i < (int) span; i++)
-		if (placed[i] != NULL)
-		{
-			placed[k] = placed[i];
-			ids[k] = lo + i;
-			k++;
-		}
-	Assert(k == n);
+	if (span == (uint64) n)
+	{
+		/* no id missing (one transaction's rows, say): nothing to close up */
+		for (i = 0; i < n; i++)
+			ids[i] = lo + i;
+	}
+	else
+	{
+		/* closed up in place: k <= i, so no row is overwritten before it moves */
+		k = 0;
+		for (i = 0; i < (int) span; i++)
+			if (placed[i] != NULL)
+			{
+				placed[k] = placed[i];
+				ids[k] = lo + i;
+				k++;
+			}
+		Assert(k == n);
+	}
 	pfree(tuples);
 	c->tuples = placed;
 	return true;
