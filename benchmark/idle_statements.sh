@@ -9,14 +9,13 @@
 # as the workers call them.  ONLY='watchdog_pass' runs that one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. test/lib.sh
+. benchmark/lib.sh
 Q=${1:-1000}
 K=${2:-10}
-PORT=${PGQUE_BENCH_PORT:-56703}
-WORK=$(make_workdir pgque_idle_stmts)
-trap 'stop_cluster "$WORK"; rm -rf "$WORK"' EXIT
-start_cluster "$WORK" "$PORT" "pgque_bgw.enabled = off" "autovacuum = off" "jit = off"
-P() { as_pg psql -X -q -A -t -h "$WORK" -p "$PORT" -d postgres -v ON_ERROR_STOP=1 "$@"; }
+# benchmark/server.conf's settings (workers off); autovacuum and JIT off:
+# the figures repeat
+bench_server idle_stmts 56703 "autovacuum = off" "jit = off"
+P() { "${PSQL[@]}" "$@"; }
 P -c "create extension pgque_bgw" >/dev/null
 # 100 per transaction: each creation locks its tables until commit
 for ((b = 0; b < Q; b += 100)); do
