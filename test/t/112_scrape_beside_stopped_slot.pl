@@ -101,7 +101,7 @@ is($standby->safe_psql('postgres', q{
 is($standby->safe_psql('postgres', q{
     select slot_pending_events || ' ' || slot_pending_events_capped
       from pgque.get_partition_slot_info() where queue_name = 'sc' and slot = 3}),
-	'10000 t', 'get_partition_slot_info() on the standby: at the cap, said capped');
+	'10000 true', 'get_partition_slot_info() on the standby: at the cap, said capped');
 my $standby_read = $rows_read->($standby) - $r0;
 cmp_ok($standby_read, '<=', 3 * 10100, "the standby's three calls read at most about the cap each ($standby_read rows)");
 
