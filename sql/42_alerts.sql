@@ -107,13 +107,15 @@ declare
     fn     text;
     p_subs int4[];
     p_counts int8[];
-    -- a slot's pending events are counted up to this many (ADR 0096): a
-    -- pass reads no more of a stopped slot's backlog than that
-    cap    constant int8 := 10000;
+    p_capped boolean[];
+    -- a slot's pending events are counted up to this many (ADR 0096, 0094):
+    -- a pass reads no more of a stopped slot's backlog than that
+    cap    constant int8 := pgque._slot_pending_cap();
 begin
     -- every slot's pending events, one window read per partitioned consumer
     -- (ADR 0031), and one capped read per slot far behind (ADR 0096)
-    select pg_catalog.array_agg(p.sub_id), pg_catalog.array_agg(p.pending) into p_subs, p_counts
+    select pg_catalog.array_agg(p.sub_id), pg_catalog.array_agg(p.pending), pg_catalog.array_agg(p.capped)
+      into p_subs, p_counts, p_capped
       from pgque._slot_pending_all(i_skip, cap) p;
 
     -- partition slots: pending work nobody polls; leases left to expire
@@ -127,14 +129,15 @@ begin
           join pgque.subscription s on s.sub_queue = q.queue_id and s.sub_consumer = pc.co_id
           left join pgque._slot_leases() l on l.queue_id = q.queue_id and l.consumer = pc.consumer and l.slot = pc.slot
     ), polled as (
-        select sl.*, greatest(sl.last_receive, sl.sub_active) as last_poll, p.pending
+        select sl.*, greatest(sl.last_receive, sl.sub_active) as last_poll, p.pending, p.capped
           from slots sl
-          left join rows from (pg_catalog.unnest(p_subs), pg_catalog.unnest(p_counts)) p(sub_id, pending) on p.sub_id = sl.sub_id
+          left join rows from (pg_catalog.unnest(p_subs), pg_catalog.unnest(p_counts), pg_catalog.unnest(p_capped))
+                    p(sub_id, pending, capped) on p.sub_id = sl.sub_id
     )
     select 'slot_unpolled'::text, p.qn || '/' || p.cn || '/' || p.sl, p.qn, p.cn, p.sl,
            pg_catalog.jsonb_build_object(
                'pending_events', p.pending,
-               'pending_events_capped', p.pending >= cap,
+               'pending_events_capped', p.capped,
                'last_poll', p.last_poll,
                'seconds_since_poll', round(extract(epoch from now_ts - p.last_poll)::numeric, 1),
                'lease_owner', case when p.lease_until > now_ts then p.owner end)
@@ -156,7 +159,7 @@ begin
                'lag_seconds', round(extract(epoch from now_ts - nt.tick_time)::numeric, 1),
                -- a slot's own share, as get_consumer_info and metrics (ADR 0051)
                'pending_events', coalesce(p.pending, lt.tick_event_seq - ct.tick_event_seq),
-               'pending_events_capped', coalesce(p.pending >= cap, false))
+               'pending_events_capped', coalesce(p.capped, false))
       from pgque.subscription s
       join pgque.queue q on q.queue_id = s.sub_queue
       join pgque.consumer c on c.co_id = s.sub_consumer
@@ -167,8 +170,8 @@ begin
                      order by t.tick_id desc limit 1) lt on true
       -- a slot's own pending count (a join: probing the arrays per
       -- subscription cost 0.1 ms each, 0.1 s a pass at 1,000 slots)
-      left join rows from (pg_catalog.unnest(p_subs), pg_catalog.unnest(p_counts)) p(sub_id, pending)
-        on p.sub_id = s.sub_id
+      left join rows from (pg_catalog.unnest(p_subs), pg_catalog.unnest(p_counts), pg_catalog.unnest(p_capped))
+                p(sub_id, pending, capped) on p.sub_id = s.sub_id
      where nt.tick_time < now_ts - i_lag_alert_after
        and (pg_catalog.strpos(c.co_name, '#') = 0 or p.pending > 0);
 

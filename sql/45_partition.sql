@@ -574,6 +574,15 @@ begin
     return res;
 end $$;
 
+-- How many pending events of a slot every reader counts at most (ADR 0096,
+-- 0094): the watchdog's alerts, _consumer_state (get_consumer_info,
+-- metrics, the observability set) and get_partition_slot_info pass it to
+-- _slot_pending_all, so a call reads about this many rows per slot far
+-- behind, whatever its backlog.  Defined here only.
+create function pgque._slot_pending_cap() returns int8 language sql immutable as $$
+    select 10000::int8
+$$;
+
 -- Every slot's share of the events after its cursor (up to the latest
 -- tick), with one read of the window per
 -- partitioned consumer instead of one per slot (ADR 0031), and none for a
@@ -584,17 +593,22 @@ end $$;
 -- lock is taken, ADR 0040) are not read: their slots are left out.
 -- The window is the readers' (pgque._window_where, written once in C:
 -- src/window.c).
--- i_cap (the watchdog's, ADR 0096): a count that stops at i_cap.  A slot
--- that reads its own buckets (_slot_own_buckets) and whose cursor is more
--- than i_cap events of the stream behind the latest tick (tick_event_seq)
--- reads its own rows alone (_event_source of its n and slot) and stops at
--- the i_cap-th: pending = i_cap says "at least"; the group read covers the
--- others only, so that a stopped slot's backlog is not read again on every
--- pass.  A layout without own buckets keeps the exact group read (a
--- filtered read per slot would scan the stream once per slot far behind).
--- NULL: every count exact.
+-- i_cap (ADR 0096, 0094): a count that stops at i_cap.  A slot whose
+-- cursor is more than i_cap events of the stream behind the latest tick
+-- (tick_event_seq) is counted by a read that stops at i_cap rows: with own
+-- buckets (_slot_own_buckets) its own read, from its own cursor, at the
+-- i_cap-th row of its own (_event_source of its n and slot; pending =
+-- i_cap); in a
+-- layout without them (no buckets, or an n that does not divide them) at
+-- the i_cap-th row of the stream, one read for all such slots of the
+-- consumer, each counting its own among those rows (its share of them).
+-- capped = the read stopped there: pending is then a lower bound ("at
+-- least"; in the filtered layout it may be below i_cap, even 0).  The
+-- exact group read covers the others only, so that a stopped slot's
+-- backlog is not read again on every call.
+-- NULL: every count exact (capped false).
 create function pgque._slot_pending_all(i_skip int4[] default '{}', i_cap int8 default null,
-                                        out sub_id int4, out pending bigint)
+                                        out sub_id int4, out pending bigint, out capped boolean)
 returns setof record language plpgsql stable as $$
 declare
     g      record;
@@ -604,6 +618,8 @@ declare
     snaps  pg_catalog.pg_snapshot[];
     lo_tick bigint;
     lo_snap pg_catalog.pg_snapshot;
+    own    boolean;
+    far    boolean;
 begin
     if i_cap < 1 then
         raise exception 'a cap of pending events must be at least 1, got %', i_cap
@@ -629,62 +645,75 @@ begin
                          order by t.tick_id desc limit 1) lt on true
     loop
         if g.gone is not null then
-            return query select u, null::bigint from pg_catalog.unnest(g.gone) u;
+            return query select u, null::bigint, false from pg_catalog.unnest(g.gone) u;
         end if;
         if g.subs is null or g.qid = any (i_skip) then
             continue;
         end if;
         if (g.q).queue_unlogged and pg_catalog.pg_is_in_recovery() then
             -- a standby has no events of an unlogged queue (ADR 0068): unknown
-            return query select u, null::bigint from pg_catalog.unnest(g.subs) u;
+            return query select u, null::bigint, false from pg_catalog.unnest(g.subs) u;
             continue;
         end if;
-        -- the slots the group read covers (with i_cap, those near the
-        -- latest tick), the oldest cursor first
-        select pg_catalog.array_agg(u.slot order by u.slot), pg_catalog.array_agg(u.sub order by u.slot),
-               pg_catalog.array_agg(u.snap order by u.slot),
-               (pg_catalog.array_agg(u.tick order by u.tick))[1], (pg_catalog.array_agg(u.snap order by u.tick))[1]
-          into slots, subs, snaps, lo_tick, lo_snap
-          from rows from (pg_catalog.unnest(g.slots), pg_catalog.unnest(g.subs), pg_catalog.unnest(g.snaps),
-                          pg_catalog.unnest(g.seqs), pg_catalog.unnest(g.ticks)) u(slot, sub, snap, seq, tick)
-         where not (i_cap is not null and g.hi_seq - u.seq > i_cap
-                    and pgque._slot_own_buckets((g.q).queue_partition_buckets, g.n));
-        -- the slots far behind: each its own rows, up to i_cap of them
+        own := pgque._slot_own_buckets((g.q).queue_partition_buckets, g.n);
+        -- with own buckets, the slots far behind: each its own rows, up to
+        -- i_cap of them (every row read is the slot's)
         for f in select u.slot, u.sub, u.snap
                    from rows from (pg_catalog.unnest(g.slots), pg_catalog.unnest(g.subs), pg_catalog.unnest(g.snaps),
                                    pg_catalog.unnest(g.seqs)) u(slot, sub, snap, seq)
-                  where i_cap is not null and g.hi_seq - u.seq > i_cap
-                    and pgque._slot_own_buckets((g.q).queue_partition_buckets, g.n) loop
+                  where own and i_cap is not null and g.hi_seq - u.seq > i_cap loop
             return query execute pg_catalog.format(
-                'select $3::int4, count(*) from (select from %s ev where %s'
+                'select $3::int4, count(*), count(*) operator(pg_catalog.>=) $4 from (select from %s ev where %s'
                 '   and (ev.ev_owner is null or ev.ev_owner operator(pg_catalog.=) $3) limit $4) x',
                 pgque._event_source(g.q, f.snap, g.hi_snap, g.n, f.slot), pgque._window_where(1, 2, 5, 6))
             using pg_catalog.pg_snapshot_xmax(f.snap), pg_catalog.pg_snapshot_xmax(g.hi_snap), f.sub, i_cap,
                   array(select pg_catalog.pg_snapshot_xip(f.snap)), g.hi_snap;
         end loop;
-        if subs is null then
-            continue;
-        end if;
-        if lo_tick >= g.hi_tick then
-            -- every slot is at the latest tick: nothing pending, nothing read
-            return query select u, 0::bigint from pg_catalog.unnest(subs) u;
-            continue;
-        end if;
-        return query execute pg_catalog.format(
-            'select x.sub, count(e.ev_txid)'
-            '  from rows from (pg_catalog.unnest($3::int4[]), pg_catalog.unnest($4::int4[]),'
-            '                  pg_catalog.unnest($5::pg_catalog.pg_snapshot[])) x(slot, sub, snap1)'
-            '  left join (select ev.ev_txid, ev.ev_owner, pgque._slot_of(ev.ev_extra1, $8) as slot'
-            '               from %s ev'
-            '              where %s) e'
-            '    on e.slot = x.slot'
-            '   and not pg_catalog.pg_visible_in_snapshot(e.ev_txid, x.snap1)'
-            '   and (e.ev_owner is null or e.ev_owner = x.sub)'
-            ' group by x.sub', pgque._event_source(g.q, lo_snap, g.hi_snap, null, null),
-            pgque._window_where(1, 2, 6, 7))
-        using pg_catalog.pg_snapshot_xmax(lo_snap), pg_catalog.pg_snapshot_xmax(g.hi_snap),
-              slots, subs, snaps, array(select pg_catalog.pg_snapshot_xip(lo_snap)),
-              g.hi_snap, g.n;
+        -- group reads (ADR 0031), from the oldest cursor of their slots: the
+        -- slots near the latest tick (all without i_cap), exact; then,
+        -- without own buckets, the slots far behind, in one read that stops
+        -- at the i_cap-th row of the stream (a read per slot would read the
+        -- stream n times; a limit on a slot's filtered rows, all of it)
+        foreach far in array array[false, true] loop
+            select pg_catalog.array_agg(u.slot order by u.slot), pg_catalog.array_agg(u.sub order by u.slot),
+                   pg_catalog.array_agg(u.snap order by u.slot),
+                   (pg_catalog.array_agg(u.tick order by u.tick))[1], (pg_catalog.array_agg(u.snap order by u.tick))[1]
+              into slots, subs, snaps, lo_tick, lo_snap
+              from rows from (pg_catalog.unnest(g.slots), pg_catalog.unnest(g.subs), pg_catalog.unnest(g.snaps),
+                              pg_catalog.unnest(g.seqs), pg_catalog.unnest(g.ticks)) u(slot, sub, snap, seq, tick)
+             where (i_cap is not null and g.hi_seq - u.seq > i_cap) = far;
+            if subs is null or (far and own) then
+                continue;
+            end if;
+            if lo_tick >= g.hi_tick then
+                -- every slot is at the latest tick: nothing pending, nothing read
+                return query select u, 0::bigint, false from pg_catalog.unnest(subs) u;
+                continue;
+            end if;
+            return query execute pg_catalog.format(
+                case when far then
+                    'with r as materialized (select ev.ev_txid, ev.ev_owner, ev.ev_extra1 from %s ev where %s limit $9)'
+                    'select x.sub, count(e.ev_txid), (select count(*) from r) operator(pg_catalog.>=) $9'
+                    '  from rows from (pg_catalog.unnest($3::int4[]), pg_catalog.unnest($4::int4[]),'
+                    '                  pg_catalog.unnest($5::pg_catalog.pg_snapshot[])) x(slot, sub, snap1)'
+                    '  left join (select r.ev_txid, r.ev_owner, pgque._slot_of(r.ev_extra1, $8) as slot from r) e'
+                else
+                    'select x.sub, count(e.ev_txid), false'
+                    '  from rows from (pg_catalog.unnest($3::int4[]), pg_catalog.unnest($4::int4[]),'
+                    '                  pg_catalog.unnest($5::pg_catalog.pg_snapshot[])) x(slot, sub, snap1)'
+                    '  left join (select ev.ev_txid, ev.ev_owner, pgque._slot_of(ev.ev_extra1, $8) as slot'
+                    '               from %s ev'
+                    '              where %s) e'
+                end ||
+                '    on e.slot = x.slot'
+                '   and not pg_catalog.pg_visible_in_snapshot(e.ev_txid, x.snap1)'
+                '   and (e.ev_owner is null or e.ev_owner = x.sub)'
+                ' group by x.sub', pgque._event_source(g.q, lo_snap, g.hi_snap, null, null),
+                pgque._window_where(1, 2, 6, 7))
+            using pg_catalog.pg_snapshot_xmax(lo_snap), pg_catalog.pg_snapshot_xmax(g.hi_snap),
+                  slots, subs, snaps, array(select pg_catalog.pg_snapshot_xip(lo_snap)),
+                  g.hi_snap, g.n, i_cap;
+        end loop;
     end loop;
 end $$;
 
@@ -697,7 +726,10 @@ end $$;
 --                        the hash filter (every slot of a consumer that
 --                        is behind shows the whole backlog; 0 = caught up)
 --   slot_pending_events  the slot's own share of them, as the alerts count
---                        it (_slot_pending_all, ADR 0051)
+--                        it (_slot_pending_all, ADR 0051), up to
+--                        _slot_pending_cap() for a slot far behind (ADR 0094)
+--   slot_pending_events_capped  true when that count stopped at the cap:
+--                        slot_pending_events is then a lower bound
 --   lease_ttl            the TTL of the live lease (pgque.partition_slot)
 -- The two counts are NULL when the slot's cursor tick is gone (ADR 0022).
 create function pgque.get_partition_slot_info(
@@ -705,7 +737,7 @@ create function pgque.get_partition_slot_info(
     out lease_owner text, out lease_until timestamptz, out epoch bigint,
     out last_tick bigint, out pending_events bigint,
     out last_receive_at timestamptz, out last_ack_at timestamptz, out alert text,
-    out slot_pending_events bigint, out lease_ttl interval)
+    out slot_pending_events bigint, out lease_ttl interval, out slot_pending_events_capped boolean)
 returns setof record language sql security definer
 set search_path = pgque, pg_catalog, pg_temp set jit = off as $$
     select q.queue_name, pc.consumer, pc.slot, pc.n,
@@ -717,7 +749,8 @@ set search_path = pgque, pg_catalog, pg_temp set jit = off as $$
              where a.cleared_at is null and a.queue_name = q.queue_name
                and a.consumer = pc.consumer and a.slot = pc.slot),
            p.pending,
-           case when l.lease_until > pg_catalog.clock_timestamp() then l.ttl_ms * interval '1 millisecond' end
+           case when l.lease_until > pg_catalog.clock_timestamp() then l.ttl_ms * interval '1 millisecond' end,
+           p.capped
       from pgque._slot_list() pc
       join pgque.queue q on q.queue_id = pc.queue_id
       left join pgque.subscription s on s.sub_queue = q.queue_id and s.sub_consumer = pc.co_id
@@ -725,7 +758,7 @@ set search_path = pgque, pg_catalog, pg_temp set jit = off as $$
       left join lateral (select t.tick_event_seq from pgque.tick t where t.tick_queue = q.queue_id
                           order by t.tick_id desc limit 1) lt on true
       left join pgque._slot_leases() l on l.queue_id = q.queue_id and l.consumer = pc.consumer and l.slot = pc.slot
-      left join pgque._slot_pending_all() p on p.sub_id = s.sub_id
+      left join pgque._slot_pending_all('{}', pgque._slot_pending_cap()) p on p.sub_id = s.sub_id
      order by q.queue_name, pc.consumer, pc.slot
 $$;
 

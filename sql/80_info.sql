@@ -253,7 +253,10 @@ end $$;
 --   pending_events  event sequence positions past the cursor; for a
 --                   partition slot its own share, as the alerts count it
 --                   (_slot_pending_all: one window read per partitioned
---                   consumer, ADR 0031, ADR 0051)
+--                   consumer, ADR 0031, ADR 0051), up to
+--                   _slot_pending_cap() for a slot far behind (ADR 0094)
+--   pending_capped  that count stopped at the cap: pending_events is a
+--                   lower bound (false for every other subscription)
 --   oldest_pending_time  the first tick past the cursor that carries new
 --                   events: the oldest unconsumed event was ticked then
 --                   (the measure of the consumer_lagging alert); NULL for
@@ -266,9 +269,10 @@ create function pgque._consumer_state(
     out sub_next_tick bigint, out sub_batch_pos bigint,
     out cursor_time timestamptz, out cursor_seq bigint, out cursor_xmin xid8,
     out lag interval, out pending_events bigint,
-    out oldest_pending_time timestamptz, out last_tick_id bigint)
+    out oldest_pending_time timestamptz, out last_tick_id bigint, out pending_capped boolean)
 returns setof record language sql stable as $$
-    with slot_pending as materialized (select p.sub_id, p.pending from pgque._slot_pending_all() p)
+    with slot_pending as materialized (select p.sub_id, p.pending, p.capped
+                                         from pgque._slot_pending_all('{}', pgque._slot_pending_cap()) p)
     select q.queue_id, q.queue_name, c.co_name,
            t.tick_id, s.sub_active, coalesce(s.sub_batch, sb.sb_batch),
            coalesce(s.sub_next_tick, sb.sb_next_tick), coalesce(s.sub_batch_pos, sb.sb_pos),
@@ -282,7 +286,8 @@ returns setof record language sql stable as $$
                and nt.tick_id operator(pg_catalog.>) t.tick_id
                and nt.tick_event_seq operator(pg_catalog.>) t.tick_event_seq
              order by nt.tick_id limit 1) end,
-           (select max(lt.tick_id) from pgque.tick lt where lt.tick_queue operator(pg_catalog.=) s.sub_queue)
+           (select max(lt.tick_id) from pgque.tick lt where lt.tick_queue operator(pg_catalog.=) s.sub_queue),
+           coalesce(sp.capped, false)
       from pgque.subscription s
       join pgque.queue q on q.queue_id operator(pg_catalog.=) s.sub_queue
       join pgque.consumer c on c.co_id operator(pg_catalog.=) s.sub_consumer
@@ -297,14 +302,18 @@ $$;
 -- get_consumer_info(): PgQ's figures of every subscription (slots as
 -- "<consumer>#<k>/<n>", from _consumer_state: a slot's own cursor, open
 -- batch and share) and of every cooperative member.  Stable: one snapshot
--- for every row, also when metrics() reads it.
-create function pgque.get_consumer_info(
+-- for every row, also when metrics() reads it.  _consumer_info() has one
+-- more column, pending_capped (_consumer_state's: the slot's count stopped
+-- at _slot_pending_cap(), ADR 0094; false for members), which metrics()
+-- says; get_consumer_info() keeps PgQ's columns.
+create function pgque._consumer_info(
     out queue_name text, out consumer_name text, out lag interval, out last_seen interval,
-    out last_tick bigint, out current_batch bigint, out next_tick bigint, out pending_events bigint)
-returns setof record language sql stable security definer
+    out last_tick bigint, out current_batch bigint, out next_tick bigint, out pending_events bigint,
+    out pending_capped boolean)
+returns setof record language sql stable
 set search_path = pgque, pg_catalog, pg_temp as $$
     select cs.queue_name, cs.consumer_name, cs.lag, now() - cs.sub_active,
-           cs.sub_last_tick, cs.sub_batch, cs.sub_next_tick, cs.pending_events
+           cs.sub_last_tick, cs.sub_batch, cs.sub_next_tick, cs.pending_events, cs.pending_capped
       from pgque._consumer_state() cs
     union all
     -- the members of cooperative groups, as PgQue names them: lag and
@@ -313,13 +322,25 @@ set search_path = pgque, pg_catalog, pg_temp as $$
            now() - m.last_seen,
            coalesce(m.prev_tick, s.sub_last_tick), m.batch, m.next_tick,
            case when m.batch is null then 0
-                else greatest(coalesce(nt.tick_event_seq, pgque._event_seq_pos(q)) - t.tick_event_seq, 0) end
+                else greatest(coalesce(nt.tick_event_seq, pgque._event_seq_pos(q)) - t.tick_event_seq, 0) end,
+           false
       from pgque._coop_member_info() m
       join pgque.subscription s on s.sub_id = m.sub_id
       join pgque.queue q on q.queue_id = s.sub_queue
       join pgque.consumer c on c.co_id = s.sub_consumer
       join pgque.tick t on t.tick_queue = s.sub_queue and t.tick_id = coalesce(m.prev_tick, s.sub_last_tick)
       left join pgque.tick nt on nt.tick_queue = s.sub_queue and nt.tick_id = m.next_tick
+     order by 1, 2
+$$;
+
+create function pgque.get_consumer_info(
+    out queue_name text, out consumer_name text, out lag interval, out last_seen interval,
+    out last_tick bigint, out current_batch bigint, out next_tick bigint, out pending_events bigint)
+returns setof record language sql stable security definer
+set search_path = pgque, pg_catalog, pg_temp as $$
+    select i.queue_name, i.consumer_name, i.lag, i.last_seen, i.last_tick, i.current_batch, i.next_tick,
+           i.pending_events
+      from pgque._consumer_info() i
      order by 1, 2
 $$;
 

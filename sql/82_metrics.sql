@@ -8,8 +8,9 @@
 create function pgque.metrics(out metric text, out labels jsonb, out value float8)
 returns setof record language sql stable security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
-    -- read once: a slot's share reads its window (_slot_pending_all)
-    with ci as materialized (select * from pgque.get_consumer_info()),
+    -- read once: a slot's share reads its window (_slot_pending_all), up to
+    -- _slot_pending_cap() rows for a slot far behind (ADR 0094)
+    with ci as materialized (select * from pgque._consumer_info()),
          rs as materialized (select * from pgque._retention_state())
     -- per queue
     select 'pgque_events_produced_total', jsonb_build_object('queue', q.queue_name),
@@ -61,6 +62,12 @@ set search_path = pgque, pg_catalog, pg_temp as $$
     -- each counting its own share)
     select 'pgque_consumer_pending_events', jsonb_build_object('queue', i.queue_name, 'consumer', i.consumer_name),
            i.pending_events::float8
+      from ci i
+    union all
+    -- 1: that count stopped at _slot_pending_cap() (a partition slot far
+    -- behind): pgque_consumer_pending_events is a lower bound (ADR 0094)
+    select 'pgque_consumer_pending_events_capped', jsonb_build_object('queue', i.queue_name, 'consumer', i.consumer_name),
+           i.pending_capped::int::float8
       from ci i
     union all
     select 'pgque_consumer_lag_seconds', jsonb_build_object('queue', i.queue_name, 'consumer', i.consumer_name),

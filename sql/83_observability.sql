@@ -388,6 +388,7 @@ set search_path = pgque, pg_catalog, pg_temp as $$
           ('pgque_seconds_since_rotation',  'pgque.queue.seconds_since_rotation'),
           ('pgque_queue_depth',             'pgque.queue.depth'),
           ('pgque_consumer_pending_events', 'pgque.consumer.pending_events'),
+          ('pgque_consumer_pending_events_capped', 'pgque.consumer.pending_events_capped'),
           ('pgque_consumer_lag_seconds',    'pgque.consumer.lag_seconds'),
           ('pgque_batches_total',           'pgque.batches'),
           ('pgque_retry_pending',           'pgque.queue.retry_pending'),

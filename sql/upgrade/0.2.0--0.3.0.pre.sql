@@ -39,6 +39,10 @@ drop function pgque._queue_lock_class();
 drop function pgque._slot_pending_all();
 drop function pgque._alert_conditions(interval, interval, interval, interval, interval);
 
+-- A slot's pending count stops at _slot_pending_cap() in every reader and
+-- says so (ADR 0094): _consumer_state has a new last column, pending_capped.
+drop function pgque._consumer_state();
+
 -- Per-queue rights (ADR 0047): the columns here, their values, defaults
 -- and NOT NULL in the post step (a data fix; a default given here would
 -- leave a "missing value" in the catalog that a fresh install has not).

@@ -3,7 +3,8 @@
 -- _slot_pending_all(skip, cap): a slot that reads its own buckets and whose
 -- cursor is more than cap events of the stream behind the latest tick
 -- reads its own rows alone and stops at the cap-th; the others keep the
--- exact group read (ADR 0031), and so does a layout without own buckets.
+-- exact group read (ADR 0031); a layout without own buckets reads at most
+-- the cap's rows of the stream for its slots far behind (ADR 0094).
 -- Workers are off here; the ticks are explicit.
 
 -- rows read from queue q's event tables so far in this backend's pending
@@ -63,10 +64,25 @@ commit;
 -- a cap below 1 is refused (no count of 0 for a slot with events)
 select * from pgque._slot_pending_all('{}', 0);
 
--- a layout without own buckets (a filtered read per slot would scan the
--- stream once per slot): the cap changes nothing, every count exact
-select (select array_agg(pending order by slot) from pg_temp.pending('pc_u', 'w', 4, 50))
-     = (select array_agg(pending order by slot) from pg_temp.pending('pc_u', 'w', 4, null)) as unbucketed_exact;
+-- a layout without own buckets (ADR 0094): the slots far behind are
+-- counted by one read of the stream that stops at the cap's rows, each
+-- slot its own among them: lower bounds that add up to the cap, all said
+-- capped (a filtered read per slot would read the stream once per slot; a
+-- limit on a slot's own rows, all of it)
+select c.slot, c.pending <= e.pending as lower_bound, c.capped
+  from (select k as slot, p.pending, p.capped
+          from generate_series(0, 3) k
+          join pgque.consumer co on co.co_name = pgque._slot_name('w', k, 4)
+          join pgque.subscription s on s.sub_consumer = co.co_id
+                                    and s.sub_queue = (select queue_id from pgque.queue where queue_name = 'pc_u')
+          join pgque._slot_pending_all('{}', 50) p on p.sub_id = s.sub_id) c
+  join pg_temp.pending('pc_u', 'w', 4, null) e using (slot)
+ order by slot;
+begin;
+select pg_temp.rows_read('pc_u') as before_unbucketed \gset
+select sum(pending) as unbucketed_capped_sum from pg_temp.pending('pc_u', 'w', 4, 50);
+select pg_temp.rows_read('pc_u') - :before_unbucketed between 50 and 60 as unbucketed_read_stops_at_cap;
+commit;
 
 -- a slot near the latest tick keeps its exact count in the same call: slot
 -- 0 drained, then 30 more events, of which slot 0's are counted exactly
