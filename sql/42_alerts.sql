@@ -142,7 +142,9 @@ begin
                'seconds_since_poll', round(extract(epoch from now_ts - p.last_poll)::numeric, 1),
                'lease_owner', case when p.lease_until > now_ts then p.owner end)
       from polled p
-     where p.pending > 0 and p.last_poll < now_ts - i_slot_unpolled_after
+     -- a capped count (ADR 0094) is a lower bound: in the filtered layout a
+     -- slot far behind may count 0 of the events read and still have some
+     where (p.pending > 0 or p.capped) and p.last_poll < now_ts - i_slot_unpolled_after
     union all
     select 'slot_stale', s.qn || '/' || s.cn || '/' || s.sl, s.qn, s.cn, s.sl,
            pg_catalog.jsonb_build_object(
@@ -173,7 +175,7 @@ begin
       left join rows from (pg_catalog.unnest(p_subs), pg_catalog.unnest(p_counts), pg_catalog.unnest(p_capped))
                 p(sub_id, pending, capped) on p.sub_id = s.sub_id
      where nt.tick_time < now_ts - i_lag_alert_after
-       and (pg_catalog.strpos(c.co_name, '#') = 0 or p.pending > 0);
+       and (pg_catalog.strpos(c.co_name, '#') = 0 or p.pending > 0 or p.capped);
 
     -- cooperative members silent for too long while they hold a batch (the
     -- group's own lag is consumer_lagging above: its cursor is the group's)
