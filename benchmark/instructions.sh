@@ -11,6 +11,12 @@
 # KEEP=dir keeps each workload's callgrind file there (callgrind_annotate
 # --inclusive=yes dir/<workload>.cg: the per-function profile);
 # ONLY='send send_batch_100' runs only those workloads (and the base).
+# PREPARED=1: each workload's statement prepared once and EXECUTEd N times,
+# as pgbench -M prepared (and drivers) run it: no parse or plan per
+# statement, which otherwise adds some 50k instructions to every workload
+# alike and hides the ratios pgbench measures (ADR 0092).  select_bigint
+# (select 1::bigint) is the floor of any statement that returns one row:
+# single-user mode prints it (debugtup), which a client's row costs less.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . benchmark/lib.sh
@@ -33,6 +39,7 @@ SQL
 stop_cluster "$WORK"
 
 declare -A S=(
+	[select_bigint]="select 1::bigint;"
 	[insert]="insert into plain (typ, data) values ('default', 'payload-abcdefghij');"
 	[insert_indexed]="insert into plain_idx (typ, data) values ('default', 'payload-abcdefghij');"
 	[send]="select pgque.send('b', 'payload-abcdefghij');"
@@ -50,13 +57,18 @@ count() { bench_callgrind "$(basename "$1" .sql)" < "$1"; }
 echo "set role w;" > "$WORK/empty.sql"
 base=$(count "$WORK/empty.sql")
 printf '%-32s %14s\n' workload "instr/event"
-for w in insert insert_indexed send send_typed send_keyed send_keyed_32_buckets send_jsonb \
+for w in select_bigint insert insert_indexed send send_typed send_keyed send_keyed_32_buckets send_jsonb \
          send_batch_100 multi_row_insert_100 multi_row_insert_100_indexed; do
 	[[ -n ${ONLY:-} && " $ONLY " != *" $w "* ]] && continue
 	n=$N per=1
 	[[ $w == *_100* ]] && n=$NB per=100
 	{ echo "set role w;"; [[ $w == *insert* ]] && echo "reset role;"
-	  for _ in $(seq 1 "$n"); do echo "${S[$w]}"; done; } > "$WORK/$w.sql"
+	  if [[ ${PREPARED:-0} == 1 ]]; then
+		echo "prepare p as ${S[$w]}"
+		for _ in $(seq 1 "$n"); do echo "execute p;"; done
+	  else
+		for _ in $(seq 1 "$n"); do echo "${S[$w]}"; done
+	  fi; } > "$WORK/$w.sql"
 	ir=$(count "$WORK/$w.sql")
 	awk -v a="$base" -v b="$ir" -v n="$n" -v p="$per" -v w="$w" \
 		'BEGIN {printf "%-32s %14.0f\n", w, (b - a) / (n * p)}'

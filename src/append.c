@@ -41,6 +41,7 @@
 
 #include "access/genam.h"
 #include "access/heapam.h"
+#include "access/nbtree.h"
 #include "access/table.h"
 #include "access/xact.h"
 #include "catalog/catalog.h"
@@ -115,6 +116,7 @@ typedef struct Target
 	int			nindexes;
 	Oid		   *index_oids;
 	IndexInfo **index_infos;
+	int		   *hint_wait;		/* per index: appends before the next rightmost-leaf hint */
 } Target;
 
 /* beyond this many tables, the cache is emptied (a session creating queues forever) */
@@ -278,6 +280,7 @@ table_is_plain(Target *t, Relation rel)
 	t->nindexes = 0;
 	t->index_oids = MemoryContextAlloc(t->cxt, sizeof(Oid) * Max(list_length(indexes), 1));
 	t->index_infos = MemoryContextAlloc(t->cxt, sizeof(IndexInfo *) * Max(list_length(indexes), 1));
+	t->hint_wait = MemoryContextAllocZero(t->cxt, sizeof(int) * Max(list_length(indexes), 1));
 	foreach(lc, indexes)
 	{
 		Relation	irel = index_open(lfirst_oid(lc), RowExclusiveLock);
@@ -392,6 +395,46 @@ open_target(Target *t, const QueueInfo *q, int bucket)
 	return NULL;
 }
 
+/*
+ * The rightmost-leaf hint of a small btree (ADR 0092).  Core inserts a key
+ * greater than every other one straight into the rightmost leaf it cached
+ * in the index's target block (nbtinsert.c's _bt_search_insert, which checks
+ * under the page's lock that the block is still the rightmost leaf, has
+ * room and that the key goes there, and else descends from the root), but
+ * caches it only in a tree of 3 levels or more (BTREE_FASTPATH_MIN_LEVEL):
+ * about 150,000 events.  Below that, every append descended from the root:
+ * every current table after a rotation, and every table of a queue that
+ * never grows that large.  ev_txid grows with each transaction, so an
+ * event's key is almost always the greatest: this caches the rightmost
+ * leaf of a smaller tree (one descent, _bt_get_endpoint), and again when
+ * core has dropped the hint (a split, a key that did not fit, a page
+ * locked by another producer), but at most once in HINT_EVERY appends
+ * of the backend to the table, so that a producer whose keys do not go
+ * there (a transaction open across many others) pays one descent more per
+ * HINT_EVERY appends, not one per append.
+ */
+#define FASTPATH_MIN_LEVEL 2	/* nbtinsert.c's BTREE_FASTPATH_MIN_LEVEL */
+#define HINT_EVERY 16
+
+static void
+hint_rightmost_leaf(Target *t, int i, Relation irel)
+{
+	Buffer		buf;
+
+	if (t->hint_wait[i] > 0)
+		t->hint_wait[i]--;
+	if (RelationGetTargetBlock(irel) != InvalidBlockNumber || t->hint_wait[i] > 0)
+		return;
+	t->hint_wait[i] = HINT_EVERY;
+	if (irel->rd_rel->relam != BTREE_AM_OID || _bt_getrootheight(irel) >= FASTPATH_MIN_LEVEL)
+		return;					/* core keeps its own hint */
+	buf = _bt_get_endpoint(irel, 0, true, NULL);
+	if (!BufferIsValid(buf))
+		return;					/* an empty index: no leaf yet */
+	RelationSetTargetBlock(irel, BufferGetBlockNumber(buf));
+	_bt_relbuf(irel, buf);
+}
+
 /* the values of the row's index columns, as FormIndexDatum gives them for plain columns */
 static void
 insert_index_rows_tid(Target *t, Relation rel, Relation *irels, ItemPointer tid, Datum *values,
@@ -413,6 +456,7 @@ insert_index_rows_tid(Target *t, Relation rel, Relation *irels, ItemPointer tid,
 			ivalues[k] = values[ii->ii_IndexAttrNumbers[k] - 1];
 			inull[k] = isnull[ii->ii_IndexAttrNumbers[k] - 1];
 		}
+		hint_rightmost_leaf(t, i, irels[i]);
 		index_insert(irels[i], ivalues, inull, tid, rel, UNIQUE_CHECK_NO, false, ii);
 	}
 }
