@@ -334,7 +334,8 @@ $$;
 
 -- Maintenance (ADR 0079): take the OIDs that have no pg_roles row (a role
 -- dropped after DROP OWNED took its anchor) out of the four lists, and
--- give the consumers whose owner is gone to pgque_admin (ADR 0071), so
+-- give the consumers whose owner is gone to pgque_admin (ADR 0071), and
+-- drop the idempotency claims of a role that is gone (ADR 0091), so
 -- that no dump carries one.  One statement per list; nothing to write
 -- when no OID is stale.  -> number of rows changed.
 -- First one look at every OID of the lists at once, each distinct one
@@ -382,6 +383,28 @@ begin
     t := t + n;
     update pgque.partition_consumer pc set owner = 'pgque_admin'::pg_catalog.regrole
      where pgque._live_roles(array[pc.owner]) operator(pg_catalog.=) '{}';
+    get diagnostics n = row_count;
+    t := t + n;
+    -- the idempotency claims of a dropped role (ADR 0091): its OID, written
+    -- by a dump as a bare number, would be another role's after a restore,
+    -- which would then be answered "deduped" with the dropped role's event
+    -- ids.  The roles are found by a skip scan of the primary key (one
+    -- probe per queue and role, not a pass over the claims); '-' (0) is
+    -- the shared key space of 0.2.0's claims, no role.
+    delete from pgque.idem i
+     using (with recursive r(queue_id, role) as (
+                (select x.queue_id, x.idem_role from pgque.idem x
+                  order by x.queue_id, x.idem_role limit 1)
+                union all
+                select y.queue_id, y.idem_role
+                  from r cross join lateral (
+                       select x.queue_id, x.idem_role from pgque.idem x
+                        where (x.queue_id, x.idem_role) operator(pg_catalog.>) (r.queue_id, r.role)
+                        order by x.queue_id, x.idem_role limit 1) y)
+            select r.queue_id, r.role from r
+             where r.role operator(pg_catalog.<>) 0::pg_catalog.oid
+               and not exists (select from pg_catalog.pg_roles pr where pr.oid operator(pg_catalog.=) r.role)) d
+     where i.queue_id operator(pg_catalog.=) d.queue_id and i.idem_role operator(pg_catalog.=) d.role;
     get diagnostics n = row_count;
     return t + n;
 end $$;

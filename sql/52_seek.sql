@@ -135,6 +135,67 @@ begin
               hint = 'Try again; a worker stuck in a transaction must end it first (pg_stat_activity).';
 end $$;
 
+-- The copies a replay must not deliver (ADR 0091).  A retry (nack, PgQ's
+-- event_retry) and a release of a paused key (ADR 0029) append copies of
+-- events under their ids, owned by the subscription (ev_owner).  A seek
+-- back to tick i_tick reads the windows after it again: an original there
+-- comes again in its place, and a copy the consumer already acked would
+-- come a second time, after the key's later events.  So the copies the
+-- consumer passed (acked: in its windows from i_tick to its cursor, and a
+-- slot's acked part of its open window up to its position, _slot_passed)
+-- go, in the seek's transaction; a copy after the cursor (a retry still
+-- owed) stays, and a copy made after the seek is after every tick it can
+-- reach.  The rows are the owner's alone (no other reader sees them).  i_n, i_slot: a slot's
+-- layout (NULL: a plain consumer or a cooperative group, whose cursor is
+-- the low-water mark).  -> copies removed.
+create function pgque._seek_drop_copies(q pgque.queue, i_sub int4, i_n int4, i_slot int4, i_tick bigint)
+returns int4 language plpgsql as $$
+declare
+    cur    bigint;
+    pos    bigint;
+    nxt    bigint;
+    lo     pg_catalog.pg_snapshot;
+    hi     pg_catalog.pg_snapshot;
+    nx     pg_catalog.pg_snapshot;
+    n      int4 := 0;
+    m      int4;
+begin
+    if i_n is not null then
+        select x.tick, x.pos, x.next_tick into cur, pos, nxt from pgque._slot_passed(i_sub) x;
+    else
+        select s.sub_last_tick into cur from pgque.subscription s where s.sub_id = i_sub;
+    end if;
+    select t.tick_snapshot into lo from pgque.tick t where t.tick_queue = q.queue_id and t.tick_id = i_tick;
+    select t.tick_snapshot into hi from pgque.tick t where t.tick_queue = q.queue_id and t.tick_id = cur;
+    select t.tick_snapshot into nx from pgque.tick t where t.tick_queue = q.queue_id and t.tick_id = nxt;
+    -- nothing passed after the new position (a seek forward, or in place
+    -- with no acked part of a window), or a tick already gone: no copy to
+    -- drop.  The rows go by the window rule the readers use
+    -- (_window_where, C's) on the subscription's own rows, found through
+    -- the ev_txid index: not a read of every event since the position.
+    if lo is null or hi is null or i_tick > cur then
+        return 0;
+    end if;
+    if i_tick < cur then
+        execute pg_catalog.format('delete from pgque.%I ev where ev.ev_owner operator(pg_catalog.=) $1 and %s',
+                                  'event_' || q.queue_id, pgque._window_where(2, 3, 4, 5))
+            using i_sub, pg_catalog.pg_snapshot_xmax(lo), pg_catalog.pg_snapshot_xmax(hi),
+                  array(select pg_catalog.pg_snapshot_xip(lo)), hi;
+        get diagnostics n = row_count;
+    end if;
+    -- a slot's acked part of its open window (cur, nxt], up to pos
+    if pos is not null and nx is not null then
+        execute pg_catalog.format('delete from pgque.%I ev where ev.ev_owner operator(pg_catalog.=) $1'
+                                  ' and ev.ev_id operator(pg_catalog.<=) $6 and %s',
+                                  'event_' || q.queue_id, pgque._window_where(2, 3, 4, 5))
+            using i_sub, pg_catalog.pg_snapshot_xmax(hi), pg_catalog.pg_snapshot_xmax(nx),
+                  array(select pg_catalog.pg_snapshot_xip(hi)), nx, pos;
+        get diagnostics m = row_count;
+        n := n + m;
+    end if;
+    return n;
+end $$;
+
 -- A plain consumer: the cursor moves, the open batch is dropped (as by
 -- register_consumer_at()); an ack of that batch then finishes nothing.
 -- Pending retries stay: they are new events.
@@ -222,6 +283,11 @@ begin
         perform pgque._seek_busy(i_consumer, q.queue_name, 'a slot''s batch');
     end;
     select * into tick_id, tick_time, clamped from pgque._seek_hold(q, i_consumer, i_what, i_at);
+    -- the copies each slot acked go (ADR 0091): read before its batch rows
+    perform pgque._seek_drop_copies(q, s.sub_id, pc.n, k, _seek_partitioned.tick_id)
+       from pg_catalog.generate_series(0, pc.n - 1) k
+       join pgque.consumer c on c.co_name = i_consumer || '#' || k || '/' || pc.n
+       join pgque.subscription s on s.sub_consumer = c.co_id and s.sub_queue = q.queue_id;
     delete from pgque.slot_batch where sb_sub = any (subs);
     update pgque.subscription
        set sub_last_tick = _seek_partitioned.tick_id, sub_batch = null, sub_next_tick = null,
@@ -266,6 +332,7 @@ begin
         perform pgque._seek_busy(i_consumer_name, q.queue_name, 'its subscription (a receive in progress)');
     end;
     select * into tick_id, tick_time, clamped from pgque._seek_hold(q, i_consumer_name, i_what, i_at);
+    perform pgque._seek_drop_copies(q, s.sub_id, null, null, tick_id);     -- ADR 0091
     if s.sub_role = 'coop_main' then
         perform pgque._seek_coop(q, s, i_consumer_name, tick_id);
     else

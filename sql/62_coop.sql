@@ -67,6 +67,18 @@ $$;
 -- LOCKED: when someone else holds it (another member's advance, the
 -- ticker), this does nothing and the next call catches up.  -> windows cut,
 -- or -1 when the row was busy.
+-- A group's cursor: the start of its oldest window not finished, or its
+-- high-water mark i_hw when none is open; never before i_last (its cursor
+-- now).  No window starts before the cursor: the bound lets the index scan
+-- skip the entries of windows finished (deleted) since the last vacuum.
+-- The one rule of _coop_sync and of _coop_maint_due.
+create function pgque._coop_low_water(i_sub int4, i_last bigint, i_hw bigint)
+returns bigint language sql stable as $$
+    select greatest(coalesce(pg_catalog.min(w.cw_prev_tick), i_hw), i_last)
+      from pgque.coop_window w
+     where w.cw_sub operator(pg_catalog.=) i_sub and w.cw_prev_tick operator(pg_catalog.>=) i_last
+$$;
+
 create function pgque._coop_sync(i_sub int4)
 returns int4 language plpgsql as $$
 declare
@@ -95,11 +107,7 @@ begin
         returning cw_next_tick)
     select count(*), max(cw_next_tick) into n, hw from ins;
     hw := greatest(g.sub_coop_hw, hw);
-    -- no window starts before the cursor: the bound lets the index scan
-    -- skip the entries of windows finished (deleted) since the last vacuum
-    select coalesce(min(cw_prev_tick), hw) into pos from pgque.coop_window
-     where cw_sub = g.sub_id and cw_prev_tick >= g.sub_last_tick;
-    pos := greatest(pos, g.sub_last_tick);
+    pos := pgque._coop_low_water(g.sub_id, g.sub_last_tick, hw);
     if hw is distinct from g.sub_coop_hw or pos is distinct from g.sub_last_tick then
         update pgque.subscription set sub_coop_hw = hw, sub_last_tick = pos where sub_id = g.sub_id;
     end if;
@@ -594,9 +602,30 @@ begin
     for s in select sub_id from pgque.subscription where sub_role = 'coop_main' order by sub_id loop
         n := n + greatest(pgque._coop_sync(s), 0);
     end loop;
-    delete from pgque.coop_fence where cf_at < now() - interval '1 day';
+    delete from pgque.coop_fence where cf_at < now() - pgque._coop_fence_kept();
     return n;
 end $$;
+
+-- How long a taken-over member's fence is kept (its late ack is refused by
+-- name until then).
+create function pgque._coop_fence_kept()
+returns interval language sql immutable as $$ select interval '1 day' $$;
+
+-- Whether _coop_maint() has work (maint_operations() lists maint() for
+-- it): a group with a tick past its high-water mark (windows to cut) or
+-- whose cursor moves (_coop_low_water), or a fence past its time.
+create function pgque._coop_maint_due()
+returns boolean language sql stable as $$
+    select exists (select from pgque.subscription g
+                    where g.sub_role operator(pg_catalog.=) 'coop_main'
+                      and (exists (select from pgque.tick t
+                                    where t.tick_queue operator(pg_catalog.=) g.sub_queue
+                                      and t.tick_id operator(pg_catalog.>) g.sub_coop_hw)
+                           or pgque._coop_low_water(g.sub_id, g.sub_last_tick, g.sub_coop_hw)
+                              operator(pg_catalog.<>) g.sub_last_tick))
+        or exists (select from pgque.coop_fence f
+                    where f.cf_at operator(pg_catalog.<) (pg_catalog.now() operator(pg_catalog.-) pgque._coop_fence_kept()))
+$$;
 
 -- The members of the groups, for get_consumer_info and the watchdog: their
 -- window (if any) and when they were last heard of.

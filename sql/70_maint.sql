@@ -257,39 +257,60 @@ begin
 end $$;
 
 -- The queues' extra maintenance hooks (PgQ's queue_extra_maint: function
--- names, each called as fn(queue_name) -> int4).  Only pgque_owner can
--- write pgque.queue, so only it sets hooks; a hook is run only if it exists
--- with that signature and belongs to pgque_owner, the owner of schema pgque
--- (else a WARNING): only a superuser can make such a function (ADR 0042),
--- and it runs with pgque_owner's rights.  -> the hooks' sum.
+-- names, each called as fn(queue_name) -> int4), in the order they run,
+-- with fn NULL and why when one is not run.  Only pgque_owner can write
+-- pgque.queue, so only it sets hooks; a hook is run only if it exists with
+-- that signature and belongs to pgque_owner, the owner of schema pgque:
+-- only a superuser can make such a function (ADR 0042), and it runs with
+-- pgque_owner's rights; one in a schema the caller (pgque_owner) may not
+-- use is missing.  PgQue's idempotency reaper, which send_idem
+-- lists, is left out: maint() and the worker reap every queue's expired
+-- claims already.  The one list of _maint_extra() and maint_operations().
+create function pgque._maint_extra_hooks(out queue_name text, out hook text, out fn regprocedure,
+                                         out skipped text)
+returns setof record language sql stable as $$
+    select q.queue_name, h.hook,
+           case when p.oid is not null and p.proowner operator(pg_catalog.=) pgque._owner() then p.oid end,
+           case when p.oid is null then 'missing'
+                when p.proowner operator(pg_catalog.<>) pgque._owner() then 'not owned by pgque_owner' end
+      from pgque.queue q
+     cross join pg_catalog.unnest(q.queue_extra_maint) with ordinality h(hook, pos)
+     cross join lateral (select pg_catalog.parse_ident(h.hook, false) as id) i
+      -- looked up only in a schema the caller may use: to_regprocedure
+      -- raises 42501 for another one, which made maint() fail at step 8
+      left join pg_catalog.pg_proc p
+        on p.oid operator(pg_catalog.=)
+           case when pg_catalog.cardinality(i.id) operator(pg_catalog.<>) 2
+                     or exists (select from pg_catalog.pg_namespace n
+                                 where n.nspname operator(pg_catalog.=) i.id[1]
+                                   and pg_catalog.has_schema_privilege(n.oid, 'usage'))
+                then pg_catalog.to_regprocedure(h.hook operator(pg_catalog.||) '(text)') end
+     where h.hook operator(pg_catalog.<>) 'pgque.maint_idem'
+     order by q.queue_id, h.pos
+$$;
+
+-- The hooks of _maint_extra_hooks(), run (a WARNING for each one that is
+-- not).  -> the hooks' sum.
 create function pgque._maint_extra()
 returns int4 language plpgsql
 -- pinned: the maintenance worker calls it directly
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     r      record;
-    fn     regprocedure;
-    owner  oid := pgque._owner();    -- pgque_owner (ADR 0042; src/caller.c)
     n      int4 := 0;
     got    int4;
 begin
-    for r in select q.queue_name, h.hook
-               from pgque.queue q, pg_catalog.unnest(q.queue_extra_maint) with ordinality h(hook, pos)
-              -- PgQue's idempotency reaper, which send_idem lists: maint()
-              -- and the worker reap every queue's expired claims already
-             where h.hook operator(pg_catalog.<>) 'pgque.maint_idem'
-              order by q.queue_id, h.pos loop
-        fn := pg_catalog.to_regprocedure(r.hook || '(text)');
-        if fn is null then
+    for r in select * from pgque._maint_extra_hooks() loop
+        if r.skipped = 'missing' then
             raise warning 'extra maintenance hook % of queue % does not exist as %(text)', r.hook, r.queue_name, r.hook;
             continue;
-        end if;
-        if (select p.proowner from pg_catalog.pg_proc p where p.oid = fn) <> owner then
-            raise warning 'extra maintenance hook % of queue % is skipped: it is not owned by pgque_owner', fn, r.queue_name
+        elsif r.skipped is not null then
+            raise warning 'extra maintenance hook % of queue % is skipped: it is not owned by pgque_owner',
+                  pg_catalog.to_regprocedure(r.hook || '(text)'), r.queue_name
                 using hint = 'Only functions owned by pgque_owner, the owner of schema pgque, run as hooks: a superuser may ALTER FUNCTION ... OWNER TO pgque_owner (docs/security.md).';
             continue;
         end if;
-        execute pg_catalog.format('select (%s(%L::pg_catalog.text))::pg_catalog.int4', fn::oid::regproc, r.queue_name) into got;
+        execute pg_catalog.format('select (%s(%L::pg_catalog.text))::pg_catalog.int4', r.fn::oid::regproc, r.queue_name) into got;
         n := n + coalesce(got, 0);
     end loop;
     return n;
@@ -456,12 +477,16 @@ begin
             return next;
         end if;
     end loop;
-    -- the steps without an operation of their own: maint() when one has work
+    -- the steps without an operation of their own: maint() when one has
+    -- work, each asked what its own step would do (ADR 0091): step 3 a
+    -- queue's space reserve due (_maint_queue_steps, the worker's list),
+    -- step 6 a group with windows to cut or a cursor to move, or a fence
+    -- past its time (_coop_maint_due), step 8 a hook that would run
+    -- (_maint_extra_hooks: one that is missing or not pgque_owner's is not)
     select coalesce(bool_or(q.reserve), false) into more from pgque._maint_queue_steps() q;
     if more
-       or exists (select from pgque.subscription where sub_role = 'coop_main')
-       or exists (select from pgque.queue q, pg_catalog.unnest(q.queue_extra_maint) h(hook)
-                   where h.hook <> 'pgque.maint_idem') then
+       or pgque._coop_maint_due()
+       or exists (select from pgque._maint_extra_hooks() h where h.fn is not null) then
         func_name := 'pgque.maint';
         func_arg := null;
         return next;

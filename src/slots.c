@@ -180,6 +180,10 @@ static int	forgets_cap = 0;
 /* orders this backend's claims (undo records) and forgets */
 static uint64 claim_seq = 0;
 
+static void claimed_reserve(void);
+static void claimed_note(const SlotKey *key, uint64 seq);
+static void claimed_rebuild(void);
+
 void
 pgque_slots_request(void)
 {
@@ -426,6 +430,7 @@ undo_reserve(void)
 			: repalloc(undo, sizeof(SlotUndo) * cap);
 		undo_cap = cap;
 	}
+	claimed_reserve();
 }
 
 /* Record an entry created or taken over; undo_reserve() made room. */
@@ -441,6 +446,7 @@ undo_push(const SlotKey *key, bool created, const SlotLease *prev)
 	u->seq = ++claim_seq;
 	memcpy(&u->key, key, sizeof(SlotKey));
 	u->created = created;
+	claimed_note(key, u->seq);
 	if (prev != NULL)
 		memcpy(&u->prev, prev, sizeof(SlotLease));
 	return u;
@@ -527,6 +533,7 @@ undo_abort(SubTransactionId subid)
 		if (undo[i].subid != subid)
 			undo[keep++] = undo[i];
 	undo_len = keep;
+	claimed_rebuild();
 }
 
 /* ---- releases applied at commit ---- */
@@ -638,182 +645,222 @@ pending_abort(SubTransactionId subid)
 
 /* ---- forgets applied at commit ---- */
 
+/*
+ * One source for "is key's entry forgotten by this transaction" (ADR 0091):
+ * forget_covers() below, which the claim, the checks, the listing and the
+ * commit all call.  It needs no pass over the lists: the forgets are kept
+ * sorted by target (database, queue or every queue, consumer or every
+ * consumer) as they come in, and the keys this transaction claimed since a
+ * forget in a second sorted array (the latest claim of each).  Both are
+ * grown before any lock is taken (an allocation may fail there, never in
+ * the commit), so the commit, which holds every partition lock for one
+ * pass over the table, costs a few binary searches per entry whatever the
+ * number of forgets and claims (a role that may unsubscribe can put
+ * thousands of them in one transaction).
+ */
+typedef struct ClaimedKey
+{
+	SlotKey		key;
+	uint64		seq;			/* the latest claim of key by this transaction */
+} ClaimedKey;
+
+static ClaimedKey *claimed = NULL;
+static int	claimed_len = 0;
+static int	claimed_cap = 0;
+
+/* Order of the forgets: by target; the subtransactions of one target in any order. */
+static int
+forget_target_cmp(Oid dboid, int32 queue_id, bool any_consumer, const char *consumer,
+				  const SlotPendingForget *f)
+{
+	if (dboid != f->dboid)
+		return dboid < f->dboid ? -1 : 1;
+	if (queue_id != f->queue_id)
+		return queue_id < f->queue_id ? -1 : 1;
+	if (any_consumer != f->any_consumer)
+		return any_consumer ? -1 : 1;
+	return any_consumer ? 0 : strcmp(consumer, f->consumer);
+}
+
+/* The first forget of target at or after it in the sorted list (its insertion point). */
+static int
+forget_lower_bound(Oid dboid, int32 queue_id, bool any_consumer, const char *consumer)
+{
+	int			lo = 0;
+	int			hi = forgets_len;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+
+		if (forget_target_cmp(dboid, queue_id, any_consumer, consumer, &forgets[mid]) > 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * The targets whose forget covers key's entry: its consumer, every consumer
+ * of its queue, every queue of its database (k = 0, 1, 2).  The one list of
+ * the count of forget_at_commit and of forget_covers().
+ */
+#define KEY_TARGETS 3
+static void
+key_target(const SlotKey *key, int k, int32 *queue_id, bool *any_consumer, const char **consumer)
+{
+	*queue_id = k == 2 ? -1 : key->queue_id;
+	*any_consumer = k > 0;
+	*consumer = k > 0 ? "" : key->consumer;
+}
+
+/* Does forget f cover key's entry? */
 static bool
 forget_matches(const SlotPendingForget *f, const SlotKey *key)
 {
-	return key->dboid == f->dboid &&
-		(f->queue_id < 0 || key->queue_id == f->queue_id) &&
-		(f->any_consumer || strcmp(key->consumer, f->consumer) == 0);
+	int			k;
+
+	for (k = 0; k < KEY_TARGETS; k++)
+	{
+		int32		qid;
+		bool		any;
+		const char *cons;
+
+		key_target(key, k, &qid, &any, &cons);
+		if (forget_target_cmp(key->dboid, qid, any, cons, f) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The latest forget of a target (one record per subtransaction holding it), or 0. */
+static uint64
+forget_target_seq(Oid dboid, int32 queue_id, bool any_consumer, const char *consumer)
+{
+	int			i = forget_lower_bound(dboid, queue_id, any_consumer, consumer);
+	uint64		latest = 0;
+
+	for (; i < forgets_len &&
+		 forget_target_cmp(dboid, queue_id, any_consumer, consumer, &forgets[i]) == 0; i++)
+		latest = Max(latest, forgets[i].seq);
+	return latest;
+}
+
+/* The index of key in claimed, or where it goes (*found says which). */
+static int
+claimed_find(const SlotKey *key, bool *found)
+{
+	int			lo = 0;
+	int			hi = claimed_len;
+
+	while (lo < hi)
+	{
+		int			mid = lo + (hi - lo) / 2;
+		int			c = memcmp(key, &claimed[mid].key, sizeof(SlotKey));
+
+		if (c == 0)
+		{
+			*found = true;
+			return mid;
+		}
+		if (c > 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	*found = false;
+	return lo;
+}
+
+/*
+ * Room for a claimed key per undo record (undo_reserve(), before any
+ * lock): at most one key per record, so neither a claim nor the rebuild
+ * after an abort ever lacks room.
+ */
+static void
+claimed_reserve(void)
+{
+	if (claimed_cap < undo_cap)
+	{
+		claimed = claimed == NULL ? MemoryContextAlloc(TopMemoryContext, sizeof(ClaimedKey) * undo_cap)
+			: repalloc(claimed, sizeof(ClaimedKey) * undo_cap);
+		claimed_cap = undo_cap;
+	}
+}
+
+/*
+ * A claim (an undo record) of key with sequence number seq.  Only while a
+ * forget is pending: a claim made before every pending forget never
+ * survives one, so it need not be known.  claimed_reserve() made room.
+ */
+static void
+claimed_note(const SlotKey *key, uint64 seq)
+{
+	bool		found;
+	int			i;
+
+	if (forgets_len == 0)
+		return;
+	i = claimed_find(key, &found);
+	if (found)
+	{
+		claimed[i].seq = Max(claimed[i].seq, seq);
+		return;
+	}
+	Assert(claimed_len < claimed_cap);
+	memmove(&claimed[i + 1], &claimed[i], sizeof(ClaimedKey) * (claimed_len - i));
+	memcpy(&claimed[i].key, key, sizeof(SlotKey));
+	claimed[i].seq = seq;
+	claimed_len++;
+}
+
+/*
+ * The claims again from the undo records left after a subtransaction's
+ * abort (an aborted claim no longer survives a forget).  Runs where an
+ * error must not be raised (the abort): claimed_reserve() keeps room for
+ * one key per undo record.
+ */
+static void
+claimed_rebuild(void)
+{
+	int			i;
+
+	claimed_len = 0;
+	for (i = 0; i < undo_len; i++)
+		claimed_note(&undo[i].key, undo[i].seq);
 }
 
 /*
  * Is key's entry forgotten by this transaction: covered by one of its
- * pending forgets, and not claimed by it since (a claim after the forget,
- * as a resize's switch makes at once, made an entry of the new consumer)?
+ * pending forgets (of its consumer, of its queue, or of its database), and
+ * not claimed by it since (a claim after the forget, as a resize's switch
+ * makes at once, made an entry of the new consumer)?  The one predicate
+ * (see above); no allocation, callable under the partition locks.
  */
 static bool
 forget_covers(const SlotKey *key)
 {
 	uint64		latest = 0;
-	bool		covered = false;
+	bool		found;
 	int			i;
+	int			k;
 
-	for (i = 0; i < forgets_len; i++)
-		if (forget_matches(&forgets[i], key))
-		{
-			covered = true;
-			latest = Max(latest, forgets[i].seq);
-		}
-	if (!covered)
-		return false;
-	for (i = 0; i < undo_len; i++)
-		if (undo[i].seq > latest && memcmp(&undo[i].key, key, sizeof(SlotKey)) == 0)
-			return false;
-	return true;
-}
-
-/*
- * The commit looks each entry up in two sorted arrays, built before it
- * (PRE_COMMIT, PRE_PREPARE: an allocation may still fail there) and outside
- * the locks: the forgets by target (the latest of each), and the keys this
- * transaction claimed (the latest claim of each).  A transaction with many
- * forgets and claims then holds every partition lock for one pass over
- * the table, not for entries x (forgets + claims) comparisons.
- */
-typedef struct ForgetTarget
-{
-	Oid			dboid;
-	int32		queue_id;		/* -1: every queue */
-	char		consumer[PGQUE_CONSUMER_MAX + 1];	/* "": every consumer */
-	uint64		seq;
-} ForgetTarget;
-
-typedef struct ClaimedKey
-{
-	SlotKey		key;
-	uint64		seq;
-} ClaimedKey;
-
-static ForgetTarget *commit_targets = NULL;
-static int	commit_ntargets = 0;
-static ClaimedKey *commit_claimed = NULL;
-static int	commit_nclaimed = 0;
-
-static void forget_free_sorted(void);
-
-static int
-target_cmp(const void *a, const void *b)
-{
-	const ForgetTarget *x = a;
-	const ForgetTarget *y = b;
-
-	if (x->dboid != y->dboid)
-		return x->dboid < y->dboid ? -1 : 1;
-	if (x->queue_id != y->queue_id)
-		return x->queue_id < y->queue_id ? -1 : 1;
-	return strcmp(x->consumer, y->consumer);
-}
-
-static int
-claimed_cmp(const void *a, const void *b)
-{
-	return memcmp(&((const ClaimedKey *) a)->key, &((const ClaimedKey *) b)->key, sizeof(SlotKey));
-}
-
-/*
- * Before the commit: the sorted arrays (freed by forget_commit).  The
- * listing builds them too, for one pass under its locks.
- */
-static void
-forget_prepare_commit(void)
-{
-	int			i;
-	int			n;
-
-	forget_free_sorted();
 	if (forgets_len == 0)
-		return;
-	commit_targets = MemoryContextAlloc(TopMemoryContext, sizeof(ForgetTarget) * forgets_len);
-	for (i = 0; i < forgets_len; i++)
+		return false;
+	for (k = 0; k < KEY_TARGETS; k++)
 	{
-		ForgetTarget *t = &commit_targets[i];
+		int32		qid;
+		bool		any;
+		const char *cons;
 
-		memset(t, 0, sizeof(ForgetTarget));
-		t->dboid = forgets[i].dboid;
-		t->queue_id = forgets[i].queue_id;
-		if (!forgets[i].any_consumer)
-			strlcpy(t->consumer, forgets[i].consumer, sizeof(t->consumer));
-		t->seq = forgets[i].seq;
+		key_target(key, k, &qid, &any, &cons);
+		latest = Max(latest, forget_target_seq(key->dboid, qid, any, cons));
 	}
-	qsort(commit_targets, forgets_len, sizeof(ForgetTarget), target_cmp);
-	for (i = 0, n = 0; i < forgets_len; i++)
-	{
-		if (n > 0 && target_cmp(&commit_targets[n - 1], &commit_targets[i]) == 0)
-			commit_targets[n - 1].seq = Max(commit_targets[n - 1].seq, commit_targets[i].seq);
-		else
-			commit_targets[n++] = commit_targets[i];
-	}
-	commit_ntargets = n;
-
-	commit_claimed = MemoryContextAlloc(TopMemoryContext, sizeof(ClaimedKey) * Max(undo_len, 1));
-	for (i = 0; i < undo_len; i++)
-	{
-		memcpy(&commit_claimed[i].key, &undo[i].key, sizeof(SlotKey));
-		commit_claimed[i].seq = undo[i].seq;
-	}
-	qsort(commit_claimed, undo_len, sizeof(ClaimedKey), claimed_cmp);
-	for (i = 0, n = 0; i < undo_len; i++)
-	{
-		if (n > 0 && claimed_cmp(&commit_claimed[n - 1], &commit_claimed[i]) == 0)
-			commit_claimed[n - 1].seq = Max(commit_claimed[n - 1].seq, commit_claimed[i].seq);
-		else
-			commit_claimed[n++] = commit_claimed[i];
-	}
-	commit_nclaimed = n;
-}
-
-/* The latest forget of target (db, queue or -1, consumer or ""), or 0. */
-static uint64
-target_seq(Oid dboid, int32 queue_id, const char *consumer)
-{
-	ForgetTarget t;
-	ForgetTarget *hit;
-
-	memset(&t, 0, sizeof(t));
-	t.dboid = dboid;
-	t.queue_id = queue_id;
-	strlcpy(t.consumer, consumer, sizeof(t.consumer));
-	hit = bsearch(&t, commit_targets, commit_ntargets, sizeof(ForgetTarget), target_cmp);
-	return hit != NULL ? hit->seq : 0;
-}
-
-/* forget_covers() through the sorted arrays */
-static bool
-forget_covers_sorted(const SlotKey *key)
-{
-	uint64		latest = Max(Max(target_seq(key->dboid, key->queue_id, key->consumer),
-								 target_seq(key->dboid, key->queue_id, "")),
-							 target_seq(key->dboid, -1, ""));
-	ClaimedKey	c;
-	ClaimedKey *hit;
-
 	if (latest == 0)
 		return false;
-	memcpy(&c.key, key, sizeof(SlotKey));
-	hit = bsearch(&c, commit_claimed, commit_nclaimed, sizeof(ClaimedKey), claimed_cmp);
-	return hit == NULL || hit->seq < latest;
-}
-
-static void
-forget_free_sorted(void)
-{
-	if (commit_targets != NULL)
-		pfree(commit_targets);
-	if (commit_claimed != NULL)
-		pfree(commit_claimed);
-	commit_targets = NULL;
-	commit_claimed = NULL;
-	commit_ntargets = commit_nclaimed = 0;
+	i = claimed_find(key, &found);
+	return !found || claimed[i].seq < latest;
 }
 
 /* At commit (or PREPARE): remove what this transaction forgot. */
@@ -824,11 +871,9 @@ forget_commit(void)
 	SlotLease  *e;
 	int			i;
 
-	/* no PRE_COMMIT seen (a parallel commit): nothing was forgotten there */
-	if (forgets_len == 0 || commit_targets == NULL)
+	if (forgets_len == 0)
 	{
-		forget_free_sorted();
-		forgets_len = 0;
+		claimed_len = 0;
 		return;
 	}
 	for (i = 0; i < SLOT_PARTITIONS; i++)
@@ -836,15 +881,15 @@ forget_commit(void)
 	hash_seq_init(&status, slot_table);
 	while ((e = hash_seq_search(&status)) != NULL)
 	{
-		if (!forget_covers_sorted(&e->key))
+		if (!forget_covers(&e->key))
 			continue;
 		quota_release(&e->key, e->role);
 		hash_search(slot_table, &e->key, HASH_REMOVE, NULL);
 	}
 	for (i = SLOT_PARTITIONS - 1; i >= 0; i--)
 		LWLockRelease(&slot_locks[i].lock);
-	forget_free_sorted();
 	forgets_len = 0;
+	claimed_len = 0;
 }
 
 /* Drop the pending forgets of subtransaction subid (all: InvalidSubTransactionId). */
@@ -857,11 +902,50 @@ forget_abort(SubTransactionId subid)
 	if (subid == InvalidSubTransactionId)
 	{
 		forgets_len = 0;
+		claimed_len = 0;
 		return;
 	}
+	/* the order is kept: the list stays sorted */
 	for (i = 0; i < forgets_len; i++)
 		if (forgets[i].subid != subid)
 			forgets[keep++] = forgets[i];
+	forgets_len = keep;
+	if (forgets_len == 0)
+		claimed_len = 0;
+}
+
+/*
+ * A subtransaction's commit: its forgets become the parent's; two of one
+ * target in the parent now are one (the latest), so the list stays as
+ * long as the distinct forgets of the open levels, however many
+ * savepoints a loop releases.
+ */
+static void
+forget_subcommit(SubTransactionId mySubid, SubTransactionId parentSubid)
+{
+	int			i;
+	int			keep = 0;
+
+	for (i = 0; i < forgets_len; i++)
+	{
+		SlotPendingForget *f = &forgets[i];
+		int			j;
+		bool		merged = false;
+
+		if (f->subid == mySubid)
+			f->subid = parentSubid;
+		/* an earlier record of the same target and level: fold into it */
+		for (j = keep - 1; j >= 0 &&
+			 forget_target_cmp(f->dboid, f->queue_id, f->any_consumer, f->consumer, &forgets[j]) == 0; j--)
+			if (forgets[j].subid == f->subid)
+			{
+				forgets[j].seq = Max(forgets[j].seq, f->seq);
+				merged = true;
+				break;
+			}
+		if (!merged)
+			forgets[keep++] = *f;
+	}
 	forgets_len = keep;
 }
 
@@ -875,10 +959,6 @@ slots_xact_callback(XactEvent event, void *arg)
 			undo_abort(InvalidSubTransactionId);
 			pending_abort(InvalidSubTransactionId);
 			forget_abort(InvalidSubTransactionId);
-			forget_free_sorted();
-			break;
-		case XACT_EVENT_PRE_COMMIT:
-			forget_prepare_commit();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
 			if (pending_in_force())
@@ -887,7 +967,6 @@ slots_xact_callback(XactEvent event, void *arg)
 						 errmsg("cannot PREPARE a transaction that released a partition slot"),
 						 errdetail("A release takes effect when its transaction commits, and COMMIT PREPARED runs in another session."),
 						 errhint("Release the slot in a transaction of its own after COMMIT PREPARED, or let its lease expire.")));
-			forget_prepare_commit();
 			break;
 		case XACT_EVENT_COMMIT:
 		case XACT_EVENT_PARALLEL_COMMIT:
@@ -927,9 +1006,7 @@ slots_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 			for (i = 0; i < undo_len; i++)
 				if (undo[i].subid == mySubid)
 					undo[i].subid = parentSubid;
-			for (i = 0; i < forgets_len; i++)
-				if (forgets[i].subid == mySubid)
-					forgets[i].subid = parentSubid;
+			forget_subcommit(mySubid, parentSubid);
 			for (i = 0; i < pending_len; i++)
 			{
 				if (pending[i].subid == mySubid)
@@ -1269,23 +1346,29 @@ pgque_slot_forget_at_commit(int32 queue_id, const char *consumer)
 	int			i;
 	int			n = 0;
 
+	int32		qid = queue_id < 0 ? -1 : queue_id;
+	bool		any = consumer == NULL;
+	char		cons[PGQUE_CONSUMER_MAX + 1];
+	SubTransactionId cur = GetCurrentSubTransactionId();
+
 	register_callbacks();
+	memset(cons, 0, sizeof(cons));
+	if (!any)
+		strlcpy(cons, consumer, sizeof(cons));
 	/*
 	 * The same forget again in the same subtransaction (a loop of
 	 * unsubscribes) only moves its sequence number: the list stays as long
-	 * as the distinct forgets.
+	 * as the distinct forgets.  Else it goes in at its place in the order
+	 * (forget_covers()); the array grows first.
 	 */
-	for (i = 0; i < forgets_len; i++)
-	{
-		f = &forgets[i];
-		if (f->subid == GetCurrentSubTransactionId() && f->dboid == MyDatabaseId &&
-			f->queue_id == (queue_id < 0 ? -1 : queue_id) && f->any_consumer == (consumer == NULL) &&
-			(consumer == NULL || strncmp(f->consumer, consumer, PGQUE_CONSUMER_MAX) == 0))
+	i = forget_lower_bound(MyDatabaseId, qid, any, cons);
+	for (; i < forgets_len && forget_target_cmp(MyDatabaseId, qid, any, cons, &forgets[i]) == 0; i++)
+		if (forgets[i].subid == cur)
 		{
+			f = &forgets[i];
 			f->seq = ++claim_seq;
 			goto count;
 		}
-	}
 	if (forgets_len == forgets_cap)
 	{
 		int			cap = forgets_cap == 0 ? 4 : forgets_cap * 2;
@@ -1294,14 +1377,15 @@ pgque_slot_forget_at_commit(int32 queue_id, const char *consumer)
 			: repalloc(forgets, sizeof(SlotPendingForget) * cap);
 		forgets_cap = cap;
 	}
-	f = &forgets[forgets_len];
+	memmove(&forgets[i + 1], &forgets[i], sizeof(SlotPendingForget) * (forgets_len - i));
+	f = &forgets[i];
 	memset(f, 0, sizeof(SlotPendingForget));
-	f->subid = GetCurrentSubTransactionId();
+	f->subid = cur;
 	f->dboid = MyDatabaseId;
-	f->queue_id = queue_id < 0 ? -1 : queue_id;
-	f->any_consumer = consumer == NULL;
-	if (consumer != NULL)
-		strlcpy(f->consumer, consumer, sizeof(f->consumer));
+	f->queue_id = qid;
+	f->any_consumer = any;
+	if (!any)
+		strlcpy(f->consumer, cons, sizeof(f->consumer));
 	f->seq = ++claim_seq;
 	forgets_len++;
 
@@ -1332,8 +1416,6 @@ pgque_slot_list(Oid dboid, int *count)
 	int			i;
 
 	out = palloc(sizeof(SlotLease) * cap);
-	/* the sorted lookup the commit uses, built outside the locks */
-	forget_prepare_commit();
 	for (i = 0; i < SLOT_PARTITIONS; i++)
 		LWLockAcquire(&slot_locks[i].lock, LW_SHARED);
 	hash_seq_init(&status, slot_table);
@@ -1341,7 +1423,7 @@ pgque_slot_list(Oid dboid, int *count)
 	{
 		if (e->key.dboid != dboid)
 			continue;
-		if (commit_targets != NULL && forget_covers_sorted(&e->key))
+		if (forget_covers(&e->key))
 			continue;
 		if (n == cap)
 		{
@@ -1352,7 +1434,6 @@ pgque_slot_list(Oid dboid, int *count)
 	}
 	for (i = SLOT_PARTITIONS - 1; i >= 0; i--)
 		LWLockRelease(&slot_locks[i].lock);
-	forget_free_sorted();
 	*count = n;
 	return out;
 }

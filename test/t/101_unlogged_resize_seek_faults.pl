@@ -19,8 +19,12 @@
 #      drains; a seek is refused (55P03) while a worker is mid-call and
 #      accepted once its backend is terminated; then every event is
 #      delivered again from the start, each key never paused once and in
-#      ev_id order (the paused key's re-inserted copies come twice: a
-#      figure, left open in ADR 0089).
+#      ev_id order, the paused key's too: the copies its release
+#      re-inserted (ADR 0029) were acked before the seek and go with it
+#      (ADR 0091), so each id comes once.  A seek whose backend is
+#      terminated before its commit leaves the copies and the cursors; the
+#      committed seek survives an immediate stop, and the slots are taken
+#      over (new epochs) after the restart.
 use strict;
 use warnings;
 use PgqueNode;
@@ -185,27 +189,44 @@ $bg->query_safe(qq{begin; select pgque.claim_slot('lq', 'pp', $other, 'w$other/2
 is(q1(q{select try_seek('lq', 'pp')}), '55P03', 'a seek while a worker is mid-call is refused at once (55P03)');
 $node->safe_psql('postgres', qq{select pg_terminate_backend($pid, 30000)});
 eval { $bg->quit };
-is(q1(q{select try_seek('lq', 'pp')}), 'ok', 'the seek goes through once the worker\'s backend is terminated');
+# a seek whose backend is terminated before its commit: the copies and
+# the cursors stay (nothing is replayed)
+my $lq_id = q1(q{select queue_id from pgque.queue where queue_name = 'lq'});
+my $owned = qq{select count(*) from pgque.event_$lq_id where ev_owner is not null};
+my $copies_before = q1($owned);
+ok($copies_before > 0, "the release of k1 re-inserted copies under their ids ($copies_before rows)");
+$bg = $node->background_psql('postgres', on_error_stop => 1);
+$pid = $bg->query_safe(q{select pg_backend_pid()});
+$bg->query_safe(q{begin; select pgque.seek('lq', 'pp', 'earliest')});
+$node->safe_psql('postgres', qq{select pg_terminate_backend($pid, 30000)});
+eval { $bg->quit };
+is(q1($owned), $copies_before, 'a seek terminated before its commit leaves the copies');
+my $mark = q1(q{select coalesce(max(seq), 0) from acked});
+is(drain('lq', 'pp', 2), 10, '... and the cursors: the slots go on with the 10 events sent last');
+is(q1(qq{select count(*) from acked a join sent s using (q, ev_id) where a.seq > $mark and s.phase <> 8}), '0',
+   '... nothing from before is replayed');
 my $before3 = q1(q{select coalesce(max(seq), 0) from acked});
+is(q1(q{select try_seek('lq', 'pp')}), 'ok', 'the seek goes through once the worker\'s backend is terminated');
+is(q1($owned), '0', 'the committed seek removed the copies the slots had acked');
+# the seek is durable: an immediate stop, and the slots' leases are gone
+# (the drain after the restart takes them over under new epochs)
+$node->stop('immediate');
+$node->start;
+ok($node->wait_back('postgres'), 'back after the immediate stop that followed the seek');
 q1(q{select pgque.ticker('lq')});
 drain('lq', 'pp', 2);
 is(q1(qq{select count(distinct a.ev_id) from acked a where a.q = 'lq' and a.seq > $before3}), '40',
    'after the seek every one of the 40 events of lq is delivered again');
-is(q1(qq{select count(*) from acked a where a.q = 'lq' and a.seq > $before3 and a.key <> 'k1'}),
-   q1(q{select count(*) from sent where q = 'lq' and key <> 'k1'}), '... the keys never paused once each');
+is(q1(qq{select count(*) from acked a where a.q = 'lq' and a.seq > $before3}), '40',
+   '... each once, the paused key k1 included (ADR 0091)');
+is(q1(qq{select count(*) from acked a where a.q = 'lq' and a.seq > $before3 and a.key = 'k1'}),
+   q1(q{select count(*) from sent where q = 'lq' and key = 'k1'}), '... k1 once per id');
 is(q1(qq{
     select count(*) from (
         select a.key, a.ev_id, lag(a.ev_id) over (partition by a.key order by a.seq) as prev
-          from acked a where a.q = 'lq' and a.seq > $before3 and a.key <> 'k1') x
+          from acked a where a.q = 'lq' and a.seq > $before3) x
      where x.prev is not null and x.prev >= x.ev_id}), '0',
-   'ledger: after the seek each key never paused is delivered in ev_id order');
-# Left open (ADR 0089): the paused key's head and the events withheld
-# behind it were re-inserted under their ids (ADR 0029); a seek back to
-# before them replays the originals and the copies, so that key sees
-# those ids twice, the copies after the originals.  A figure, not a pass.
-diag('figure: seek x pause: ' . q1(qq{select count(*) - count(distinct ev_id) from acked
-                                      where q = 'lq' and seq > $before3 and key = 'k1'})
-     . ' ids of the paused key k1 delivered twice by the replay');
+   'ledger: after the seek each key, k1 included, is delivered in ev_id order');
 
 $node->stop('fast');
 done_testing();
