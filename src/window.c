@@ -585,62 +585,64 @@ run_sift_down(CacheRun *runs, int nruns, const int64 *ids, int i)
 
 /*
  * The kept rows put in ev_id order by their ids alone: each row at its
- * id's offset from the smallest in an array of the ids' range, then the
- * array read in order (ADR 0086).  n steps where a merge of k runs takes
- * n log k comparisons (a bucketed window: 32 runs, ~160 instructions a
- * row).  false, nothing changed: the ids spread too wide or one repeats.
+ * id's offset from the smallest (lo, hi: the smallest and greatest id) in
+ * an array of the ids' range, then the array closed up in place, the ids
+ * written back as lo + offset (ADR 0086).  n steps where a merge of k runs
+ * takes n log k comparisons (a bucketed window: 32 runs, ~160 instructions
+ * a row).  The array of the range becomes the cache's row array: no index
+ * of the rows in between, no second copy (ADR 0093).  false, nothing
+ * changed: the ids spread too wide or one repeats.
  */
 static bool
-cache_place(WindowCache *c)
+cache_place(WindowCache *c, int64 lo, int64 hi)
 {
-	int64		lo = c->ev_ids[0];
-	int64		hi = c->ev_ids[0];
+	int			n = c->ntuples;
+	HeapTuple  *tuples = c->tuples;
+	int64	   *ids = c->ev_ids;
+	HeapTuple  *placed;
 	uint64		span;
-	int32	   *at;
-	HeapTuple  *tuples;
-	int64	   *ids;
 	int			i;
 	int			k;
 
-	for (i = 1; i < c->ntuples; i++)
-	{
-		if (c->ev_ids[i] < lo)
-			lo = c->ev_ids[i];
-		else if (c->ev_ids[i] > hi)
-			hi = c->ev_ids[i];
-	}
-	span = (uint64) hi - (uint64) lo + 1;
-	if (span > (uint64) c->ntuples * CACHE_PLACE_SPREAD)
+	/* hi - lo, not the span: ids at both ends of int8 would wrap it to 0 */
+	if ((uint64) hi - (uint64) lo >= (uint64) n * CACHE_PLACE_SPREAD)
 		return false;
-	/* the index + 1 of the row with each id, 0: none */
-	at = palloc0(sizeof(int32) * span);
-	for (i = 0; i < c->ntuples; i++)
+	span = (uint64) hi - (uint64) lo + 1;
+	/* never below the cache's capacity: both arrays hold maxtuples rows */
+	placed = MemoryContextAlloc(c->cxt, sizeof(HeapTuple) * Max((Size) span, (Size) c->maxtuples));
+	memset(placed, 0, sizeof(HeapTuple) * span);
+	for (i = 0; i < n; i++)
 	{
-		int32	   *slot = &at[c->ev_ids[i] - lo];
+		HeapTuple  *slot = &placed[ids[i] - lo];
 
-		if (*slot != 0)
+		if (*slot != NULL)
 		{
-			pfree(at);
+			pfree(placed);
 			return false;
 		}
-		*slot = i + 1;
+		*slot = tuples[i];
 	}
-	tuples = MemoryContextAlloc(c->cxt, sizeof(HeapTuple) * c->maxtuples);
-	ids = MemoryContextAlloc(c->cxt, sizeof(int64) * c->maxtuples);
-	k = 0;
-	for (i = 0; i < (int) span; i++)
-		if (at[i] != 0)
-		{
-			tuples[k] = c->tuples[at[i] - 1];
-			ids[k] = c->ev_ids[at[i] - 1];
-			k++;
-		}
-	Assert(k == c->ntuples);
-	pfree(at);
-	pfree(c->tuples);
-	pfree(c->ev_ids);
-	c->tuples = tuples;
-	c->ev_ids = ids;
+	if (span == (uint64) n)
+	{
+		/* no id missing (one transaction's rows, say): nothing to close up */
+		for (i = 0; i < n; i++)
+			ids[i] = lo + i;
+	}
+	else
+	{
+		/* closed up in place: k <= i, so no row is overwritten before it moves */
+		k = 0;
+		for (i = 0; i < (int) span; i++)
+			if (placed[i] != NULL)
+			{
+				placed[k] = placed[i];
+				ids[k] = lo + i;
+				k++;
+			}
+		Assert(k == n);
+	}
+	pfree(tuples);
+	c->tuples = placed;
 	return true;
 }
 
@@ -661,13 +663,32 @@ cache_order(WindowCache *c)
 	CacheRun   *runs;
 	HeapTuple  *tuples;
 	int64	   *ids;
+	int64		lo;
+	int64		hi;
+	const int64 *id = c->ev_ids;
+	int			n = c->ntuples;
 
-	for (i = 1; i < c->ntuples; i++)
-		if (c->ev_ids[i - 1] > c->ev_ids[i])
+	if (n == 0)
+		return;
+
+	/*
+	 * The runs, and the smallest and greatest id: each run ascends, so
+	 * they are among the runs' first and last rows, read at the breaks
+	 */
+	lo = id[0];
+	hi = id[n - 1];
+	for (i = 1; i < n; i++)
+		if (id[i - 1] > id[i])
+		{
 			nruns++;
+			if (id[i - 1] > hi)
+				hi = id[i - 1];
+			if (id[i] < lo)
+				lo = id[i];
+		}
 	if (nruns == 1)
 		return;
-	if (cache_place(c))
+	if (cache_place(c, lo, hi))
 		return;
 	if (nruns > CACHE_MERGE_MAX_RUNS || nruns > c->ntuples / 4)
 	{
