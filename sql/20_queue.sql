@@ -238,6 +238,16 @@ begin
     end;
 end $$;
 
+-- Whether a reader of n slots reads its own buckets alone (ADR 0013,
+-- 0088): the queue has buckets and n divides their number, so every row
+-- of a slot's bucket is the slot's.  n NULL: a plain reader (every bucket).
+-- The one rule: _event_source and _slot_pending_all's capped reads.
+create function pgque._slot_own_buckets(i_buckets int4, i_n int4)
+returns boolean language sql immutable as $$
+    select coalesce(i_buckets, 0) > 0
+       and (i_n is null or coalesce(i_buckets, 0) % i_n = 0)
+$$;
+
 -- The relations that can hold events of the window between snapshots i_lo
 -- and i_hi, as a FROM item; with i_n, only the rows of slot i_slot: its
 -- buckets where the buckets allow it (n divides their number: every row
@@ -269,19 +279,19 @@ begin
         -- no buckets, or none that match n: the whole table, filtered
         select t, 0 as o, pg_catalog.format('select * from pgque.%I', 'event_' || q.queue_id || '_' || t) || slot_filter as src
           from pg_catalog.unnest(tabs) t
-         where nb = 0 or (i_n is not null and nb % i_n <> 0)
+         where not pgque._slot_own_buckets(nb, i_n)
         union all
         -- rows written to the child table itself before its buckets' step 2
         select t, 0, pg_catalog.format('select * from only pgque.%I', 'event_' || q.queue_id || '_' || t) || slot_filter
           from pg_catalog.unnest(tabs) t
-         where nb > 0 and (i_n is null or nb % i_n = 0)
+         where pgque._slot_own_buckets(nb, i_n)
            and (q.queue_buckets_step2 is null or pg_catalog.pg_snapshot_xmin(i_lo) <= q.queue_buckets_step2)
         union all
         -- this slot's buckets (all of them for plain readers)
         select t, 1 + b, pg_catalog.format('select * from pgque.%I', 'event_' || q.queue_id || '_' || t || '_b' || b)
           from pg_catalog.unnest(tabs) t,
                pg_catalog.generate_series(coalesce(i_slot, 0), nb - 1, coalesce(i_n, 1)) b
-         where nb > 0 and (i_n is null or nb % i_n = 0)) s;
+         where pgque._slot_own_buckets(nb, i_n)) s;
     return '(' || pg_catalog.array_to_string(parts, ' union all ') || ')';
 end $$;
 

@@ -107,11 +107,14 @@ declare
     fn     text;
     p_subs int4[];
     p_counts int8[];
+    -- a slot's pending events are counted up to this many (ADR 0096): a
+    -- pass reads no more of a stopped slot's backlog than that
+    cap    constant int8 := 10000;
 begin
     -- every slot's pending events, one window read per partitioned consumer
-    -- (ADR 0031)
+    -- (ADR 0031), and one capped read per slot far behind (ADR 0096)
     select pg_catalog.array_agg(p.sub_id), pg_catalog.array_agg(p.pending) into p_subs, p_counts
-      from pgque._slot_pending_all(i_skip) p;
+      from pgque._slot_pending_all(i_skip, cap) p;
 
     -- partition slots: pending work nobody polls; leases left to expire
     return query
@@ -131,6 +134,7 @@ begin
     select 'slot_unpolled'::text, p.qn || '/' || p.cn || '/' || p.sl, p.qn, p.cn, p.sl,
            pg_catalog.jsonb_build_object(
                'pending_events', p.pending,
+               'pending_events_capped', p.pending >= cap,
                'last_poll', p.last_poll,
                'seconds_since_poll', round(extract(epoch from now_ts - p.last_poll)::numeric, 1),
                'lease_owner', case when p.lease_until > now_ts then p.owner end)
@@ -151,7 +155,8 @@ begin
                'oldest_pending_tick', nt.tick_time,
                'lag_seconds', round(extract(epoch from now_ts - nt.tick_time)::numeric, 1),
                -- a slot's own share, as get_consumer_info and metrics (ADR 0051)
-               'pending_events', coalesce(p.pending, lt.tick_event_seq - ct.tick_event_seq))
+               'pending_events', coalesce(p.pending, lt.tick_event_seq - ct.tick_event_seq),
+               'pending_events_capped', coalesce(p.pending >= cap, false))
       from pgque.subscription s
       join pgque.queue q on q.queue_id = s.sub_queue
       join pgque.consumer c on c.co_id = s.sub_consumer

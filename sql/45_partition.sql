@@ -584,21 +584,40 @@ end $$;
 -- lock is taken, ADR 0040) are not read: their slots are left out.
 -- The window is the readers' (pgque._window_where, written once in C:
 -- src/window.c).
-create function pgque._slot_pending_all(i_skip int4[] default '{}', out sub_id int4, out pending bigint)
+-- i_cap (the watchdog's, ADR 0096): a count that stops at i_cap.  A slot
+-- that reads its own buckets (_slot_own_buckets) and whose cursor is more
+-- than i_cap events of the stream behind the latest tick (tick_event_seq)
+-- reads its own rows alone (_event_source of its n and slot) and stops at
+-- the i_cap-th: pending = i_cap says "at least"; the group read covers the
+-- others only, so that a stopped slot's backlog is not read again on every
+-- pass.  A layout without own buckets keeps the exact group read (a
+-- filtered read per slot would scan the stream once per slot far behind).
+-- NULL: every count exact.
+create function pgque._slot_pending_all(i_skip int4[] default '{}', i_cap int8 default null,
+                                        out sub_id int4, out pending bigint)
 returns setof record language plpgsql stable as $$
 declare
-    g  record;
+    g      record;
+    f      record;
+    slots  int4[];
+    subs   int4[];
+    snaps  pg_catalog.pg_snapshot[];
+    lo_tick bigint;
+    lo_snap pg_catalog.pg_snapshot;
 begin
+    if i_cap < 1 then
+        raise exception 'a cap of pending events must be at least 1, got %', i_cap
+            using errcode = 'invalid_parameter_value';
+    end if;
     for g in
-        select qq as q, x.queue_id as qid, x.n, x.slots, x.subs, x.snaps, x.lo_tick, x.lo_snap, x.gone,
-               lt.tick_id as hi_tick, lt.tick_snapshot as hi_snap
+        select qq as q, x.queue_id as qid, x.n, x.slots, x.subs, x.snaps, x.seqs, x.ticks, x.gone,
+               lt.tick_id as hi_tick, lt.tick_snapshot as hi_snap, lt.tick_event_seq as hi_seq
           from (select pc.queue_id, pc.n,
                        pg_catalog.array_agg(pc.slot order by pc.slot) filter (where t1.tick_id is not null) as slots,
                        pg_catalog.array_agg(s.sub_id order by pc.slot) filter (where t1.tick_id is not null) as subs,
                        pg_catalog.array_agg(t1.tick_snapshot order by pc.slot) filter (where t1.tick_id is not null) as snaps,
-                       pg_catalog.min(t1.tick_id) as lo_tick,
-                       (pg_catalog.array_agg(t1.tick_snapshot order by t1.tick_id)
-                          filter (where t1.tick_id is not null))[1] as lo_snap,
+                       pg_catalog.array_agg(t1.tick_event_seq order by pc.slot) filter (where t1.tick_id is not null) as seqs,
+                       pg_catalog.array_agg(t1.tick_id order by pc.slot) filter (where t1.tick_id is not null) as ticks,
                        -- slots whose cursor tick is gone
                        pg_catalog.array_agg(s.sub_id) filter (where t1.tick_id is null) as gone
                   from pgque._slot_list() pc
@@ -606,7 +625,7 @@ begin
                   left join pgque.tick t1 on t1.tick_queue = s.sub_queue and t1.tick_id = pgque._slot_cursor(s)
                  group by pc.queue_id, pc.consumer, pc.n) x
           join pgque.queue qq on qq.queue_id = x.queue_id
-          join lateral (select t.tick_id, t.tick_snapshot from pgque.tick t where t.tick_queue = x.queue_id
+          join lateral (select t.tick_id, t.tick_snapshot, t.tick_event_seq from pgque.tick t where t.tick_queue = x.queue_id
                          order by t.tick_id desc limit 1) lt on true
     loop
         if g.gone is not null then
@@ -620,9 +639,35 @@ begin
             return query select u, null::bigint from pg_catalog.unnest(g.subs) u;
             continue;
         end if;
-        if g.lo_tick >= g.hi_tick then
+        -- the slots the group read covers (with i_cap, those near the
+        -- latest tick), the oldest cursor first
+        select pg_catalog.array_agg(u.slot order by u.slot), pg_catalog.array_agg(u.sub order by u.slot),
+               pg_catalog.array_agg(u.snap order by u.slot),
+               (pg_catalog.array_agg(u.tick order by u.tick))[1], (pg_catalog.array_agg(u.snap order by u.tick))[1]
+          into slots, subs, snaps, lo_tick, lo_snap
+          from rows from (pg_catalog.unnest(g.slots), pg_catalog.unnest(g.subs), pg_catalog.unnest(g.snaps),
+                          pg_catalog.unnest(g.seqs), pg_catalog.unnest(g.ticks)) u(slot, sub, snap, seq, tick)
+         where not (i_cap is not null and g.hi_seq - u.seq > i_cap
+                    and pgque._slot_own_buckets((g.q).queue_partition_buckets, g.n));
+        -- the slots far behind: each its own rows, up to i_cap of them
+        for f in select u.slot, u.sub, u.snap
+                   from rows from (pg_catalog.unnest(g.slots), pg_catalog.unnest(g.subs), pg_catalog.unnest(g.snaps),
+                                   pg_catalog.unnest(g.seqs)) u(slot, sub, snap, seq)
+                  where i_cap is not null and g.hi_seq - u.seq > i_cap
+                    and pgque._slot_own_buckets((g.q).queue_partition_buckets, g.n) loop
+            return query execute pg_catalog.format(
+                'select $3::int4, count(*) from (select from %s ev where %s'
+                '   and (ev.ev_owner is null or ev.ev_owner operator(pg_catalog.=) $3) limit $4) x',
+                pgque._event_source(g.q, f.snap, g.hi_snap, g.n, f.slot), pgque._window_where(1, 2, 5, 6))
+            using pg_catalog.pg_snapshot_xmax(f.snap), pg_catalog.pg_snapshot_xmax(g.hi_snap), f.sub, i_cap,
+                  array(select pg_catalog.pg_snapshot_xip(f.snap)), g.hi_snap;
+        end loop;
+        if subs is null then
+            continue;
+        end if;
+        if lo_tick >= g.hi_tick then
             -- every slot is at the latest tick: nothing pending, nothing read
-            return query select u, 0::bigint from pg_catalog.unnest(g.subs) u;
+            return query select u, 0::bigint from pg_catalog.unnest(subs) u;
             continue;
         end if;
         return query execute pg_catalog.format(
@@ -635,10 +680,10 @@ begin
             '    on e.slot = x.slot'
             '   and not pg_catalog.pg_visible_in_snapshot(e.ev_txid, x.snap1)'
             '   and (e.ev_owner is null or e.ev_owner = x.sub)'
-            ' group by x.sub', pgque._event_source(g.q, g.lo_snap, g.hi_snap, null, null),
+            ' group by x.sub', pgque._event_source(g.q, lo_snap, g.hi_snap, null, null),
             pgque._window_where(1, 2, 6, 7))
-        using pg_catalog.pg_snapshot_xmax(g.lo_snap), pg_catalog.pg_snapshot_xmax(g.hi_snap),
-              g.slots, g.subs, g.snaps, array(select pg_catalog.pg_snapshot_xip(g.lo_snap)),
+        using pg_catalog.pg_snapshot_xmax(lo_snap), pg_catalog.pg_snapshot_xmax(g.hi_snap),
+              slots, subs, snaps, array(select pg_catalog.pg_snapshot_xip(lo_snap)),
               g.hi_snap, g.n;
     end loop;
 end $$;
