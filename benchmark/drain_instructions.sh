@@ -26,16 +26,11 @@
 # read the ratios within a round, not the absolute figures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. benchmark/lib.sh
+. test/lib.sh
 WINDOWS=${1:-12}
 WINDOW=${2:-10000}
 WARM=$((2 * WINDOW))
 ALL=$((WINDOWS * WINDOW))
-# benchmark/server.conf's settings; autovacuum off: the counts repeat
-bench_server drain_instr 56702 "autovacuum = off"
-drain_backlog "$WINDOWS" "$WINDOW"
-systems=("${DRAIN_SYSTEMS[@]}")
-
 TOOL=${TOOL:-callgrind}
 ROUNDS=${ROUNDS:-5}
 [ "$TOOL" = cpu ] || command -v valgrind >/dev/null || { echo "valgrind is needed" >&2; exit 1; }
@@ -83,20 +78,18 @@ if [ "${XIP:-0}" = 1 ]; then
 	wait "$XIP_PID" || true
 fi
 "${PSQL[@]}" -c "checkpoint" >/dev/null
-bench_snapshot
+stop_cluster "$WORK"
+as_pg cp -a "$WORK/data" "$WORK/clean"
 
-# instructions of a single-user session draining up to $2 events of system
-# $1, from the clean copy; kept as $3.cg (full drain) or $3.warm.cg
-count() {
-	bench_restore
-	drain_do "$1" "$2" | bench_callgrind "$3$([ "$2" = "$ALL" ] || echo .warm)"
+# the drain of queue $2 by system $1 up to $3 events, as one line (single-user)
+drain_sql() {
+	case $1 in
+	pgque) echo "do \$\$ declare b bigint; n bigint; t bigint := 0; begin loop select max(batch_id), count(*) into b, n from pgque.receive('$2', 'c', 1000); exit when b is null; perform pgque.ack(b); commit; t := t + n; exit when t >= $3; end loop; end \$\$;" ;;
+	pgq) echo "do \$\$ declare b bigint; n bigint; t bigint := 0; begin loop b := pgq.next_batch('$2', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b); perform pgq.finish_batch(b); commit; t := t + n; exit when t >= $3; end loop; end \$\$;" ;;
+	esac
 }
-printf '%-32s %14s\n' "drain ($WINDOWS windows of $WINDOW)" "instr/event"
-for sys in "${systems[@]}"; do
-	warm=$(count "$sys" "$WARM" "$sys")
-	all=$(count "$sys" "$ALL" "$sys")
-	awk -v a="$warm" -v b="$all" -v n="$((ALL - WARM))" -v w="$sys" \
-
+# instructions of a single-user session draining $3 events, from the clean copy
+count() {
 	as_pg rm -rf "$WORK/data"
 	as_pg cp -a "$WORK/clean" "$WORK/data"
 	drain_sql "$1" "$2" "$3" > "$WORK/drain.sql"
