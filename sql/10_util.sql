@@ -340,7 +340,9 @@ $$;
 -- when no OID is stale.  -> number of rows changed.
 -- First one look at every OID of the lists at once, each distinct one
 -- asked of _live_roles once: with none stale (a pass in nearly every
--- maintenance interval) nothing more is done.  The five statements below
+-- maintenance interval) the lists are left alone; the idempotency claims
+-- are looked at whatever the lists hold (their roles are in none of them:
+-- ADR 0099).  The five statements below
 -- called _live_roles once per row and list, 3,000 calls a pass with 1,000
 -- queues (ADR 0095).
 create function pgque._maint_stale_roles()
@@ -356,37 +358,38 @@ begin
                     union all select pg_catalog.unnest(s.sub_users) from pgque.subscription s
                     union all select s.sub_owner from pgque.subscription s
                     union all select pg_catalog.unnest(pc.users) from pgque.partition_consumer pc
-                    union all select pc.owner from pgque.partition_consumer pc) x(role)) u) then
-        return 0;
+                    union all select pc.owner from pgque.partition_consumer pc) x(role)) u) is distinct from true then
+        update pgque.queue q
+           set queue_senders = pgque._live_roles(q.queue_senders),
+               queue_subscribers = pgque._live_roles(q.queue_subscribers)
+         where pgque._live_roles(q.queue_senders || q.queue_subscribers)
+               operator(pg_catalog.<>) (q.queue_senders || q.queue_subscribers);
+        get diagnostics n = row_count;
+        t := t + n;
+        update pgque.subscription s set sub_users = pgque._live_roles(s.sub_users)
+         where pgque._live_roles(s.sub_users) operator(pg_catalog.<>) s.sub_users;
+        get diagnostics n = row_count;
+        t := t + n;
+        update pgque.partition_consumer pc set users = pgque._live_roles(pc.users)
+         where pgque._live_roles(pc.users) operator(pg_catalog.<>) pc.users;
+        get diagnostics n = row_count;
+        t := t + n;
+        -- a consumer whose owner is gone passes to pgque_admin (ADR 0071): a
+        -- name, which a dump writes as a name; its admins may use, unsubscribe
+        -- or grant it
+        update pgque.subscription s set sub_owner = 'pgque_admin'::pg_catalog.regrole
+         where pgque._live_roles(array[s.sub_owner]) operator(pg_catalog.=) '{}';
+        get diagnostics n = row_count;
+        t := t + n;
+        update pgque.partition_consumer pc set owner = 'pgque_admin'::pg_catalog.regrole
+         where pgque._live_roles(array[pc.owner]) operator(pg_catalog.=) '{}';
+        get diagnostics n = row_count;
+        t := t + n;
     end if;
-    update pgque.queue q
-       set queue_senders = pgque._live_roles(q.queue_senders),
-           queue_subscribers = pgque._live_roles(q.queue_subscribers)
-     where pgque._live_roles(q.queue_senders || q.queue_subscribers)
-           operator(pg_catalog.<>) (q.queue_senders || q.queue_subscribers);
-    get diagnostics n = row_count;
-    t := t + n;
-    update pgque.subscription s set sub_users = pgque._live_roles(s.sub_users)
-     where pgque._live_roles(s.sub_users) operator(pg_catalog.<>) s.sub_users;
-    get diagnostics n = row_count;
-    t := t + n;
-    update pgque.partition_consumer pc set users = pgque._live_roles(pc.users)
-     where pgque._live_roles(pc.users) operator(pg_catalog.<>) pc.users;
-    get diagnostics n = row_count;
-    t := t + n;
-    -- a consumer whose owner is gone passes to pgque_admin (ADR 0071): a
-    -- name, which a dump writes as a name; its admins may use, unsubscribe
-    -- or grant it
-    update pgque.subscription s set sub_owner = 'pgque_admin'::pg_catalog.regrole
-     where pgque._live_roles(array[s.sub_owner]) operator(pg_catalog.=) '{}';
-    get diagnostics n = row_count;
-    t := t + n;
-    update pgque.partition_consumer pc set owner = 'pgque_admin'::pg_catalog.regrole
-     where pgque._live_roles(array[pc.owner]) operator(pg_catalog.=) '{}';
-    get diagnostics n = row_count;
-    t := t + n;
-    -- the idempotency claims of a dropped role (ADR 0091): its OID, written
-    -- by a dump as a bare number, would be another role's after a restore,
+    -- the idempotency claims of a dropped role (ADR 0091), whether or not a
+    -- list had a stale OID: a claim's role is in no list (ADR 0095's early
+    -- return skipped them, and they outlived their role: ADR 0099).  Its
+    -- OID, written by a dump as a bare number, would be another role's after a restore,
     -- which would then be answered "deduped" with the dropped role's event
     -- ids.  The roles are found by a skip scan of the primary key (one
     -- probe per queue and role, not a pass over the claims); '-' (0) is
