@@ -235,6 +235,9 @@ select count(*) filter (where func_name = 'pgque.maint') as maint_listed_hooks f
 -- may use: listed
 alter function t67_hooks.hook(text) owner to pgque_owner;
 select count(*) filter (where func_name = 'pgque.maint') as maint_listed_schema_not_usable from pgque.maint_operations();
+-- and maint() (pgque_owner's rights) warns and goes on (it failed with
+-- 42501 at step 8: to_regprocedure in a schema it may not use)
+select pgque_test.error_of($$select pgque.maint()$$) as maint_with_unusable_hook;
 grant usage on schema t67_hooks to pgque_owner;
 select hook, fn, skipped from pgque._maint_extra_hooks() where queue_name = 't67_m';
 select count(*) filter (where func_name = 'pgque.maint') as maint_listed_hook_runs from pgque.maint_operations();
