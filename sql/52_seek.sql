@@ -193,6 +193,10 @@ begin
         get diagnostics m = row_count;
         n := n + m;
     end if;
+    -- rows of windows the part caches may hold are gone (ADR 0099)
+    if n > 0 then
+        perform pgque._window_rows_deleted();
+    end if;
     return n;
 end $$;
 

@@ -333,6 +333,13 @@ create function pgque._window_rows(i_source text, i_lo_xmax xid8, i_hi_xmax xid8
 returns setof pgque.event_template language c volatile
 as 'MODULE_PATHNAME', 'pgque_window_rows';
 
+-- Rows of windows already read were deleted in this transaction (a seek's
+-- copies, _seek_drop_copies): the part caches of every session filled
+-- before are stale, now and again at the commit (ADR 0099; src/window.c).
+create function pgque._window_rows_deleted()
+returns void language c volatile
+as 'MODULE_PATHNAME', 'pgque_window_rows_deleted';
+
 -- The window predicate with the caller's parameter numbers (lo's xmax,
 -- hi's xmax, lo's xip, hi), for SQL that counts a window's events itself
 -- (_slot_pending_all): the rule is C's, src/window.c, written once.

@@ -59,6 +59,7 @@ pgque_state_startup(void)
 		pgque_shared->launcher_pgprocno = -1;
 		pgque_shared->max_dbs = max_dbs();
 		pg_atomic_init_u32(&pgque_shared->db_generation, 0);
+		pg_atomic_init_u64(&pgque_shared->window_epoch, 0);
 		for (i = 0; i < pgque_shared->max_dbs; i++)
 		{
 			int			w;

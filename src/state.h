@@ -115,6 +115,10 @@ typedef struct PgqueShared
 	pg_atomic_uint32 db_generation; /* bumped when an entry is (re)assigned: a
 									 * backend that found no entry for its
 									 * database looks again only then (wake.c) */
+	pg_atomic_uint64 window_epoch;	/* bumped when rows of windows already
+									 * read are deleted (a seek's copies): the
+									 * part caches filled before are stale
+									 * (window.c, ADR 0099) */
 	PgqueDb		dbs[FLEXIBLE_ARRAY_MEMBER];
 } PgqueShared;
 

@@ -44,6 +44,7 @@
 
 #include "kept_plan.h"
 #include "pgque_bgw.h"
+#include "state.h"
 #include "window.h"
 
 /*
@@ -341,6 +342,87 @@ window_plan_for(const char *source, bool ordered, int shape)
 static WindowCache wcache;
 
 /*
+ * The one exception to "a window's rows never change" (ADR 0099): a seek
+ * deletes the copies a consumer acked in windows it had passed (ADR 0091,
+ * pgque._seek_drop_copies), and a part cache that read such a window
+ * before would hand the copy out again.  Every deletion of that kind bumps
+ * an epoch in shared memory (every backend's caches, the consumer's own
+ * and a pooler's other backends), when it is made and again when its
+ * transaction commits; a cache is used only under the epoch it was filled
+ * in, read before the rows were (the receive's read takes its snapshot
+ * after it).  A transaction that dropped copies cannot be prepared: COMMIT
+ * PREPARED would make the deletion visible with no bump.  Without
+ * shared memory (not preloaded) the epoch is this backend's own.
+ */
+static uint64 local_window_epoch = 0;
+static bool epoch_bump_at_commit = false;
+static bool epoch_callback_registered = false;
+
+uint64
+pgque_window_epoch(void)
+{
+	/* a full barrier: not read before the caller's earlier reads */
+	if (pgque_shared != NULL)
+		return pg_atomic_fetch_add_u64(&pgque_shared->window_epoch, 0) + local_window_epoch;
+	return local_window_epoch;
+}
+
+static void
+window_epoch_bump(void)
+{
+	local_window_epoch++;
+	if (pgque_shared != NULL)
+		(void) pg_atomic_fetch_add_u64(&pgque_shared->window_epoch, 1);
+}
+
+static void
+window_epoch_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_PREPARE:
+			if (epoch_bump_at_commit)
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that moved a consumer back past its retried copies"),
+						 errdetail("The seek deleted copies the consumer had acked; COMMIT PREPARED would not tell the part caches of other sessions."),
+						 errhint("Seek in a transaction that is not prepared.")));
+			break;
+		case XACT_EVENT_COMMIT:
+		case XACT_EVENT_PARALLEL_COMMIT:
+			if (epoch_bump_at_commit)
+				window_epoch_bump();
+			epoch_bump_at_commit = false;
+			break;
+		case XACT_EVENT_ABORT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			epoch_bump_at_commit = false;
+			break;
+		default:
+			break;
+	}
+}
+
+/*
+ * pgque._window_rows_deleted() -> void: rows of windows already read were
+ * deleted in this transaction (_seek_drop_copies): every part cache filled
+ * before is stale now and again at the commit.
+ */
+PG_FUNCTION_INFO_V1(pgque_window_rows_deleted);
+Datum
+pgque_window_rows_deleted(PG_FUNCTION_ARGS)
+{
+	if (!epoch_callback_registered)
+	{
+		RegisterXactCallback(window_epoch_xact_callback, NULL);
+		epoch_callback_registered = true;
+	}
+	window_epoch_bump();
+	epoch_bump_at_commit = true;
+	PG_RETURN_VOID();
+}
+
+/*
  * the key's types, for datumIsEqual/datumCopy: xid8 and int8 are passed by
  * value only where a Datum holds 8 bytes (FLOAT8PASSBYVAL)
  */
@@ -365,7 +447,7 @@ pgque_window_cache_matches(WindowCache *c, const char *source, Datum *args, char
 {
 	int			i;
 
-	if (!c->valid)
+	if (!c->valid || c->epoch != pgque_window_epoch())
 		return false;
 	if (source == NULL ? nulls[WA_OWNER] == 'n' : strcmp(c->source, source) != 0)
 		return false;
@@ -398,6 +480,7 @@ pgque_window_cache_reset(WindowCache *c, const char *source, Datum *args, char *
 									   ALLOCSET_DEFAULT_SIZES);
 	MemoryContextReset(c->cxt);
 	c->valid = false;
+	c->epoch = pgque_window_epoch();
 	c->complete = false;
 
 	old = MemoryContextSwitchTo(c->cxt);
@@ -869,12 +952,13 @@ cache_serve(const char *source, Datum *args, char *nulls, Tuplestorestate *ts)
  * fewer (receive asks for one more than max_return), so every row is kept.
  */
 static void
-cache_fill(const char *source, Datum *args, char *nulls, bool complete)
+cache_fill(const char *source, Datum *args, char *nulls, bool complete, uint64 epoch)
 {
 	uint64		r;
 	bool		null;
 
 	pgque_window_cache_reset(&wcache, source, args, nulls);
+	wcache.epoch = epoch;		/* read before the rows were */
 	wcache.complete = complete;
 	for (r = 0; r < SPI_processed; r++)
 	{
@@ -960,6 +1044,7 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 	uint64		give;
 	bool		use_cache;
 	int32		limit = 0;
+	uint64		epoch;
 
 	if (PG_ARGISNULL(0))
 		elog(ERROR, "pgque_bgw: window source must not be null");
@@ -985,6 +1070,7 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 
 	if (SPI_connect() != SPI_OK_CONNECT)
 		elog(ERROR, "pgque_bgw: SPI_connect failed");
+	epoch = pgque_window_epoch();
 	pgque_window_read(source, args, nulls, true, true, NULL);
 
 	/*
@@ -1015,7 +1101,7 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 		/* worth keeping only when the window goes on past this part */
 		if (SPI_processed > give)
 			cache_fill(source, args, nulls,
-					   SPI_processed < (uint64) DatumGetInt32(args[WA_LIMIT]));
+					   SPI_processed < (uint64) DatumGetInt32(args[WA_LIMIT]), epoch);
 	}
 	for (r = 0; r < give; r++)
 		tuplestore_puttuple(ts, SPI_tuptable->vals[r]);

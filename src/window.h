@@ -64,6 +64,8 @@ extern void pgque_window_check_desc(TupleDesc desc);
 typedef struct WindowCache
 {
 	bool		valid;
+	uint64		epoch;			/* pgque_window_epoch() before the rows were
+								 * read: another one, and they may be stale */
 	bool		filling;		/* a read is forming rows into it: a read nested
 								 * in that one (a policy, ADR 0037) neither uses
 								 * nor resets it */
@@ -84,6 +86,7 @@ typedef struct WindowCache
 	int64	   *ev_ids;
 } WindowCache;
 
+extern uint64 pgque_window_epoch(void);
 extern bool pgque_window_cache_matches(WindowCache *c, const char *source, Datum *args, char *nulls);
 extern void pgque_window_cache_reset(WindowCache *c, const char *source, Datum *args, char *nulls);
 extern int	pgque_window_cache_start(WindowCache *c, Datum *args, char *nulls);
