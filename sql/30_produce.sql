@@ -181,9 +181,40 @@ begin
     return pg_catalog.format('pgque.%I', 'event_' || q.queue_id || '_' || q.queue_cur_table);
 end $$;
 
+-- An event id a caller chooses (insert_event_raw, event_retry_raw): NULL
+-- (the next id), or one the queue's sequence has handed out already, at
+-- most its position (ADR 0101).  An id above it is one the sequence hands
+-- to a producer later, and a window with two events of one id loses the
+-- second when a receive part ends between them (a part resumes after an
+-- ev_id, ADR 0093): choosing one would make that producer's event vanish.
+-- The sequence only moves forward (nextval, seq_setval), so an id at most
+-- its position now is never handed out again.
+create function pgque._check_chosen_ev_id(q pgque.queue, i_ev_id bigint)
+returns void language plpgsql as $$
+declare
+    pos  bigint;
+begin
+    if i_ev_id is null then
+        return;
+    end if;
+    if i_ev_id < 1 then
+        raise exception 'ev_id must be positive, got %', i_ev_id
+            using errcode = 'invalid_parameter_value',
+                  hint = 'Pass NULL to take the next id of the queue.';
+    end if;
+    pos := pgque._event_seq_pos(q);
+    if i_ev_id > pos then
+        raise exception 'ev_id % is above the ids queue "%" has handed out (%)', i_ev_id, q.queue_name, pos
+            using errcode = 'invalid_parameter_value',
+                  detail = 'The queue''s sequence would hand this id to a producer later, and one of two events of one id can be lost to a consumer that reads the window in parts.',
+                  hint = 'Pass NULL to take the next id, or move the sequence past the id first with pgque.seq_setval(queue_event_seq, id).';
+    end if;
+end $$;
+
 -- insert_event_raw(queue_name, ev_id, ev_time, ev_owner, ev_retry, ev_type,
 -- ev_data, ev_extra1..4) -> the event id.  PgQ's low-level append with
--- every field chosen: NULL ev_id takes the next id; ev_owner, when set, is
+-- every field chosen: NULL ev_id takes the next id, else an id the queue
+-- has handed out (_check_chosen_ev_id); ev_owner, when set, is
 -- a subscription of the queue (its id, pgque.subscription.sub_id) that
 -- alone will receive the event, as a retry.  The producers' append
 -- (_insert_event, in C): "send" right, disable_insert, partition buckets.
@@ -196,11 +227,7 @@ declare
     q pgque.queue := pgque._queue(insert_event_raw.queue_name);
 begin
     perform pgque._check_timestamp('ev_time', insert_event_raw.ev_time);
-    if insert_event_raw.ev_id is not null and insert_event_raw.ev_id < 1 then
-        raise exception 'ev_id must be positive, got %', insert_event_raw.ev_id
-            using errcode = 'invalid_parameter_value',
-                  hint = 'Pass NULL to take the next id of the queue.';
-    end if;
+    perform pgque._check_chosen_ev_id(q, insert_event_raw.ev_id);
     if insert_event_raw.ev_retry is not null and insert_event_raw.ev_retry < 0 then
         raise exception 'ev_retry must be zero or positive, got %', insert_event_raw.ev_retry
             using errcode = 'invalid_parameter_value';

@@ -236,11 +236,7 @@ begin
     perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, x_consumer);
     perform pgque._check_timestamp('retry_after', x_retry_after);
     perform pgque._check_timestamp('ev_time', x_ev_time);
-    if x_ev_id is not null and x_ev_id < 1 then
-        raise exception 'ev_id must be positive, got %', x_ev_id
-            using errcode = 'invalid_parameter_value',
-                  hint = 'Pass NULL to take the next id of the queue.';
-    end if;
+    perform pgque._check_chosen_ev_id((select q from pgque.queue q where q.queue_id = s.sub_queue), x_ev_id);
     if x_ev_retry is not null and x_ev_retry < 0 then
         raise exception 'ev_retry must be zero or positive, got %', x_ev_retry
             using errcode = 'invalid_parameter_value';

@@ -79,6 +79,9 @@ select pgque_test.error_of(format('select pgque.find_tick_helper(%s, %s, now(), 
 select pgque.ack(batch_id) from (select distinct batch_id from pgque.receive('ll', 'll_b')) x;
 select sub_id as sub_b from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
  where c.co_name = 'll_b' \gset
+-- chosen ids are ids the queue has handed out (ADR 0101): the sequence
+-- moves past them first
+select pgque.seq_setval(:'seq', 7000) as ids_below;
 select pgque.insert_event_raw('ll', 5000, '2020-01-02 03:04:05+00', null, 2, 'raw', 'for all', 'x1', null, null, 'x4') as raw_id;
 select pgque.insert_event_raw('ll', null, now(), :sub_b, null, 'raw', 'for b only', null, null, null, null) as owned_id;
 select pgque_test.error_of($$select pgque.insert_event_raw('ll', 0, now(), null, null, 't', 'd', null, null, null, null)$$) as zero_id,

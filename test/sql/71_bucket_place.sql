@@ -94,18 +94,23 @@ select bool_and(pgque._slot_of(key, 32) >= 28) filter (where payload <= 'r6-0005
        and bool_and(pgque._slot_of(key, 32) < 4) filter (where payload > 'r6-00050') as smaller_ids_in_later_buckets
   from got where q = 'bp' and round = 6;
 
--- 7: ids a writer chooses (insert_event_raw): one repeated and the greatest
--- int8 beside ids a million lower: the rows cannot be placed (a repeated
--- id, a range far wider than the rows) and are sorted instead; every event
+-- 7: ids an admin chooses (insert_event_raw): one repeated and the
+-- greatest the sequence can reach (2^62) beside ids a million lower: the
+-- rows cannot be placed (a repeated id, a range far wider than the rows)
+-- and are sorted instead; every event
 -- once, in ev_id order (two events of one id in either order), the same as
 -- the twin's.  One part for the window: a part that ends between two events
 -- of one id loses the second (a part resumes after an ev_id), in either
 -- layout and before this change too (ADR 0093, noticed and left alone)
 create temp table got7 (seq serial, q text, msg_id bigint, payload text, key text);
+-- a chosen id is at most the sequence's position (ADR 0101): the sequences
+-- move to 2^62 (seq_setval's cap) first, the greatest id it allows
+select count(pgque.seq_setval(queue_event_seq, 4611686018427387904)) as moved
+  from pgque.queue where queue_name in ('bp', 'pp');
 select count(pgque.insert_event_raw(q, id, now(), null, null, 'default', 'r7-' || pg_catalog.lpad(i::text, 2, '0'),
                                     'k' || (case when i = 11 then 5 else i end), null, null, null))
   from unnest(array['bp', 'pp']) q,
-       lateral (select i, case when i = 11 then 1000005 when i = 12 then 9223372036854775807 else 1000000 + i end as id
+       lateral (select i, case when i = 11 then 1000005 when i = 12 then 4611686018427387904 else 1000000 + i end as id
                   from generate_series(1, 12) i) s;
 insert into got7 (q, msg_id, payload, key)
 select q, d.msg_id, d.payload, d.extra1 from unnest(array['bp', 'pp']) q, pgque_test.drain(q, 'c', 100) d;
