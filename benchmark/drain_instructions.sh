@@ -15,6 +15,17 @@
 # the callgrind files for callgrind_annotate: NAME.cg of the full drains,
 # NAME.warm.cg of the warm-ups (a function's warm cost per event is the
 # difference of its inclusive counts over the later windows' events).
+# XIP=1 holds a transaction with an xid open in another session while the
+# backlog is produced (bench_hold_xid), as `make bench`'s three concurrent
+# producers do: every window's old tick then lists a transaction in
+# progress, and each relation of the read is a BitmapOr of the ev_txid
+# range and `= any(xip)` (ADR 0093).  TOOL=cpu ROUNDS=n (default 5): no
+# valgrind; the same single-user drains timed (bench_cputime: the
+# backend's user + system CPU time from its rusage, and its system time
+# apart), ROUNDS rounds whose order of the systems turns round by round,
+# ns per event of the later windows in each round (a loaded machine slows
+# each instruction: read the ratios within a round, not the absolute
+# figures).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . benchmark/lib.sh
@@ -22,20 +33,50 @@ WINDOWS=${1:-12}
 WINDOW=${2:-10000}
 WARM=$((2 * WINDOW))
 ALL=$((WINDOWS * WINDOW))
+TOOL=${TOOL:-callgrind}
+ROUNDS=${ROUNDS:-5}
+case $TOOL in callgrind|cpu) ;; *) echo "TOOL is callgrind or cpu, not $TOOL" >&2; exit 2 ;; esac
+case ${XIP:-0} in 0|1) ;; *) echo "XIP is 0 or 1, not $XIP" >&2; exit 2 ;; esac
+[ "$WINDOWS" -gt 2 ] || { echo "WINDOWS must be more than the 2 of the warm-up" >&2; exit 2; }
 # benchmark/server.conf's settings; autovacuum off: the counts repeat
 bench_server drain_instr 56702 "autovacuum = off"
+if [ "${XIP:-0}" = 1 ]; then bench_hold_xid; fi
 drain_backlog "$WINDOWS" "$WINDOW"
+if [ "${XIP:-0}" = 1 ]; then bench_release_xid; fi
 systems=("${DRAIN_SYSTEMS[@]}")
 "${PSQL[@]}" -c "checkpoint" >/dev/null
 bench_snapshot
 
-# instructions of a single-user session draining up to $2 events of system
-# $1, from the clean copy; kept as $3.cg (full drain) or $3.warm.cg
+# the cost of a single-user session draining up to $2 events of system
+# $1, from the clean copy: instructions (kept as $3.cg for a full drain,
+# $3.warm.cg for the warm-up), or with TOOL=cpu "USER SYSTEM" ns
 count() {
 	bench_restore
-	drain_do "$1" "$2" | bench_callgrind "$3$([ "$2" = "$ALL" ] || echo .warm)"
+	if [ "$TOOL" = cpu ]; then
+		drain_do "$1" "$2" | bench_cputime
+	else
+		drain_do "$1" "$2" | bench_callgrind "$3$([ "$2" = "$ALL" ] || echo .warm)"
+	fi
 }
-printf '%-32s %14s\n' "drain ($WINDOWS windows of $WINDOW)" "instr/event"
+if [ "$TOOL" = cpu ]; then
+	echo "drain ($WINDOWS windows of $WINDOW$([ "${XIP:-0}" = 1 ] && echo ", XIP=1")): CPU ns per event (user + system, and system), rounds in turned order; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+	printf '%-6s' round; printf ' %18s' "${systems[@]}"; echo
+	for r in $(seq 1 "$ROUNDS"); do
+		declare -A ns=()
+		n=${#systems[@]}
+		for i in $(seq 0 $((n - 1))); do
+			sys=${systems[$(((i + r - 1) % n))]}
+			warm=$(count "$sys" "$WARM" "$sys")
+			all=$(count "$sys" "$ALL" "$sys")
+			ns[$sys]=$(echo "$warm $all" | awk -v n="$((ALL - WARM))" '{printf "%.0f (sys %.0f)", ($3 + $4 - $1 - $2) / n, ($4 - $2) / n}')
+		done
+		printf '%-6s' "$r"; for sys in "${systems[@]}"; do printf ' %18s' "${ns[$sys]}"; done; echo
+		unset ns
+	done
+	echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+	exit 0
+fi
+printf '%-32s %14s\n' "drain ($WINDOWS windows of $WINDOW$([ "${XIP:-0}" = 1 ] && echo ", XIP=1"))" "instr/event"
 for sys in "${systems[@]}"; do
 	warm=$(count "$sys" "$WARM" "$sys")
 	all=$(count "$sys" "$ALL" "$sys")

@@ -72,9 +72,60 @@ bench_callgrind() {
 	cat > "$WORK/run.sql"
 	as_pg valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" \
 		"$PGBIN/postgres" --single -D "$WORK/data" postgres < "$WORK/run.sql" > "$WORK/single.log" 2>&1
-	if grep -q ERROR "$WORK/single.log"; then cat "$WORK/single.log" >&2; exit 1; fi
+	bench_single_ok
 	if [ -n "${CALLGRIND_KEEP:-}" ] && [ -n "${1:-}" ]; then cp "$WORK/cg.out" "$CALLGRIND_KEEP/$1.cg"; fi
 	awk '/^(summary|totals):/ {print $2; exit}' "$WORK/cg.out"
+}
+# bench_cputime: "USER SYSTEM", the CPU time in nanoseconds of a
+# single-user backend on WORK/data running the statements on stdin (one a
+# line), from its rusage (no valgrind; a loaded machine slows each
+# instruction, so compare runs taken in alternated order, not absolute
+# figures); an ERROR in its output stops the script
+bench_cputime() {
+	cat > "$WORK/run.sql"
+	as_pg /usr/bin/python3 -c 'import resource, subprocess, sys
+with open(sys.argv[2]) as i, open(sys.argv[3], "w") as o:
+    subprocess.run([sys.argv[1], "--single", "-D", sys.argv[4], "postgres"], stdin=i, stdout=o, stderr=subprocess.STDOUT, check=True)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(round(r.ru_utime * 1e9), round(r.ru_stime * 1e9))' "$PGBIN/postgres" "$WORK/run.sql" "$WORK/single.log" "$WORK/data" \
+		|| { cat "$WORK/single.log" >&2; exit 1; }
+	bench_single_ok
+}
+# bench_single_ok: stop the script, showing the log, when the single-user
+# backend's output has an ERROR
+bench_single_ok() {
+	if grep -q ERROR "$WORK/single.log"; then cat "$WORK/single.log" >&2; exit 1; fi
+}
+
+# bench_hold_xid: a session that holds a transaction with an xid open,
+# as make bench's concurrent producers do (every tick taken meanwhile lists
+# it in progress, and each relation of a window's read becomes a BitmapOr
+# of the ev_txid range and `= any(xip)`, ADR 0086, 0093), until
+# bench_release_xid or the exit (its transaction rolls back: it writes
+# nothing).  Returns once the server shows its xid.
+bench_hold_xid() {
+	local i
+	[ -z "${BENCH_XID_PID:-}" ] || { echo "bench_hold_xid: already held" >&2; exit 1; }
+	[ -p "$WORK/xid.fifo" ] || as_pg mkfifo "$WORK/xid.fifo"
+	"${PSQL[@]}" < "$WORK/xid.fifo" >/dev/null &
+	BENCH_XID_PID=$!
+	exec 9> "$WORK/xid.fifo"
+	[[ " ${BENCH_AT_EXIT[*]} " == *" bench_release_xid "* ]] || BENCH_AT_EXIT+=(bench_release_xid)
+	echo "set application_name = 'bench_hold_xid'; begin; select pg_catalog.pg_current_xact_id();" >&9
+	for i in $(seq 1 300); do
+		[ "$("${PSQL[@]}" -c "select count(*) from pg_catalog.pg_stat_activity
+			where application_name = 'bench_hold_xid' and backend_xid is not null")" = 1 ] && return 0
+		kill -0 "$BENCH_XID_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+	echo "bench_hold_xid: the session holding an xid did not start" >&2
+	exit 1
+}
+bench_release_xid() {
+	[ -n "${BENCH_XID_PID:-}" ] || return 0
+	exec 9>&-	# the end of its input: the session ends, its transaction rolled back
+	wait "$BENCH_XID_PID" || true
+	BENCH_XID_PID=
 }
 
 # have_pgq: PgQ 3 is installed in PG_CONFIG's server

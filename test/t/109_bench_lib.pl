@@ -52,6 +52,32 @@ for my $path (@scripts)
 	}
 }
 
+# ---- the options the docs give a script are the script's ---------------------
+# A command line in docs/ (`XIP=1 bash benchmark/drain_instructions.sh 6
+# 10000`) names options by environment; each must be read by that script or
+# the lib.sh it sources (a merge once kept a script without the options its
+# docs cite).
+my $shared = slurp_file("$root/benchmark/lib.sh") . slurp_file("$root/test/lib.sh");
+my $cited = 0;
+for my $doc (sort(glob("$root/docs/*.md"), glob("$root/docs/adr/*.md")))
+{
+	my ($dname) = $doc =~ m{(docs/.*)$};
+	(my $text = slurp_file($doc)) =~ s/\s+/ /g;
+	while ($text =~ /((?:\b[A-Z_][A-Z0-9_]*=\S+\s+)+)(?:bash\s+)?benchmark\/([\w-]+\.sh)\b/g)
+	{
+		my ($vars, $script) = ($1, $2);
+		my $path = "$root/benchmark/$script";
+		next unless -e $path;
+		my $body = slurp_file($path) . $shared;
+		for my $var ($vars =~ /\b([A-Z_][A-Z0-9_]*)=/g)
+		{
+			$cited++;
+			like($body, qr/\b\Q$var\E\b/, "$dname: $script reads $var, as the doc's command line sets it");
+		}
+	}
+}
+cmp_ok($cited, '>', 20, 'the docs\' command lines with options were found');
+
 # ---- lib.sh: bench_server's settings, port, and its exit ---------------------
 my $port = PostgreSQL::Test::Cluster::get_free_port();
 my $bindir = `pg_config --bindir`;
@@ -72,6 +98,16 @@ as_pg pg_isready -q -h "$WORK" -p "$PORT" && echo "socket=open" || echo "socket=
                                 'listen_addresses')
                  order by name"
 printf 'setting=%s\n' "${SETTINGS[@]}"
+# bench_hold_xid (drain_instructions.sh's XIP=1): a snapshot taken while it
+# holds (once a later xid has ended: a snapshot lists only xids below its
+# xmax) lists its xid in progress; after bench_release_xid none does
+bench_hold_xid
+"${PSQL[@]}" -c "select pg_catalog.pg_current_xact_id()" >/dev/null
+echo "held_xip=$("${PSQL[@]}" -c "select count(*) from pg_catalog.pg_snapshot_xip(pg_catalog.pg_current_snapshot())")"
+echo "held_session=$("${PSQL[@]}" -c "select count(*) from pg_catalog.pg_stat_activity where application_name = 'bench_hold_xid' and backend_xid is not null")"
+bench_release_xid
+echo "released_xip=$("${PSQL[@]}" -c "select count(*) from pg_catalog.pg_snapshot_xip(pg_catalog.pg_current_snapshot())")"
+echo "released_session=$("${PSQL[@]}" -c "select count(*) from pg_catalog.pg_stat_activity where application_name = 'bench_hold_xid'")"
 # the shared SQL (benchmark/bench.sql), loaded twice, on a real queue: the
 # keyed stream to two queues, a 4-slot consumer and a plain one drain all
 "${PSQL[@]}" -c "create extension pgque_bgw" >/dev/null
@@ -99,6 +135,14 @@ echo "again_kb=$("${PSQL[@]}" -F ' ' -c "call bench_drain_plain('kb', 'plain')")
 m1=$("${PSQL[@]}" -F ' ' -c "call bench_drain_plain('kf', 'g', 50, member => 'm1')")
 m2=$("${PSQL[@]}" -F ' ' -c "call bench_drain_plain('kf', 'g', 50, member => 'm2')")
 echo "coop_kf=$(( ${m1%% *} + ${m2%% *} ))"
+# bench_cputime (drain_instructions.sh's TOOL=cpu): a single-user backend's
+# CPU time, and an ERROR in it stops the caller; an xid held again is left
+# to the exit to end
+bench_hold_xid
+echo "holder=$BENCH_XID_PID"
+bench_snapshot
+echo "cpu=$(echo "select count(*) from generate_series(1, 300000);" | bench_cputime)"
+(echo "select 1/0;" | bench_cputime >/dev/null 2>&1) && echo "cpu_error=went on" || echo "cpu_error=stopped"
 SH
 close $fh;
 my $out = `ROOT='$root' PGBIN='$bindir' PG_CONFIG='$bindir/pg_config' PGQUE_BENCH_PORT=$port bash '$dir/probe.sh' 2>&1`;
@@ -126,8 +170,19 @@ like($drained{plain_kb}, qr/^2500 \d+$/, 'bench_drain_plain: every event, and th
 is($drained{plain_kf}, 2500, 'called from PL/pgSQL with the count as partition.sh calls it');
 is($drained{again_kb}, '0 0', 'nothing twice');
 is($drained{coop_kf}, 2500, 'with member, the drain is a cooperative member\'s: two members hand out every event once');
+my %xid = $out =~ /^((?:held|released)_\w+)=(.*)$/mg;
+is($xid{held_xip}, 1, 'bench_hold_xid: a snapshot lists its transaction in progress');
+is($xid{held_session}, 1, 'one session holds an xid');
+is($xid{released_xip}, 0, 'bench_release_xid: none after it');
+is($xid{released_session}, 0, 'its session ended');
+like($out, qr/^cpu=\d+ \d+$/m, 'bench_cputime: a single-user backend\'s user and system CPU time in ns');
+my ($cpu_user) = $out =~ /^cpu=(\d+) /m;
+cmp_ok($cpu_user // 0, '>', 0, 'some user time counted');
+like($out, qr/^cpu_error=stopped$/m, 'an ERROR in the single-user backend stops the caller');
 my ($work) = $out =~ /^work=(.*)$/m;
 ok($work && !-e $work, 'at exit the server stopped and its directory is gone');
+my ($holder) = $out =~ /^holder=(\d+)$/m;
+ok($holder && !kill(0, $holder), 'and the session bench_hold_xid started is gone');
 system("'$bindir/pg_isready' -q -h '$work' -p $port");
 isnt($?, 0, 'no server left on its socket');
 
