@@ -237,6 +237,15 @@ pgque_slot_recheck_sql(PG_FUNCTION_ARGS)
 Datum
 pgque_slot_forget_sql(PG_FUNCTION_ARGS)
 {
+	/*
+	 * One consumer of every queue is no target the commit's lookup knows
+	 * (forget_covers(): a queue's consumer, a queue, all): refused, not
+	 * counted and then never applied.
+	 */
+	if (PG_ARGISNULL(0) && !PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("a forget of one consumer's slot leases needs its queue")));
 	if (!pgque_slots_available())
 		PG_RETURN_INT32(0);
 	PG_RETURN_INT32(pgque_slot_forget_at_commit(PG_ARGISNULL(0) ? -1 : PG_GETARG_INT32(0),

@@ -243,3 +243,7 @@ select hook, fn, skipped from pgque._maint_extra_hooks() where queue_name = 't67
 select count(*) filter (where func_name = 'pgque.maint') as maint_listed_hook_runs from pgque.maint_operations();
 select pgque.drop_queue('t67_m', true);
 drop schema t67_hooks cascade;
+
+-- a forget of one consumer of every queue is no target the commit applies
+-- (ADR 0099's second reader): refused, not counted and left
+select pgque_test.error_of('select pgque._slot_forget(null, ''c'')') as forget_consumer_of_every_queue;
