@@ -343,20 +343,32 @@ $$;
 -- maintenance interval) nothing more is done.  The five statements below
 -- called _live_roles once per row and list, 3,000 calls a pass with 1,000
 -- queues (ADR 0095).
+-- Whether an OID of the rights lists (the senders and subscribers of the
+-- queues, the users and owners of the consumers) has no role any more:
+-- one look at every OID of the lists at once, each distinct one asked of
+-- _live_roles once (ADR 0095).  The gate of _maint_stale_roles and the
+-- has-work of its step in maint_operations() (ADR 0100).
+create function pgque._rights_roles_stale()
+returns boolean language plpgsql as $$
+begin
+    -- NULL (no OID at all) counts as stale, as the gate always did
+    return not coalesce((select pg_catalog.cardinality(pgque._live_roles(pg_catalog.array_agg(u.role)))
+       operator(pg_catalog.=) pg_catalog.count(*)
+      from (select distinct x.role from (
+            select pg_catalog.unnest(q.queue_senders operator(pg_catalog.||) q.queue_subscribers) from pgque.queue q
+            union all select pg_catalog.unnest(s.sub_users) from pgque.subscription s
+            union all select s.sub_owner from pgque.subscription s
+            union all select pg_catalog.unnest(pc.users) from pgque.partition_consumer pc
+            union all select pc.owner from pgque.partition_consumer pc) x(role)) u), false);
+end $$;
+
 create function pgque._maint_stale_roles()
 returns int4 language plpgsql as $$
 declare
     n  int4;
     t  int4 := 0;
 begin
-    if (select pg_catalog.cardinality(pgque._live_roles(pg_catalog.array_agg(u.role)))
-               operator(pg_catalog.=) pg_catalog.count(*)
-          from (select distinct x.role from (
-                    select pg_catalog.unnest(q.queue_senders operator(pg_catalog.||) q.queue_subscribers) from pgque.queue q
-                    union all select pg_catalog.unnest(s.sub_users) from pgque.subscription s
-                    union all select s.sub_owner from pgque.subscription s
-                    union all select pg_catalog.unnest(pc.users) from pgque.partition_consumer pc
-                    union all select pc.owner from pgque.partition_consumer pc) x(role)) u) then
+    if not pgque._rights_roles_stale() then
         return 0;
     end if;
     update pgque.queue q
