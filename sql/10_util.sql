@@ -332,6 +332,48 @@ returns regrole[] language sql stable as $$
                                  where r.oid operator(pg_catalog.=) u.role) order by u.i)
 $$;
 
+-- Whether an OID of the rights lists (the senders and subscribers of the
+-- queues, the users and owners of the consumers) has no role any more:
+-- one look at every OID of the lists at once, each distinct one asked of
+-- _live_roles once (ADR 0095).  The gate of _maint_stale_roles and the
+-- has-work of its step in maint_operations() (ADR 0100).
+create function pgque._rights_roles_stale()
+returns boolean language plpgsql as $$
+begin
+    -- NULL (no OID at all) counts as stale, as the gate always did
+    return not coalesce((select pg_catalog.cardinality(pgque._live_roles(pg_catalog.array_agg(u.role)))
+       operator(pg_catalog.=) pg_catalog.count(*)
+      from (select distinct x.role from (
+            select pg_catalog.unnest(q.queue_senders operator(pg_catalog.||) q.queue_subscribers) from pgque.queue q
+            union all select pg_catalog.unnest(s.sub_users) from pgque.subscription s
+            union all select s.sub_owner from pgque.subscription s
+            union all select pg_catalog.unnest(pc.users) from pgque.partition_consumer pc
+            union all select pc.owner from pgque.partition_consumer pc) x(role)) u), false);
+end $$;
+
+-- The (queue, role) pairs of idempotency claims whose role is gone (ADR
+-- 0091): its OID, written by a dump as a bare number, would be another
+-- role's after a restore, which would then be answered "deduped" with the
+-- dropped role's event ids.  The roles are found by a skip scan of the
+-- primary key (one probe per queue and role, not a pass over the claims);
+-- '-' (0) is the shared key space of 0.2.0's claims, no role.  What
+-- _maint_stale_roles deletes and what its step in maint_operations() asks.
+create function pgque._idem_roles_gone(out queue_id int4, out role pg_catalog.oid)
+returns setof record language sql stable as $$
+    with recursive r(queue_id, role) as (
+        (select x.queue_id, x.idem_role from pgque.idem x
+          order by x.queue_id, x.idem_role limit 1)
+        union all
+        select y.queue_id, y.idem_role
+          from r cross join lateral (
+               select x.queue_id, x.idem_role from pgque.idem x
+                where (x.queue_id, x.idem_role) operator(pg_catalog.>) (r.queue_id, r.role)
+                order by x.queue_id, x.idem_role limit 1) y)
+    select r.queue_id, r.role from r
+     where r.role operator(pg_catalog.<>) 0::pg_catalog.oid
+       and not exists (select from pg_catalog.pg_roles pr where pr.oid operator(pg_catalog.=) r.role)
+$$;
+
 -- Maintenance (ADR 0079): take the OIDs that have no pg_roles row (a role
 -- dropped after DROP OWNED took its anchor) out of the four lists, and
 -- give the consumers whose owner is gone to pgque_admin (ADR 0071), and
@@ -349,14 +391,7 @@ declare
     n  int4;
     t  int4 := 0;
 begin
-    if (select pg_catalog.cardinality(pgque._live_roles(pg_catalog.array_agg(u.role)))
-               operator(pg_catalog.=) pg_catalog.count(*)
-          from (select distinct x.role from (
-                    select pg_catalog.unnest(q.queue_senders operator(pg_catalog.||) q.queue_subscribers) from pgque.queue q
-                    union all select pg_catalog.unnest(s.sub_users) from pgque.subscription s
-                    union all select s.sub_owner from pgque.subscription s
-                    union all select pg_catalog.unnest(pc.users) from pgque.partition_consumer pc
-                    union all select pc.owner from pgque.partition_consumer pc) x(role)) u) is not true then
+    if pgque._rights_roles_stale() then
         -- some OID of the lists is stale: each list, and the owners
         update pgque.queue q
            set queue_senders = pgque._live_roles(q.queue_senders),
@@ -385,25 +420,9 @@ begin
         get diagnostics n = row_count;
         t := t + n;
     end if;
-    -- the idempotency claims of a dropped role (ADR 0091): its OID, written
-    -- by a dump as a bare number, would be another role's after a restore,
-    -- which would then be answered "deduped" with the dropped role's event
-    -- ids.  The roles are found by a skip scan of the primary key (one
-    -- probe per queue and role, not a pass over the claims); '-' (0) is
-    -- the shared key space of 0.2.0's claims, no role.
+    -- the idempotency claims of a dropped role (ADR 0091)
     delete from pgque.idem i
-     using (with recursive r(queue_id, role) as (
-                (select x.queue_id, x.idem_role from pgque.idem x
-                  order by x.queue_id, x.idem_role limit 1)
-                union all
-                select y.queue_id, y.idem_role
-                  from r cross join lateral (
-                       select x.queue_id, x.idem_role from pgque.idem x
-                        where (x.queue_id, x.idem_role) operator(pg_catalog.>) (r.queue_id, r.role)
-                        order by x.queue_id, x.idem_role limit 1) y)
-            select r.queue_id, r.role from r
-             where r.role operator(pg_catalog.<>) 0::pg_catalog.oid
-               and not exists (select from pg_catalog.pg_roles pr where pr.oid operator(pg_catalog.=) r.role)) d
+     using pgque._idem_roles_gone() d
      where i.queue_id operator(pg_catalog.=) d.queue_id and i.idem_role operator(pg_catalog.=) d.role;
     get diagnostics n = row_count;
     return t + n;

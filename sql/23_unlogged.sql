@@ -124,6 +124,7 @@ declare
     dropped  int8;
     kept     int4;
     details  jsonb;
+    floor_xid xid8;
 begin
     if pgque._state_held() is not null or not pgque._queue_try_share(q.queue_id) then
         return false;
@@ -195,11 +196,29 @@ begin
             and not exists (select from pgque.%I e where e.ev_id = i.event_id)', 'event_' || q.queue_id)
       using q.queue_id;
 
+    -- the replay floor (ADR 0100): the windows up to the last tick lost
+    -- their events, the one after it holds every event sent since the
+    -- crash (the consumers resume there).  So a seek's 'earliest' is that
+    -- tick: the floor is the newest xmin of the ticks before it, which no
+    -- whole window starts at.  A tick before it with the same xmin (a
+    -- transaction open across both) leaves no xid between them: the floor
+    -- is then this transaction, as for a rotation, and 'earliest' is the
+    -- first tick after the reset (details.replay_from_last_tick false).
+    select pg_catalog.pg_snapshot_xmin(t.tick_snapshot) into floor_xid
+      from pgque.tick t where t.tick_queue = q.queue_id and t.tick_id < last.tick_id
+     order by 1 desc limit 1;
+    if floor_xid is not null
+       and floor_xid >= pg_catalog.pg_snapshot_xmin(last.tick_snapshot) then
+        floor_xid := pg_catalog.pg_current_xact_id();
+    end if;
     details := pg_catalog.jsonb_build_object(
         'reset_at', pg_catalog.now(), 'dropped_at_most', dropped, 'since', oldest.tick_time,
-        'last_tick', last.tick_id, 'sent_after_crash', present, 'blocked_keys_kept', kept);
+        'last_tick', last.tick_id, 'sent_after_crash', present, 'blocked_keys_kept', kept,
+        'replay_from_last_tick', floor_xid is distinct from pg_catalog.pg_current_xact_id()
+                                 and (q.queue_truncated_xid is null
+                                      or pg_catalog.pg_snapshot_xmin(last.tick_snapshot) > q.queue_truncated_xid));
     update pgque.queue
-       set queue_truncated_xid = greatest(queue_truncated_xid, pg_catalog.pg_current_xact_id()),
+       set queue_truncated_xid = greatest(queue_truncated_xid, floor_xid),
            queue_unlogged_reset = details
      where queue_id = q.queue_id;
     insert into pgque.unlogged_seal (queue_id) values (q.queue_id);
@@ -209,6 +228,15 @@ begin
     return true;
 end $$;
 
+-- Whether an unlogged queue lost its seal (a crash, a restore) and waits
+-- for its reset: the queues _unlogged_reset_all resets, and the has-work
+-- of its step in maint_operations() (ADR 0100).
+create function pgque._unlogged_lost(q pgque.queue)
+returns boolean language sql stable as $$
+    select q.queue_unlogged and not pg_catalog.pg_is_in_recovery()
+       and not exists (select from pgque.unlogged_seal u where u.queue_id = q.queue_id)
+$$;
+
 -- Every unlogged queue whose seal is gone, reset: the first maintenance
 -- step, for the queues the ticker does not visit (paused, external ticker)
 -- and for pg_cron and manual set-ups.  A queue row held by another
@@ -217,8 +245,7 @@ create function pgque._unlogged_reset_all()
 returns int4 language sql as $$
     select count(*) filter (where pgque._unlogged_reset(q, false))::int4
       from pgque.queue q
-     where q.queue_unlogged and not pg_catalog.pg_is_in_recovery()
-       and not exists (select from pgque.unlogged_seal u where u.queue_id = q.queue_id)
+     where pgque._unlogged_lost(q)
 $$;
 
 -- set_queue_config(q, 'unlogged', v): every event table of the queue

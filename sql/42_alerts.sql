@@ -415,6 +415,21 @@ begin
     perform pgque._maint_failure_settle();
 end $$;
 
+-- An alert row past its retention: cleared longer ago than i_retention.
+-- The rows maint_alerts deletes, and the has-work of its maintenance step
+-- in maint_operations() (ADR 0100).
+create function pgque._alert_expired(a pgque.alert, i_retention interval)
+returns boolean language sql stable as $$
+    select a.cleared_at is not null and a.cleared_at < pg_catalog.now() - i_retention
+$$;
+
+-- The retention of the alert history the maintenance step keeps
+-- (pgque_bgw.alert_retention; NULL without the library: nothing expires).
+create function pgque._alert_retention()
+returns interval language sql stable as $$
+    select pgque._guc_interval('pgque_bgw.alert_retention')
+$$;
+
 -- Alert history retention (the maintenance worker runs it).  -> rows deleted
 create function pgque.maint_alerts(i_retention interval default '7 days')
 returns int4 language plpgsql security definer
@@ -423,7 +438,7 @@ declare
     n int4;
 begin
     perform pgque._check_interval('retention', i_retention, true);
-    delete from pgque.alert where cleared_at is not null and cleared_at < now() - i_retention;
+    delete from pgque.alert a where pgque._alert_expired(a, i_retention);
     get diagnostics n = row_count;
     return n;
 end $$;

@@ -370,7 +370,7 @@ returns setof record language sql immutable as $$
     (8,  'extra maintenance hooks', 'pgque._maint_extra()', false, null, true, null, false, null, null),
     (9,  'reaping expired idempotency keys', 'pgque._maint_idem_batch(10000)', false, null, true, 10000, false,
      'idem_reaped', 'pgque.maint_idem'),
-    (10, 'alert retention', 'pgque.maint_alerts(pgque._guc_interval(''pgque_bgw.alert_retention''))', false, null,
+    (10, 'alert retention', 'pgque.maint_alerts(pgque._alert_retention())', false, null,
      false, null, false, null, null),
     (11, 'dropped roles in the rights', 'pgque._maint_stale_roles()', false, null, true, null, false, null, null)
 $$;
@@ -482,11 +482,20 @@ begin
     -- queue's space reserve due (_maint_queue_steps, the worker's list),
     -- step 6 a group with windows to cut or a cursor to move, or a fence
     -- past its time (_coop_maint_due), step 8 a hook that would run
-    -- (_maint_extra_hooks: one that is missing or not pgque_owner's is not)
+    -- (_maint_extra_hooks: one that is missing or not pgque_owner's is not);
+    -- ADR 0100: step 0 an unlogged queue that lost its seal
+    -- (_unlogged_lost), step 10 an alert past its retention
+    -- (_alert_expired), step 11 a rights list naming a dropped role
+    -- (_rights_roles_stale, the gate of its cleanup) or a claim of one
+    -- (_idem_roles_gone, what it deletes)
     select coalesce(bool_or(q.reserve), false) into more from pgque._maint_queue_steps() q;
     if more
        or pgque._coop_maint_due()
-       or exists (select from pgque._maint_extra_hooks() h where h.fn is not null) then
+       or exists (select from pgque._maint_extra_hooks() h where h.fn is not null)
+       or exists (select from pgque.queue q where pgque._unlogged_lost(q))
+       or exists (select from pgque.alert a where pgque._alert_expired(a, pgque._alert_retention()))
+       or pgque._rights_roles_stale()
+       or exists (select from pgque._idem_roles_gone()) then
         func_name := 'pgque.maint';
         func_arg := null;
         return next;

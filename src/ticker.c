@@ -22,6 +22,15 @@
  * A visit never waits for one queue (ADR 0040): a queue whose DDL lock is
  * taken (drop_queue) is skipped, one whose row another transaction holds
  * locked is left marked and visited again at the poll.
+ *
+ * A visit that fails (an error: a table its owner broke, a missing
+ * relation) backs its queue off (ADR 0100): visited again after the poll,
+ * then twice that, up to TICK_BACKOFF_MAX_MS, one by one (never in a chunk
+ * of the others), so that one broken queue neither floods the server log
+ * nor delays the ticks of the others.  From its TICK_FAIL_RECORD_AFTER-th
+ * failure in a row it is recorded as the failed step "tick" of the queue
+ * (pgque.maint_failure: the watchdog's maint_failed alert, subject
+ * tick/queue), marked recovered at its next successful visit.
  */
 #include "postgres.h"
 
@@ -45,6 +54,12 @@
 #define VISIT_ONE_BY_ONE 8
 #define TICK_CHUNK 64
 
+/* a failing queue's backoff (ADR 0100) */
+#define TICK_BACKOFF_MAX_MS 30000
+#define TICK_FAIL_RECORD_AFTER 3
+/* the step name its failures are recorded under (maint_failed: tick/queue) */
+#define TICK_FAIL_STEP "tick"
+
 typedef struct TickQueue
 {
 	int32		id;
@@ -54,6 +69,9 @@ typedef struct TickQueue
 	TimestampTz idle_due;		/* its idle tick is due (0: visit at once) */
 	bool		visit;			/* visit in this pass */
 	bool		busy;			/* its row was locked in this pass: at the poll */
+	int32		failures;		/* visits failed in a row (ADR 0100) */
+	TimestampTz retry_at;		/* after a failure: not visited before */
+	bool		recorded;		/* a failure of it is recorded, not recovered */
 } TickQueue;
 
 typedef struct TickerState
@@ -63,7 +81,8 @@ typedef struct TickerState
 	int			nqueues;
 	bool		stale;			/* pgque.queue changed: read the list again */
 	bool		probe_all;		/* ask _ticks_due of every queue */
-	bool		retry;			/* a visit failed: again at the poll */
+	bool		retry;			/* a row was busy, a list failed: at the poll */
+	TimestampTz next_retry;		/* the earliest retry_at of a failing queue */
 	long		poll_ms;		/* shortest ticker_max_lag: the retry poll */
 	TimestampTz next_probe;		/* next _ticks_seq_moved */
 	TimestampTz next_idle;		/* the earliest idle_due */
@@ -176,6 +195,12 @@ list_queues(void *arg)
 							  TimestampTzPlusMilliseconds(DatumGetTimestampTz(last), q->idle_ms));
 		/* a visit still owed (a failed one, a busy row) is kept */
 		q->visit = (q->idle_due <= now) || (known != NULL && known->visit);
+		/* and a failing queue's backoff */
+		if (known != NULL)
+		{
+			q->failures = known->failures;
+			q->retry_at = known->retry_at;
+		}
 		st->poll_ms = Min(st->poll_ms, (long) q->max_lag_ms);
 	}
 	MemoryContextSwitchTo(old);
@@ -186,6 +211,39 @@ list_queues(void *arg)
 	st->queues = queues;
 	st->nqueues = (int) SPI_processed;
 	st->poll_ms = Max(st->poll_ms, pgque_tick_interval);
+
+	/*
+	 * The ticker's failures recorded and not recovered (also by a ticker
+	 * before a restart): a queue no longer listed (dropped, paused, ticked
+	 * by an external ticker) is no longer failing to be ticked here; the
+	 * others are marked recovered at their next successful visit.  0.2.0's
+	 * table: an older SQL not yet updated has none (ADR 0019).
+	 */
+	if (PGQUE_SQL_HAS(PGQUE_SQL_0_2_0))
+	{
+		ret = SPI_execute("update pgque.maint_failure f set mf_recovered_at = pg_catalog.now()"
+						  " where f.mf_step operator(pg_catalog.=) '" TICK_FAIL_STEP "'"
+						  "   and f.mf_recovered_at is null"
+						  "   and not exists (select from pgque._ticker_queues() t"
+						  "                    where t.queue_name operator(pg_catalog.=) f.mf_queue)",
+						  false, 0);
+		if (ret != SPI_OK_UPDATE)
+			elog(ERROR, "settling ticker failures failed: %s", SPI_result_code_string(ret));
+		ret = SPI_execute("select f.mf_queue from pgque.maint_failure f"
+						  " where f.mf_step operator(pg_catalog.=) '" TICK_FAIL_STEP "'"
+						  "   and f.mf_recovered_at is null", true, 0);
+		if (ret != SPI_OK_SELECT)
+			elog(ERROR, "listing ticker failures failed: %s", SPI_result_code_string(ret));
+		for (i = 0; i < SPI_processed; i++)
+		{
+			char	   *name = SPI_getvalue(SPI_tuptable->vals[i], SPI_tuptable->tupdesc, 1);
+			int			j;
+
+			for (j = 0; name != NULL && j < st->nqueues; j++)
+				if (strcmp(st->queues[j].name, name) == 0)
+					st->queues[j].recorded = true;
+		}
+	}
 }
 
 /* A statement returning queue ids (unit); the ids go to st->due. */
@@ -276,6 +334,8 @@ static void
 visited(TickQueue *q, bool ticked, TimestampTz now)
 {
 	q->visit = false;
+	q->failures = 0;
+	q->retry_at = 0;
 	/*
 	 * Ticked now, or found not due at its idle deadline (another ticker
 	 * call ticked it since): one idle period from now.  Otherwise a commit
@@ -283,6 +343,70 @@ visited(TickQueue *q, bool ticked, TimestampTz now)
 	 */
 	if (ticked || q->idle_due <= now)
 		q->idle_due = TimestampTzPlusMilliseconds(now, q->idle_ms);
+}
+
+/* a failing queue: recorded (unit) as the failed step "tick" of the queue */
+static void
+record_tick_failure(void *arg)
+{
+	TickerState *st = arg;
+	Oid			argtypes[4] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		args[4];
+
+	args[0] = CStringGetTextDatum(TICK_FAIL_STEP);
+	args[1] = CStringGetTextDatum(st->queue->name);
+	args[2] = CStringGetTextDatum(pgque_unit_errmsg);
+	args[3] = CStringGetTextDatum(unpack_sql_state(pgque_unit_sqlerrcode));
+	(void) pgque_spi_int8("select pgque._maint_failed($1, $2, $3, $4)", 4, argtypes, args, NULL);
+}
+
+/* ... and recovered (unit) */
+static void
+record_tick_ok(void *arg)
+{
+	TickerState *st = arg;
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Datum		args[2];
+
+	args[0] = CStringGetTextDatum(TICK_FAIL_STEP);
+	args[1] = CStringGetTextDatum(st->queue->name);
+	(void) pgque_spi_int8("select pgque._maint_ok($1, $2)", 2, argtypes, args, NULL);
+}
+
+/* is q backing off after a failure, not to be visited yet? */
+static bool
+backing_off(const TickQueue *q, TimestampTz now)
+{
+	return q->failures > 0 && now < q->retry_at;
+}
+
+/*
+ * A visit of st->queue failed: it backs off, the poll doubled per failure
+ * in a row up to TICK_BACKOFF_MAX_MS (q->visit stays: again then); from
+ * its TICK_FAIL_RECORD_AFTER-th failure in a row it is recorded.
+ */
+static void
+visit_failed(TickerState *st)
+{
+	TickQueue  *q = st->queue;
+	int64		delay = Max(st->poll_ms, 1);
+	int			k;
+
+	if (pgque_unit_abandoned)
+	{
+		/* not a failure of the queue: its SQL was updated or dropped */
+		st->retry = true;
+		return;
+	}
+	if (q->failures < PG_INT32_MAX)
+		q->failures++;
+	for (k = 1; k < q->failures && delay < TICK_BACKOFF_MAX_MS; k++)
+		delay *= 2;
+	delay = Min(delay, TICK_BACKOFF_MAX_MS);
+	q->retry_at = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), delay);
+	if (q->failures >= TICK_FAIL_RECORD_AFTER && PGQUE_SQL_HAS(PGQUE_SQL_0_2_0) &&
+		pgque_run_unit("recording a ticker failure", record_tick_failure, st))
+		q->recorded = true;
 }
 
 /*
@@ -316,8 +440,9 @@ visit_queues(TickerState *st, int *nvisits)
 			TimestampTz now;
 			ListCell   *lc;
 
+			/* a failing queue is visited one by one, below */
 			for (to = from; to < st->nqueues && n < TICK_CHUNK; to++)
-				if (st->queues[to].visit)
+				if (st->queues[to].visit && st->queues[to].failures == 0)
 					ids[n++] = Int32GetDatum(st->queues[to].id);
 			if (n > 0 &&
 				ids_unit(st, "ticking queues", "select pgque._tick_many($1)",
@@ -342,7 +467,8 @@ visit_queues(TickerState *st, int *nvisits)
 					nticks++;
 				}
 				for (i = from; i < to; i++)
-					if (st->queues[i].visit && !st->queues[i].busy)
+					if (st->queues[i].visit && !st->queues[i].busy &&
+						st->queues[i].failures == 0)
 						visited(&st->queues[i], false, now);
 			}
 			/* a failed chunk stays marked: one by one below */
@@ -357,13 +483,19 @@ visit_queues(TickerState *st, int *nvisits)
 		if (!q->visit || q->busy)
 			continue;
 		st->queue = q;
+		if (backing_off(q, GetCurrentTimestamp()))
+			continue;			/* q->visit stays: at its retry_at */
 		st->ticked = false;
 		snprintf(what, sizeof(what), "ticking queue \"%s\"", q->name);
 		if (!pgque_run_unit(what, tick_queue, st))
 		{
-			st->retry = true;	/* q->visit stays: again at the poll */
+			visit_failed(st);
 			continue;
 		}
+		/* its failure recorded: recovered */
+		if (q->recorded && !q->busy &&
+			pgque_run_unit("recording a ticker recovery", record_tick_ok, st))
+			q->recorded = false;
 		if (q->busy)
 		{
 			st->retry = true;	/* its row is locked: again at the poll */
@@ -386,6 +518,7 @@ ticker_init(void)
 	st->probe_all = true;
 	st->poll_ms = 1000;
 	st->next_idle = DT_NOEND;
+	st->next_retry = DT_NOEND;
 	ticker_state = st;
 	CacheRegisterRelcacheCallback(queue_list_invalidated, (Datum) 0);
 	return st;
@@ -561,8 +694,19 @@ ticker_pass_body(TickerState *st, MemoryContext cxt)
 	nticks = visit_queues(st, &nvisits);
 
 	st->next_idle = DT_NOEND;
+	st->next_retry = DT_NOEND;
 	for (i = 0; i < st->nqueues; i++)
-		st->next_idle = Min(st->next_idle, st->queues[i].idle_due);
+	{
+		/*
+		 * a failing queue's idle deadline has passed and stays so: its
+		 * retry_at is its deadline (the rate limit alone made the poll of a
+		 * failing queue one per tick_interval, ADR 0100)
+		 */
+		if (st->queues[i].failures > 0 && st->queues[i].visit)
+			st->next_retry = Min(st->next_retry, st->queues[i].retry_at);
+		else
+			st->next_idle = Min(st->next_idle, st->queues[i].idle_due);
+	}
 
 	if (nticks > 0)
 	{
@@ -609,6 +753,8 @@ ticker_next_pass(void *state)
 		return pass_allowed_at(st);
 	}
 	next = Min(st->next_probe, st->next_idle);
+	/* a failing queue: at its retry_at (ADR 0100) */
+	next = Min(next, st->next_retry);
 	/*
 	 * a failed visit or list; or the watchdog is down and its worker_down
 	 * alert is this loop's to write (ADR 0028): at the poll
