@@ -181,22 +181,6 @@ list_queues(void *arg)
 	MemoryContextSwitchTo(old);
 }
 
-/* a statement on the step's name and queue (NULL for database-wide steps) */
-static void
-step_sql(MaintPass *pass, const char *sql, int nextra, Datum *extra)
-{
-	Oid			argtypes[4] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-	Datum		args[4];
-	bool		nulls[4] = {false, pass->step_queue == NULL, false, false};
-	int			i;
-
-	args[0] = CStringGetTextDatum(pass->cur->step);
-	args[1] = pass->step_queue ? CStringGetTextDatum(pass->step_queue) : (Datum) 0;
-	for (i = 0; i < nextra; i++)
-		args[2 + i] = extra[i];
-	pgque_spi_int8(sql, 2 + nextra, argtypes, args, nulls);
-}
-
 /* the step, then in the same transaction: a failure of it recovered */
 static void
 step_unit(void *arg)
@@ -216,18 +200,15 @@ step_unit(void *arg)
 		pass->result = pgque_spi_int8(sql, 0, NULL, NULL, NULL);
 	/* 0.2.0's table: an older SQL not yet updated has none (ADR 0019) */
 	if (PGQUE_SQL_HAS(PGQUE_SQL_0_2_0) && pass->result >= 0)
-		step_sql(pass, "select pgque._maint_ok($1, $2)", 0, NULL);
+		pgque_record_step(pass->cur->step, pass->step_queue, false);
 }
 
 static void
 record_failure(void *arg)
 {
 	MaintPass  *pass = arg;
-	Datum		extra[2];
 
-	extra[0] = CStringGetTextDatum(pgque_unit_errmsg);
-	extra[1] = CStringGetTextDatum(unpack_sql_state(pgque_unit_sqlerrcode));
-	step_sql(pass, "select pgque._maint_failed($1, $2, $3, $4)", 2, extra);
+	pgque_record_step(pass->cur->step, pass->step_queue, true);
 }
 
 /*

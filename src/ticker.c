@@ -350,14 +350,8 @@ static void
 record_tick_failure(void *arg)
 {
 	TickerState *st = arg;
-	Oid			argtypes[4] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID};
-	Datum		args[4];
 
-	args[0] = CStringGetTextDatum(TICK_FAIL_STEP);
-	args[1] = CStringGetTextDatum(st->queue->name);
-	args[2] = CStringGetTextDatum(pgque_unit_errmsg);
-	args[3] = CStringGetTextDatum(unpack_sql_state(pgque_unit_sqlerrcode));
-	(void) pgque_spi_int8("select pgque._maint_failed($1, $2, $3, $4)", 4, argtypes, args, NULL);
+	pgque_record_step(TICK_FAIL_STEP, st->queue->name, true);
 }
 
 /* ... and recovered (unit) */
@@ -365,12 +359,8 @@ static void
 record_tick_ok(void *arg)
 {
 	TickerState *st = arg;
-	Oid			argtypes[2] = {TEXTOID, TEXTOID};
-	Datum		args[2];
 
-	args[0] = CStringGetTextDatum(TICK_FAIL_STEP);
-	args[1] = CStringGetTextDatum(st->queue->name);
-	(void) pgque_spi_int8("select pgque._maint_ok($1, $2)", 2, argtypes, args, NULL);
+	pgque_record_step(TICK_FAIL_STEP, st->queue->name, false);
 }
 
 /* is q backing off after a failure, not to be visited yet? */

@@ -772,3 +772,29 @@ pgque_spi_int8(const char *sql, int nargs, Oid *argtypes, Datum *args, bool *isn
 	}
 	return result;
 }
+
+/*
+ * Inside a unit: the failed step `step` of `queue` (NULL: a database-wide
+ * step) recorded from the failed unit's error (pgque_unit_errmsg and its
+ * SQLSTATE) for the maint_failed alert, or (failed false) a failure of it
+ * marked recovered.  Needs 0.2.0's table (PGQUE_SQL_HAS, by the caller).
+ * The maintenance worker's steps and the ticker's visits (ADR 0024, 0100).
+ */
+void
+pgque_record_step(const char *step, const char *queue, bool failed)
+{
+	Oid			argtypes[4] = {TEXTOID, TEXTOID, TEXTOID, TEXTOID};
+	Datum		args[4];
+	bool		nulls[4] = {false, queue == NULL, false, false};
+
+	args[0] = CStringGetTextDatum(step);
+	args[1] = queue ? CStringGetTextDatum(queue) : (Datum) 0;
+	if (!failed)
+	{
+		(void) pgque_spi_int8("select pgque._maint_ok($1, $2)", 2, argtypes, args, nulls);
+		return;
+	}
+	args[2] = CStringGetTextDatum(pgque_unit_errmsg);
+	args[3] = CStringGetTextDatum(unpack_sql_state(pgque_unit_sqlerrcode));
+	(void) pgque_spi_int8("select pgque._maint_failed($1, $2, $3, $4)", 4, argtypes, args, nulls);
+}

@@ -73,6 +73,7 @@ extern uint64 pgque_memory_in_use(void);
 extern void pgque_publish_memory(void);
 extern long pgque_wait(long timeout_ms);
 extern int64 pgque_spi_int8(const char *sql, int nargs, Oid *argtypes, Datum *args, bool *isnull);
+extern void pgque_record_step(const char *step, const char *queue, bool failed);
 
 /* ---- restore.c: act only on a whole queue state (ADR 0022) ---- */
 extern bool pgque_state_held(MemoryContext cxt);

@@ -74,18 +74,26 @@ my $log_offset = -s $node->logfile;
 $node->safe_psql('postgres', q{select pgque.send('bad', 'x')});
 
 my ($late, $rounds) = (0, 0);
-my ($mem_from, $mem_to);
+# the ticker's memory sampled every round after a 10 s warm-up; compared as
+# TAP 050 does: the lowest figure of the first and of the last 8 s (a
+# single sample can land on a pass's transient peak)
+my (@mem_first, @mem_last);
 my $t0 = time();
 while (time() - $t0 < 40)
 {
 	$late++ unless good_ticked();
 	$rounds++;
-	$mem_from = ticker_memory() if !defined $mem_from && time() - $t0 >= 10;
+	my $at = time() - $t0;
+	push @mem_first, ticker_memory() if $at >= 10 && $at < 18;
+	push @mem_last, ticker_memory() if $at >= 32;
 	# the bad queue is marked again and again (a commit each round)
 	$node->safe_psql('postgres', q{select pgque.send('bad', 'x')}) if $rounds % 5 == 0;
 	sleep(0.2);
 }
-$mem_to = ticker_memory();
+my ($mem_from) = sort { $a <=> $b } @mem_first;
+my ($mem_to) = sort { $a <=> $b } @mem_last;
+$mem_from //= 0;
+$mem_to //= -1;
 is($late, 0, "the healthy queue is ticked within a second of each of $rounds sends");
 my $lines = count_lines($log_offset);
 cmp_ok($lines, '>=', 3, "the failing queue is visited again ($lines lines)");
@@ -100,7 +108,8 @@ is($node->safe_psql('postgres', q{select subject || ' ' || (details->>'sqlstate'
 	'tick/bad 23514', '... its subject and the error\'s SQLSTATE');
 is($node->safe_psql('postgres', q{select count(*) from pgque.alerts where kind = 'maint_failed' and queue_name = 'good'}),
 	'0', 'no alert for the healthy queue');
-cmp_ok($mem_to - $mem_from, '<=', 32768, "the ticker's memory is flat ($mem_from -> $mem_to bytes)");
+cmp_ok(scalar(@mem_first) * scalar(@mem_last), '>', 0, 'the ticker published its memory in both windows');
+cmp_ok($mem_to - $mem_from, '<=', 32768, "the ticker's memory is flat (lowest $mem_from -> $mem_to bytes)");
 
 # a restart while it fails: the new ticker knows the recorded failure
 $node->restart;
