@@ -62,6 +62,10 @@ installcheck: export PGQUE_SRC = $(CURDIR)/test
 # Warnings are errors; the exceptions are what PostgreSQL's own headers trip.
 PG_CFLAGS  = -Wall -Wextra -Werror -Wno-unused-parameter -Wno-sign-compare \
              -Wno-missing-field-initializers -Wno-cast-function-type
+# Each object's header dependencies (gcc and clang: -MMD -MP), read back
+# below, so that a changed header rebuilds every file that includes it.
+PG_CFLAGS += -MMD -MP
+EXTRA_CLEAN += $(OBJS:.o=.d)
 
 # PG_CONFIG from the environment or the command line wins; PG=NN picks
 # Debian's /usr/lib/postgresql/NN; else the pg_config on PATH (Debian's
@@ -81,6 +85,7 @@ override with_llvm = no
 
 ifneq ($(wildcard $(PGXS)),)
 include $(PGXS)
+-include $(OBJS:.o=.d)
 else
 all:
 	@echo "no PostgreSQL server headers ($(PG_CONFIG)): install postgresql-server-dev-NN, or run 'make test' or 'make demo' (they install it)" >&2; exit 1

@@ -48,7 +48,7 @@ build() {
 	local dir=$1
 	rm -rf "$dir/src" && mkdir -p "$dir/src" || return 1
 	# the tree without its build products and VCS data
-	tar -C "$SRC" --exclude=.git --exclude='*.o' --exclude='*.so' --exclude='*.bc' \
+	tar -C "$SRC" --exclude=.git --exclude='*.o' --exclude='*.so' --exclude='*.bc' --exclude='src/*.d' \
 		--exclude='./pgque_bgw--*.sql' --exclude='./pgque_proxy--*.sql' --exclude=./build \
 		-cf - . | tar -C "$dir/src" -xf - || return 1
 	(cd "$dir/src" && pg_buildext updatecontrol >/dev/null &&
