@@ -90,6 +90,7 @@ while (time() - $t0 < 40)
 	$node->safe_psql('postgres', q{select pgque.send('bad', 'x')}) if $rounds % 5 == 0;
 	sleep(0.2);
 }
+diag('figure: the ticker\'s memory, first window ' . join(' ', @mem_first) . '; last window ' . join(' ', @mem_last));
 my ($mem_from) = sort { $a <=> $b } @mem_first;
 my ($mem_to) = sort { $a <=> $b } @mem_last;
 $mem_from //= 0;
