@@ -30,30 +30,7 @@ track_functions = 'all'
 $node->install('postgres');
 ok($node->wait_for_workers('postgres'), 'the workers run');
 
-$node->safe_psql('postgres', q{
-    select pgque.create_queue('wb');
-    select pgque.set_queue_config('wb', 'partition_buckets', '32');
-    select pgque.maint_rotate_tables_step2();
-    select pgque.subscribe_slot('wb', 'w', s, 8) from generate_series(0, 7) s;
-    select count(*) from unnest(pgque.send_batch('wb', 'ev', array_fill('p'::text, array[100000]),
-                                                 array(select 'key-' || (g % 1000) from generate_series(1, 100000) g)));
-    select pgque.force_tick('wb');
-    select pgque.ticker('wb');
-    create procedure drain(s int) language plpgsql as $$
-    begin
-        perform pgque.claim_slot('wb', 'w', s, 'tap-worker');
-        loop
-            exit when not exists (select from pgque.receive_partitioned('wb', 'w', s, 8, 'tap-worker', 5000));
-            perform pgque.ack_partitioned('wb', 'w', s, 8, 'tap-worker');
-            commit;
-        end loop;
-        perform pgque.release_slot('wb', 'w', s, 'tap-worker');
-    end $$;
-});
-$node->safe_psql('postgres', "call drain($_)") for (0, 1, 2, 4, 5, 6, 7);
-my $qid = $node->safe_psql('postgres', q{select queue_id from pgque.queue where queue_name = 'wb'});
-my $slot3 = $node->safe_psql('postgres', q{
-    select count(*) from generate_series(1, 100000) g where pgque._slot_of('key-' || (g % 1000), 8) = 3});
+my ($qid, $slot3) = $node->stopped_slot_backlog('wb', force_tick => 1);
 cmp_ok($slot3, '>', 10000, "slot 3 holds more than the cap ($slot3 events)");
 
 ok(PgqueNode::poll_until(sub {

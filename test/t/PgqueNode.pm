@@ -189,6 +189,41 @@ sub wait_back
 	}, $secs);
 }
 
+# $node->stopped_slot_backlog(QUEUE, [force_tick => 1]): the stopped slot of
+# TAP 108 and 112 (ADR 0094, 0096): a 32-bucket queue, 8 slots of consumer
+# 'w', 100,000 events over 1,000 keys in one tick, every slot drained
+# but slot 3.  Returns the queue's id and slot 3's share of the events.
+sub stopped_slot_backlog
+{
+	my ($self, $q, %o) = @_;
+	my $tick = $o{force_tick} ? "select pgque.force_tick('$q');" : '';
+	$self->safe_psql('postgres', qq{
+	    select pgque.create_queue('$q');
+	    select pgque.set_queue_config('$q', 'partition_buckets', '32');
+	    select pgque.maint_rotate_tables_step2();
+	    select pgque.subscribe_slot('$q', 'w', s, 8) from generate_series(0, 7) s;
+	    select count(*) from unnest(pgque.send_batch('$q', 'ev', array_fill('p'::text, array[100000]),
+	                                                 array(select 'key-' || (g % 1000) from generate_series(1, 100000) g)));
+	    $tick
+	    select pgque.ticker('$q');
+	    create procedure drain(s int) language plpgsql as \$\$
+	    begin
+	        perform pgque.claim_slot('$q', 'w', s, 'tap-worker');
+	        loop
+	            exit when not exists (select from pgque.receive_partitioned('$q', 'w', s, 8, 'tap-worker', 5000));
+	            perform pgque.ack_partitioned('$q', 'w', s, 8, 'tap-worker');
+	            commit;
+	        end loop;
+	        perform pgque.release_slot('$q', 'w', s, 'tap-worker');
+	    end \$\$;
+	});
+	$self->safe_psql('postgres', "call drain($_)") for (0, 1, 2, 4, 5, 6, 7);
+	my $qid = $self->safe_psql('postgres', "select queue_id from pgque.queue where queue_name = '$q'");
+	my $slot3 = $self->safe_psql('postgres', q{
+	    select count(*) from generate_series(1, 100000) g where pgque._slot_of('key-' || (g % 1000), 8) = 3});
+	return ($qid, $slot3);
+}
+
 # poll_until(CODE, [SECONDS], [INTERVAL]): call CODE until it returns true
 # (returns true) or SECONDS (default the framework's timeout) have passed
 # (returns false); never a fixed sleep-and-hope.  A function, not a method.
