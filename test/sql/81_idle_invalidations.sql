@@ -38,3 +38,13 @@ select queue_name, queue_buckets_step2 is not null as buckets_stamped, queue_swi
 select pgque.maint_rotate_tables_step2() as stamped;
 
 select pgque.drop_queue('t81_a'), pgque.drop_queue('t81_b');
+
+-- 4. what the ticker's probe covered (shared memory, ADR 0103): no
+-- queue of a database whose ticker published nothing, none with a
+-- negative id or after the probe; no pgque role may ask it
+select pgque._ticker_covered(1, pg_catalog.now() - interval '1 hour') as no_probe,
+       pgque._ticker_covered(-1, '-infinity') as negative_id,
+       pgque._ticker_covered(1, 'infinity') as after_any_probe,
+       pgque._ticker_covered(null, pg_catalog.now()) as null_id;
+select r, pg_catalog.has_function_privilege(r, 'pgque._ticker_covered(int4, timestamptz)', 'execute') as can_execute
+  from pg_catalog.unnest(array['public', 'pgque_reader', 'pgque_writer', 'pgque_admin']) r order by 1;
