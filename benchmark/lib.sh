@@ -205,5 +205,8 @@ drain_xip_window() {
 	drain_window "$1" "$2" | sed -n 1p
 	if [ "$3" -gt 0 ]; then echo "commit prepared 'drain_xip_$3';"; fi
 	echo "begin; select pg_catalog.pg_current_xact_id(); prepare transaction 'drain_xip_$(($3 + 1))';"
+	# a later xid that completes: a snapshot lists only the in-progress
+	# xids below its xmax (the newest completed xid + 1)
+	echo "select pg_catalog.pg_current_xact_id();"
 	drain_window "$1" "$2" | sed -n '2,$p'
 }

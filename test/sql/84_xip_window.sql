@@ -56,6 +56,10 @@ select xip84.take(1);
 -- wrote elsewhere only): none of them adds a row, the range alone is read
 begin; select pgque.send('xo', 'elsewhere too'); prepare transaction 'xip84_o2';
 begin; select xip84.send('d', 40); prepare transaction 'xip84_d';
+-- a later transaction that ends: a snapshot lists only the xids in progress
+-- below its xmax (the newest ended xid + 1), so without it the tick would
+-- list neither o2 nor d
+select pgque.send('xo', 'after d');
 select xip84.tick();
 select xip84.send('r3', 30);
 commit prepared 'xip84_o2';
@@ -82,5 +86,46 @@ select count(*) as keys, bool_and(b = p) as same_order_per_key
                array_agg(payload order by seq) filter (where q = 'xp') as p
           from xip84.got group by key) k;
 
-select pgque.drop_queue('xb', true), pgque.drop_queue('xp', true), pgque.drop_queue('xo', true);
+-- The tables a window reads (_event_tables): those of before a switch only
+-- when a transaction that can add rows to the window is older than the
+-- switch's step 2, not whenever one older is in progress at the old tick.
+-- w writes before the switch and commits inside a window (both tables: its
+-- row is in the old one); z holds an xid from before the switch, writes
+-- nothing and runs across every tick (one table where w is not in the window).
+select pgque.create_queue('xr'), pgque.set_queue_config('xr', 'partition_buckets', '4');
+select pgque.subscribe('xr', 'c');
+select pgque.set_queue_config('xr', 'rotation_period', '1 millisecond');
+-- the cursor past the queue's creation, so that maint() may switch
+select pgque.send('xr', 'r4');
+select payload from pgque_test.drain('xr', 'c', 2);
+begin; select pgque.send('xr', 'w-before-switch'); prepare transaction 'xip84_w';
+begin; select pg_catalog.pg_current_xact_id() is not null as has_xid; prepare transaction 'xip84_z';
+select pgque.send('xr', 'r5');
+select pgque.ticker('xr') is not null as ticked;
+select pg_catalog.pg_sleep(0.01);
+select pgque.maint() >= 0 as maint_ran;
+select pgque.maint() >= 0 as maint_ran;
+select queue_cur_table as cur_after_switch, queue_switch_step2 is not null as step2_stamped
+  from pgque.queue where queue_name = 'xr';
+select pgque.send('xr', 'r6');
+select pgque.ticker('xr') is not null as ticked;
+commit prepared 'xip84_w';
+select pgque.send('xr', 'r7');
+select pgque.ticker('xr') is not null as ticked;
+select pgque.send('xr', 'r8');
+select pgque.ticker('xr') is not null as ticked;
+-- per window from the switch on: w and z in progress at its old tick or not,
+-- and the tables it reads
+select pg_catalog.pg_snapshot_xmin(lo.tick_snapshot) <= q.queue_switch_step2 as lo_xmin_before_step2,
+       pg_catalog.array_length(pgque._event_tables(q, lo.tick_snapshot, hi.tick_snapshot), 1) as tables
+  from pgque.queue q
+  join pgque.tick lo on lo.tick_queue = q.queue_id
+  join pgque.tick hi on hi.tick_queue = q.queue_id and hi.tick_id = lo.tick_id + 1
+ where q.queue_name = 'xr' and pg_catalog.pg_snapshot_xmax(hi.tick_snapshot) > q.queue_switch_step2
+ order by lo.tick_id;
+select payload from pgque_test.drain('xr', 'c', 2) order by msg_id;
+rollback prepared 'xip84_z';
+
+select pgque.drop_queue('xb', true), pgque.drop_queue('xp', true), pgque.drop_queue('xo', true),
+       pgque.drop_queue('xr', true);
 drop schema xip84 cascade;
