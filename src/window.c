@@ -42,6 +42,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
+#include "utils/xid8.h"
 
 #include "kept_plan.h"
 #include "pgque_bgw.h"
@@ -194,6 +195,51 @@ pgque_window_where_sql(PG_FUNCTION_ARGS)
 	initStringInfo(&buf);
 	pgque_window_where(&buf, PG_GETARG_INT32(0), PG_GETARG_INT32(1), PG_GETARG_INT32(2), PG_GETARG_INT32(3));
 	PG_RETURN_TEXT_P(cstring_to_text(buf.data));
+}
+
+/*
+ * pg_snapshot's layout (src/backend/utils/adt/xid8funcs.c keeps it to
+ * itself; the same from PostgreSQL 13 on): xip holds nxip xids, none at or
+ * past xmax.
+ */
+typedef struct WindowSnapshot
+{
+	int32		vl_len_;
+	uint32		nxip;
+	FullTransactionId xmin;
+	FullTransactionId xmax;
+	FullTransactionId xip[FLEXIBLE_ARRAY_MEMBER];
+} WindowSnapshot;
+
+/*
+ * pgque._window_xmin(lo, hi) -> xid8: the smallest xid whose rows can
+ * belong to the window between the snapshots lo and hi (ADR 0106): lo's
+ * xmax, or one of lo's in-progress xids that hi sees finished (a row of one
+ * hi does not fails the window's predicate, as window_xip_trim leaves it
+ * out).  _event_tables and _event_source choose the relations by it.  hi
+ * NULL: lo's xmin.
+ */
+PG_FUNCTION_INFO_V1(pgque_window_xmin_sql);
+Datum
+pgque_window_xmin_sql(PG_FUNCTION_ARGS)
+{
+	WindowSnapshot *lo;
+	FullTransactionId min;
+	uint32		i;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	lo = (WindowSnapshot *) PG_GETARG_VARLENA_P(0);
+	if (PG_ARGISNULL(1))
+		PG_RETURN_FULLTRANSACTIONID(lo->xmin);
+	min = lo->xmax;
+	for (i = 0; i < lo->nxip; i++)
+		if (FullTransactionIdPrecedes(lo->xip[i], min) &&
+			DatumGetBool(DirectFunctionCall2(pg_visible_in_snapshot,
+											 FullTransactionIdGetDatum(lo->xip[i]),
+											 PG_GETARG_DATUM(1))))
+			min = lo->xip[i];
+	PG_RETURN_FULLTRANSACTIONID(min);
 }
 
 /*
