@@ -256,7 +256,6 @@ pgque_window_xmin_sql(PG_FUNCTION_ARGS)
 #define SHAPE_EV_ID 0x04
 #define SHAPE_SLOT 0x08
 #define SHAPE_XIP 0x10			/* the old tick had transactions in progress */
-#define SHAPE_PROBE 0x20		/* not a read: has any row one of these xids? */
 
 /*
  * Whether the old tick's in-progress list has any xid.  Without one the
@@ -349,27 +348,18 @@ window_plan_for(const char *source, bool ordered, int shape)
 	 * (its value is NULL: the filter would pass every row).
 	 */
 	initStringInfo(&sql);
-	if (shape == SHAPE_PROBE)
-	{
-		/* window_xip_probe's question, answered by the first row found */
-		appendStringInfo(&sql, "select 1 from %s ev where ev.ev_txid operator(pg_catalog.=) any($%d) limit 1",
-						 source, WA_XIP + 1);
-	}
-	else
-	{
-		appendStringInfo(&sql, "select * from %s ev where ", source);
-		pgque_window_where(&sql, 1, 2, (shape & SHAPE_XIP) ? 3 : 0, 4);
-		if (shape & SHAPE_OWNER)
-			appendStringInfoString(&sql, " and (ev.ev_owner is null or ev.ev_owner operator(pg_catalog.=) $5)");
-		if (shape & SHAPE_AFTER)
-			appendStringInfoString(&sql, " and ev.ev_id operator(pg_catalog.>) $6");
-		if (shape & SHAPE_EV_ID)
-			appendStringInfoString(&sql, " and ev.ev_id operator(pg_catalog.=) $7");
-		if (shape & SHAPE_SLOT)
-			appendStringInfoString(&sql, " and pgque._slot_of(ev.ev_extra1, $9) operator(pg_catalog.=) $10");
-		if (ordered)
-			appendStringInfoString(&sql, " order by ev.ev_id limit $8");
-	}
+	appendStringInfo(&sql, "select * from %s ev where ", source);
+	pgque_window_where(&sql, 1, 2, (shape & SHAPE_XIP) ? 3 : 0, 4);
+	if (shape & SHAPE_OWNER)
+		appendStringInfoString(&sql, " and (ev.ev_owner is null or ev.ev_owner operator(pg_catalog.=) $5)");
+	if (shape & SHAPE_AFTER)
+		appendStringInfoString(&sql, " and ev.ev_id operator(pg_catalog.>) $6");
+	if (shape & SHAPE_EV_ID)
+		appendStringInfoString(&sql, " and ev.ev_id operator(pg_catalog.=) $7");
+	if (shape & SHAPE_SLOT)
+		appendStringInfoString(&sql, " and pgque._slot_of(ev.ev_extra1, $9) operator(pg_catalog.=) $10");
+	if (ordered)
+		appendStringInfoString(&sql, " order by ev.ev_id limit $8");
 	/* a generic plan: planned once, whatever the window's bounds */
 	plan = pgque_kept_plan_prepare(sql.data, WINDOW_NPARAMS, argtypes, CURSOR_OPT_GENERIC_PLAN);
 	pfree(sql.data);
@@ -415,39 +405,6 @@ window_xip_trim(Datum *args)
 		return NULL;
 	return construct_array(xids, k, XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL,
 						   TYPALIGN_DOUBLE);
-}
-
-/*
- * Whether any row of source has its ev_txid in args[WA_XIP] (ADR 0106).  A
- * transaction in progress at the old tick that committed before the new
- * one has usually written to other queues only (make bench's producers of
- * other queues, any writer of the database): when none of the list's xids
- * has a row here, the read is the range alone.  A plain index scan of each
- * relation that stops at the first row found, in a plan of its own.  The
- * rows of a finished transaction are all there for every snapshot after
- * the new tick's: the read that follows finds none of them either.
- */
-static bool
-window_xip_probe(const char *source, Datum *args, char *nulls, bool read_only)
-{
-	PgqueKeptPlan *plan = window_plan_for(source, false, SHAPE_PROBE);
-	int			guc_level = NewGUCNestLevel();
-	int			ret;
-	bool		found;
-
-	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("enable_bitmapscan", "off", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("enable_indexscan", "on", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	ret = pgque_kept_plan_execute(plan, args, nulls, read_only, 1);
-	AtEOXact_GUC(true, guc_level);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "pgque_bgw: window probe failed: %s", SPI_result_code_string(ret));
-	found = SPI_processed > 0;
-	SPI_freetuptable(SPI_tuptable);
-	return found;
 }
 
 /*
@@ -1114,8 +1071,8 @@ pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only, 
 
 	/*
 	 * A reader's window whose old tick had transactions in progress reads
-	 * only those xids that can add rows to it, and none when none of them
-	 * wrote here: then the read is the range alone (ADR 0106).  The
+	 * only those xids that can add rows to it; when none is left, the read
+	 * is the range alone (ADR 0106).  The
 	 * caller's arguments stay as they were (they key its part caches).  A
 	 * read for no reader (the ticker's probe) keeps its one shape (ADR
 	 * 0086's amendment).
@@ -1127,14 +1084,6 @@ pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only, 
 		xip = window_xip_trim(a);
 		if (xip != NULL)
 			a[WA_XIP] = PointerGetDatum(xip);
-		if ((xip == NULL || ArrayGetNItems(ARR_NDIM(xip), ARR_DIMS(xip)) > 0) &&
-			!window_xip_probe(source, a, nulls, read_only))
-		{
-			if (xip != NULL)
-				pfree(xip);
-			xip = construct_empty_array(XID8OID);
-			a[WA_XIP] = PointerGetDatum(xip);
-		}
 	}
 	plan = window_plan_for(source, ordered, window_shape(a, nulls));
 
