@@ -37,11 +37,13 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/fmgrprotos.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
+#include "utils/xid8.h"
 
 #include "compat.h"
 #include "kept_plan.h"
@@ -167,6 +169,51 @@ pgque_window_where_sql(PG_FUNCTION_ARGS)
 	initStringInfo(&buf);
 	pgque_window_where(&buf, PG_GETARG_INT32(0), PG_GETARG_INT32(1), PG_GETARG_INT32(2), PG_GETARG_INT32(3));
 	PG_RETURN_TEXT_P(cstring_to_text(buf.data));
+}
+
+/*
+ * pg_snapshot's layout (src/backend/utils/adt/xid8funcs.c keeps it to
+ * itself; the same from PostgreSQL 13 on): xip holds nxip xids, none at or
+ * past xmax.
+ */
+typedef struct WindowSnapshot
+{
+	int32		vl_len_;
+	uint32		nxip;
+	FullTransactionId xmin;
+	FullTransactionId xmax;
+	FullTransactionId xip[FLEXIBLE_ARRAY_MEMBER];
+} WindowSnapshot;
+
+/*
+ * pgque._window_xmin(lo, hi) -> xid8: the smallest xid whose rows can
+ * belong to the window between the snapshots lo and hi (ADR 0106): lo's
+ * xmax, or one of lo's in-progress xids that hi sees finished (a row of one
+ * hi does not fails the window's predicate, as window_xip_trim leaves it
+ * out).  _event_tables and _event_source choose the relations by it.  hi
+ * NULL: lo's xmin.
+ */
+PG_FUNCTION_INFO_V1(pgque_window_xmin_sql);
+Datum
+pgque_window_xmin_sql(PG_FUNCTION_ARGS)
+{
+	WindowSnapshot *lo;
+	FullTransactionId min;
+	uint32		i;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	lo = (WindowSnapshot *) PG_GETARG_VARLENA_P(0);
+	if (PG_ARGISNULL(1))
+		PG_RETURN_FULLTRANSACTIONID(lo->xmin);
+	min = lo->xmax;
+	for (i = 0; i < lo->nxip; i++)
+		if (FullTransactionIdPrecedes(lo->xip[i], min) &&
+			DatumGetBool(DirectFunctionCall2(pg_visible_in_snapshot,
+											 FullTransactionIdGetDatum(lo->xip[i]),
+											 PG_GETARG_DATUM(1))))
+			min = lo->xip[i];
+	PG_RETURN_FULLTRANSACTIONID(min);
 }
 
 /*
@@ -307,6 +354,41 @@ window_plan_for(const char *source, bool ordered, int shape)
 	entry->source = MemoryContextStrdup(TopMemoryContext, source);
 	entry->used = now;
 	return entry->plan;
+}
+
+/*
+ * The old tick's in-progress list (args[WA_XIP]) reduced to the xids that
+ * can add rows to the window (ADR 0106): a row of an xid the new tick
+ * (args[WA_SNAP]) does not see finished fails the predicate's
+ * pg_visible_in_snapshot, so leaving those out reads the same rows.  Only
+ * the two snapshots decide, not the commit log: a restored database's
+ * ticks hold the xids of the cluster they were dumped from (ADR 0022), for
+ * which this cluster's log says nothing true.  NULL when every xid is kept
+ * (the list as it is).
+ */
+static ArrayType *
+window_xip_trim(Datum *args)
+{
+	ArrayType  *xip = DatumGetArrayTypeP(args[WA_XIP]);
+	Datum	   *xids;
+	bool	   *xnulls;
+	int			n;
+	int			i;
+	int			k = 0;
+
+	deconstruct_array(xip, XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &xids, &xnulls, &n);
+	for (i = 0; i < n; i++)
+	{
+		if (xnulls[i])
+			return NULL;		/* not a list a tick writes: read it as it is */
+		if (DatumGetBool(DirectFunctionCall2(pg_visible_in_snapshot, xids[i], args[WA_SNAP])))
+			xids[k++] = xids[i];
+	}
+	if (k == n)
+		return NULL;
+	return construct_array(xids, k, XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL,
+						   TYPALIGN_DOUBLE);
 }
 
 /*
@@ -1015,9 +1097,29 @@ pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only, 
 {
 	static const Oid argtypes[WINDOW_NPARAMS] = {XID8OID, XID8OID, XID8ARRAYOID, PG_SNAPSHOTOID,
 	INT4OID, INT8OID, INT8OID, INT4OID, INT4OID, INT4OID};
-	PgqueKeptPlan *plan = window_plan_for(source, ordered, window_shape(args, nulls));
+	PgqueKeptPlan *plan;
 	int			guc_level;
 	int			ret;
+	Datum		a[WINDOW_NPARAMS];
+	ArrayType  *xip = NULL;
+
+	/*
+	 * A reader's window whose old tick had transactions in progress reads
+	 * only those xids that can add rows to it; when none is left, the read
+	 * is the range alone (ADR 0106).  The
+	 * caller's arguments stay as they were (they key its part caches).  A
+	 * read for no reader (the ticker's probe) keeps its one shape (ADR
+	 * 0086's amendment).
+	 */
+	memcpy(a, args, sizeof(a));
+	args = a;
+	if (nulls[WA_OWNER] != 'n' && nulls[WA_SNAP] != 'n' && window_has_xip(a[WA_XIP], nulls[WA_XIP]))
+	{
+		xip = window_xip_trim(a);
+		if (xip != NULL)
+			a[WA_XIP] = PointerGetDatum(xip);
+	}
+	plan = window_plan_for(source, ordered, window_shape(a, nulls));
 
 	/* the plan is made (or remade) at execution: set the rule around it */
 	guc_level = NewGUCNestLevel();
@@ -1054,6 +1156,8 @@ pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only, 
 		ret = pgque_kept_plan_execute_extended(plan, &options);
 	}
 	AtEOXact_GUC(true, guc_level);
+	if (xip != NULL)
+		pfree(xip);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pgque_bgw: window read failed: %s", SPI_result_code_string(ret));
 	return ret;
