@@ -26,6 +26,12 @@ returns bigint language sql volatile as $$
     select coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 0)
 $$;
 
+-- The caller wrote a tick of the queue: its receive_wait() callers are
+-- woken when the transaction commits (src/wake.c, ADR 0102).
+create function pgque._tick_wakes_at_commit(i_queue_id int4)
+returns void language c volatile
+as 'MODULE_PATHNAME', 'pgque_tick_wakes_at_commit';
+
 -- Insert a tick unconditionally and wake listeners.  The caller holds the
 -- queue row lock, so ticks of one queue are taken one at a time and their
 -- snapshots grow with tick_id.
@@ -51,6 +57,7 @@ begin
     perform pgque._coop_sync(s.sub_id) from pgque.subscription s
       where s.sub_queue = q.queue_id and s.sub_role = 'coop_main';
     perform pg_catalog.pg_notify('pgque_' || q.queue_name, tid::text);
+    perform pgque._tick_wakes_at_commit(q.queue_id);
     return tid;
 end $$;
 
@@ -279,6 +286,7 @@ begin
     perform pgque._coop_sync(s.sub_id) from pgque.subscription s
       where s.sub_queue = q.queue_id and s.sub_role = 'coop_main';
     perform pg_catalog.pg_notify('pgque_' || q.queue_name, i_tick_id::text);
+    perform pgque._tick_wakes_at_commit(q.queue_id);
     return i_tick_id;
 end $$;
 

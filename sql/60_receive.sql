@@ -41,6 +41,45 @@ returns setof pgque.message language c volatile security definer
 set search_path = pgque, pg_catalog, pg_temp
 as 'MODULE_PATHNAME', 'pgque_receive';
 
+-- receive_wait(queue, consumer, max_return, timeout): receive() that, when
+-- there is no batch, waits on the server for the tick that makes one, up
+-- to timeout (at most @PGQUE_RECEIVE_WAIT_MAX_S@ seconds), woken by the
+-- commit of the queue's next tick whoever ticks (src/wake.c); then the
+-- events, or nothing.  Plain consumers only (ADR 0102).
+--
+-- _receive_ready is its look between waits: receive's checks and rights,
+-- and whether the consumer has a batch to hand out (an open one, or a tick
+-- past its cursor), without locking its row, so a call that waits holds
+-- no row of its consumer while nothing is there.  A cooperative main
+-- consumer with members is "ready": receive() refuses it.
+create function pgque._receive_ready(i_queue_name text, i_consumer_name text, i_max_return int4,
+                                     out queue_id int4, out ready boolean)
+returns record language plpgsql as $$
+declare
+    s pgque.subscription;
+begin
+    perform pgque._check_max_return(i_max_return);
+    perform pgque._check_name('consumer', i_consumer_name, 64);
+    perform pgque._refuse_slot_consumer(i_consumer_name, 'receive');
+    s := pgque._subscription(i_queue_name, i_consumer_name);
+    perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, i_consumer_name);
+    if exists (select from pgque.queue q where q.queue_id = s.sub_queue and q.queue_unlogged) then
+        perform pgque._unlogged_ready(s.sub_queue);
+    end if;
+    queue_id := s.sub_queue;
+    ready := s.sub_batch is not null
+             or (exists (select from pgque.tick t
+                          where t.tick_queue = s.sub_queue and t.tick_id > s.sub_last_tick)
+                 and (s.sub_role is distinct from 'coop_main'
+                      or exists (select from pgque.coop_member m where m.cm_sub = s.sub_id)));
+end $$;
+
+create function pgque.receive_wait(queue_name text, consumer_name text, max_return int4 default 100,
+                                   timeout interval default '5 seconds')
+returns setof pgque.message language c volatile security definer
+set search_path = pgque, pg_catalog, pg_temp
+as 'MODULE_PATHNAME', 'pgque_receive_wait';
+
 -- Plain ack/nack refuse batches of slot consumers.
 create function pgque._refuse_slot_batch(s pgque.subscription, i_func text)
 returns void language plpgsql as $$

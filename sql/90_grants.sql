@@ -72,6 +72,7 @@ grant execute on function
     pgque.subscribe_partitioned(text, text, int4, text),
     pgque.subscribe_partitioned(text, text, int4, timestamptz),
     pgque.receive(text, text, int4), pgque.ack(bigint),
+    pgque.receive_wait(text, text, int4, interval),
     pgque.nack(bigint, pgque.message, interval, text),
     pgque.next_batch(text, text), pgque.next_batch_info(text, text),
     pgque.next_batch_custom(text, text, interval, int4, interval),

@@ -46,6 +46,7 @@ pgque_shmem_request(void)
 	pgque_state_request();
 	pgque_slots_request();
 	pgque_coop_request();
+	pgque_tick_waits_request();
 }
 #endif
 
@@ -57,6 +58,7 @@ pgque_shmem_startup(void)
 	pgque_state_startup();
 	pgque_slots_startup();
 	pgque_coop_startup();
+	pgque_tick_waits_startup();
 }
 
 void
@@ -87,6 +89,7 @@ _PG_init(void)
 	pgque_state_request();
 	pgque_slots_request();
 	pgque_coop_request();
+	pgque_tick_waits_request();
 #endif
 	prev_shmem_startup_hook = shmem_startup_hook;
 	shmem_startup_hook = pgque_shmem_startup;

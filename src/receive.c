@@ -35,20 +35,26 @@
 
 #include "access/htup_details.h"
 #include "access/tupmacs.h"
+#include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "executor/tuptable.h"
 #include "fmgr.h"
 #include "funcapi.h"
+#include "miscadmin.h"
 #include "nodes/value.h"
 #include "parser/parse_func.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/memutils.h"
+#include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
 #include "pgque_bgw.h"
+#include "rules.h"
 #include "state.h"
+#include "wake.h"
 #include "window.h"
 
 /* the columns of pgque.message */
@@ -74,6 +80,7 @@ PG_FUNCTION_INFO_V1(pgque_receive);
 PG_FUNCTION_INFO_V1(pgque_receive_partitioned);
 PG_FUNCTION_INFO_V1(pgque_receive_slot);
 PG_FUNCTION_INFO_V1(pgque_receive_coop);
+PG_FUNCTION_INFO_V1(pgque_receive_wait);
 
 static SPIPlanPtr source_plan;
 
@@ -837,12 +844,26 @@ read_paused(int64 batch_id, int64 max_return, const SlotShare *share, Tuplestore
 	return (int64) SPI_processed;
 }
 
-static Datum
-receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
+/* the result is pgque.message, as the part readers form it */
+static void
+check_message_desc(TupleDesc desc)
 {
-	Tuplestorestate *ts;
-	TupleDesc	desc;
-	MemoryContext old;
+	if (desc->natts != MSG_NATTS ||
+		TupleDescAttr(desc, MSG_ID)->atttypid != INT8OID ||
+		TupleDescAttr(desc, MSG_BATCH)->atttypid != INT8OID ||
+		TupleDescAttr(desc, MSG_BATCH)->attalign != TYPALIGN_DOUBLE)
+		elog(ERROR, "pgque_bgw: pgque.message does not have the expected columns");
+}
+
+/*
+ * One receive of the call's consumer into ts: the call's first
+ * kind->nargs arguments are the kind's.  -> the events handed out;
+ * *no_batch: the first try found no batch.
+ */
+static int64
+receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, TupleDesc desc,
+			 bool *no_batch_out)
+{
 	Oid			mark_types[2] = {INT8OID, INT8OID};
 	Oid			finish_types[1] = {INT8OID};
 	Datum		oargs[9];
@@ -854,14 +875,7 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 	bool		pause = false;
 	Datum		nargs[6];		/* next_sql's: sub_id, epoch, slot, n, max_return, want source */
 	Oid			next_types[6] = {INT4OID, INT8OID, INT4OID, INT4OID, INT4OID, BOOLOID};
-
-	old = pgque_materialize(fcinfo, &ts, &desc);
-	MemoryContextSwitchTo(old);
-	if (desc->natts != MSG_NATTS ||
-		TupleDescAttr(desc, MSG_ID)->atttypid != INT8OID ||
-		TupleDescAttr(desc, MSG_BATCH)->atttypid != INT8OID ||
-		TupleDescAttr(desc, MSG_BATCH)->attalign != TYPALIGN_DOUBLE)
-		elog(ERROR, "pgque_bgw: pgque.message does not have the expected columns");
+	int64		handed = 0;
 
 	for (tries = 0; tries < kind->nargs; tries++)
 	{
@@ -981,7 +995,10 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 			}
 		}
 		if (n > 0)
+		{
+			handed = n;
 			break;
+		}
 		/* an empty window: finished here, the next one is tried */
 		margs[0] = Int64GetDatum(batch_id);
 		ret = SPI_execute_plan(kept_plan(&kind->finish_plan, kind->finish_sql, 1, finish_types),
@@ -991,6 +1008,22 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 	}
 	AtEOXact_GUC(true, guc_level);
 	SPI_finish();
+	*no_batch_out = no_batch;
+	return handed;
+}
+
+static Datum
+receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
+{
+	Tuplestorestate *ts;
+	TupleDesc	desc;
+	MemoryContext old;
+	bool		no_batch;
+
+	old = pgque_materialize(fcinfo, &ts, &desc);
+	MemoryContextSwitchTo(old);
+	check_message_desc(desc);
+	(void) receive_once(fcinfo, kind, ts, desc, &no_batch);
 
 	/*
 	 * No batch at all, and no worker can ever make one: say why once per
@@ -1049,4 +1082,143 @@ Datum
 pgque_receive_coop(PG_FUNCTION_ARGS)
 {
 	return receive_parts(fcinfo, &coop_kind);
+}
+
+/*
+ * The timeout of receive_wait() in milliseconds: 0 to
+ * PGQUE_RECEIVE_WAIT_MAX_S seconds, in seconds and smaller units only.
+ */
+static int64
+wait_timeout_ms(FunctionCallInfo fcinfo, int arg)
+{
+	Interval   *iv;
+
+	if (PG_ARGISNULL(arg))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("timeout must not be null")));
+	iv = PG_GETARG_INTERVAL_P(arg);
+	if (iv->month != 0 || iv->day != 0 || iv->time < 0 ||
+		iv->time > (int64) PGQUE_RECEIVE_WAIT_MAX_S * USECS_PER_SEC)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("timeout must be between 0 and %d seconds",
+						PGQUE_RECEIVE_WAIT_MAX_S),
+				 errdetail("The call's transaction holds its snapshot while it waits."),
+				 errhint("Call receive_wait() again to wait longer.")));
+	return iv->time / 1000;
+}
+
+/*
+ * Does the consumer have a batch to hand out (an open one, or a tick past
+ * its cursor)?  The same checks as the receive's open, under the same
+ * rights, but no lock: a call that waits holds no row of its consumer
+ * while nothing is there.  -> the queue's id in *queue_id.
+ */
+static SPIPlanPtr ready_plan;
+
+static bool
+receive_ready(FunctionCallInfo fcinfo, int32 *queue_id)
+{
+	Oid			types[3] = {TEXTOID, TEXTOID, INT4OID};
+	Datum		args[3];
+	char		nulls[3];
+	bool		isnull;
+	bool		ready;
+	int			i;
+	int			ret;
+
+	for (i = 0; i < 3; i++)
+	{
+		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+		args[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
+	}
+	if (SPI_connect() != SPI_OK_CONNECT)
+		elog(ERROR, "pgque_bgw: SPI_connect failed");
+	/* not read-only: each look takes a snapshot of its own (READ COMMITTED) */
+	ret = SPI_execute_plan(kept_plan(&ready_plan,
+									 "select queue_id, ready from pgque._receive_ready($1, $2, $3)",
+									 3, types),
+						   args, nulls, false, 1);
+	if (ret != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "pgque_bgw: receive_wait could not look for a batch: %s",
+			 SPI_result_code_string(ret));
+	*queue_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
+	ready = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
+	SPI_finish();
+	return ready;
+}
+
+/*
+ * pgque.receive_wait(queue_name, consumer_name, max_return, timeout)
+ *                    -> setof pgque.message (ADR 0102)
+ *
+ * receive() of a plain consumer that, when there is no batch, waits on the
+ * server for the tick that makes one, up to timeout; then the events, or
+ * nothing, as receive() would have returned.  The wait sleeps on the
+ * condition variable of the queue's wait bucket (wake.c), which the commit
+ * of a tick of the queue broadcasts, whoever ticks; each look for a batch
+ * takes a fresh snapshot.  Only READ COMMITTED: a transaction snapshot
+ * would never see the tick.  Not on a standby: receive() writes.
+ */
+Datum
+pgque_receive_wait(PG_FUNCTION_ARGS)
+{
+	Tuplestorestate *ts;
+	TupleDesc	desc;
+	MemoryContext old;
+	int64		timeout_ms;
+	TimestampTz deadline;
+	int32		queue_id = 0;
+	bool		have_gen = false;
+	uint64		gen = 0;
+
+	timeout_ms = wait_timeout_ms(fcinfo, 3);
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_READ_ONLY_SQL_TRANSACTION),
+				 errmsg("cannot receive on a standby"),
+				 errdetail("A receive opens and finishes batches, which writes."),
+				 errhint("Call receive_wait() on the primary.")));
+	if (IsolationUsesXactSnapshot())
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TRANSACTION_STATE),
+				 errmsg("receive_wait() needs isolation level READ COMMITTED"),
+				 errdetail("A transaction snapshot never sees the tick it would wait for."),
+				 errhint("Call it in a READ COMMITTED transaction, or call receive().")));
+	old = pgque_materialize(fcinfo, &ts, &desc);
+	MemoryContextSwitchTo(old);
+	check_message_desc(desc);
+	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+
+	for (;;)
+	{
+		bool		ready;
+		bool		no_batch;
+
+		CHECK_FOR_INTERRUPTS();
+		/* before the look's snapshot: a tick committed after it moves it */
+		if (have_gen)
+			gen = pgque_tick_generation(queue_id);
+		ready = receive_ready(fcinfo, &queue_id);
+		if (ready)
+		{
+			/* empty windows finished: look again at once */
+			if (receive_once(fcinfo, &plain_kind, ts, desc, &no_batch) > 0)
+				break;
+			if (GetCurrentTimestamp() >= deadline)
+				break;
+			continue;
+		}
+		if (GetCurrentTimestamp() >= deadline)
+			break;
+		if (!have_gen)
+		{
+			/* the queue is known now: its generation, then look again */
+			have_gen = true;
+			continue;
+		}
+		(void) pgque_tick_wait(queue_id, gen, deadline);
+	}
+	return (Datum) 0;
 }

@@ -43,6 +43,13 @@
  */
 #define PGQUE_SHMEM_RESERVE_SHARE 16
 
+/*
+ * receive_wait() (ADR 0102) waits at most this many seconds in one call:
+ * the call's transaction holds its snapshot (and so the database's xmin
+ * horizon) while it waits.
+ */
+#define PGQUE_RECEIVE_WAIT_MAX_S 60
+
 static inline int
 pgque_shmem_reserve(int capacity)
 {

@@ -16,14 +16,31 @@
  * is visible to new snapshots, and the ticker exchanges the bits with 0
  * before it takes its snapshot: an event is never marked only before its
  * commit.
+ *
+ * A transaction that wrote a tick (pgque._tick, the external ticker)
+ * notes its queue here too; when it commits, the tick generation of the
+ * queue's wait bucket is bumped and the bucket's condition variable
+ * broadcast, which wakes the receive_wait() calls waiting for that queue
+ * (ADR 0102).  Whoever commits the tick wakes them: the ticker worker, a
+ * manual or pg_cron pgque.ticker(), an external ticker.  The callback runs
+ * after the commit is visible, and a waiter reads the generation before it
+ * takes the snapshot that finds no batch: a tick is never published only
+ * before that snapshot could see it.  The buckets are a fixed array of
+ * PGQUE_TICK_WAITS, chosen by (database, queue), so the waiters of one
+ * queue are not woken by every other queue's ticks.
  */
 #include "postgres.h"
 
 #include "access/xact.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "common/hashfn.h"
+#include "pgstat.h"
+#include "storage/condition_variable.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/proc.h"
+#include "storage/shmem.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -56,7 +73,35 @@ static uint32 xact_dirty[PGQUE_DIRTY_WORDS];
 static int	xact_dirty_lo = PGQUE_DIRTY_WORDS;
 static int	xact_dirty_hi = -1;
 
+/*
+ * The wait buckets of receive_wait() (ADR 0102): a generation bumped by
+ * every commit that wrote a tick of a queue of the bucket, and the
+ * condition variable its waiters sleep on.  Fixed size: 64 buckets of a
+ * cache line each, whatever the number of databases, queues or waiters.
+ */
+#define PGQUE_TICK_WAITS 64
+
+typedef struct PgqueTickWait
+{
+	pg_atomic_uint64 generation;
+	ConditionVariable cv;
+} PgqueTickWait;
+
+typedef union PgqueTickWaitPadded
+{
+	PgqueTickWait w;
+	char		pad[PG_CACHE_LINE_SIZE];
+} PgqueTickWaitPadded;
+
+static PgqueTickWaitPadded *tick_waits = NULL;
+
+/* the buckets of the ticks this transaction wrote, one bit each */
+static uint64 xact_ticked = 0;
+
 PG_FUNCTION_INFO_V1(pgque_wake_launcher_at_commit);
+PG_FUNCTION_INFO_V1(pgque_tick_wakes_at_commit);
+
+static void publish_ticks(uint64 buckets);
 
 /* Set a flag, unless an enclosing (sub)transaction set it already. */
 static inline void
@@ -164,6 +209,8 @@ pgque_prepared_committed(void)
 {
 	PgqueDb    *db = db_entry(MyDatabaseId);
 
+	/* a tick in the prepared transaction: its queues are not known either */
+	publish_ticks(~(uint64) 0);
 	if (db == NULL)
 		return;
 	pgque_mark_all_dirty(db);
@@ -203,9 +250,31 @@ pgque_wake_ticker(Oid dboid)
 	wake_ticker_at(dboid, GetCurrentTimestamp());
 }
 
+/*
+ * The ticks this transaction wrote are visible (the commit callback runs
+ * after the commit is in the proc array): bump their buckets' generations,
+ * then wake their waiters.  A bucket with nobody waiting costs a spinlock.
+ */
+static void
+publish_ticks(uint64 buckets)
+{
+	int			b;
+
+	if (tick_waits == NULL)
+		return;
+	for (b = 0; b < PGQUE_TICK_WAITS; b++)
+	{
+		if ((buckets & ((uint64) 1 << b)) == 0)
+			continue;
+		pg_atomic_fetch_add_u64(&tick_waits[b].w.generation, 1);
+		ConditionVariableBroadcast(&tick_waits[b].w.cv);
+	}
+}
+
 static void
 clear_flags(void)
 {
+	xact_ticked = 0;
 	xact_inserted = InvalidSubTransactionId;
 	xact_created_extension = InvalidSubTransactionId;
 	xact_dropped_extension = InvalidSubTransactionId;
@@ -231,6 +300,8 @@ xact_callback(XactEvent event, void *arg)
 				/* the commit record's time: no clock read on this path */
 				wake_ticker_at(MyDatabaseId, GetCurrentTransactionStopTimestamp());
 			}
+			if (xact_ticked != 0)
+				publish_ticks(xact_ticked);
 			if (xact_created_extension != InvalidSubTransactionId && pgque_shared != NULL)
 			{
 				PgqueDb    *db;
@@ -316,5 +387,141 @@ Datum
 pgque_wake_launcher_at_commit(PG_FUNCTION_ARGS)
 {
 	set_flag(&xact_created_extension);
+	PG_RETURN_VOID();
+}
+
+/* ---- receives waiting for a tick (ADR 0102) ---- */
+
+static Size
+tick_waits_size(void)
+{
+	return mul_size(sizeof(PgqueTickWaitPadded), PGQUE_TICK_WAITS);
+}
+
+void
+pgque_tick_waits_request(void)
+{
+	RequestAddinShmemSpace(tick_waits_size());
+}
+
+void
+pgque_tick_waits_startup(void)
+{
+	bool		found;
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	tick_waits = ShmemInitStruct("pgque_bgw tick waits", tick_waits_size(), &found);
+	if (!found)
+	{
+		int			b;
+
+		memset(tick_waits, 0, tick_waits_size());
+		for (b = 0; b < PGQUE_TICK_WAITS; b++)
+		{
+			pg_atomic_init_u64(&tick_waits[b].w.generation, 0);
+			ConditionVariableInit(&tick_waits[b].w.cv);
+		}
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/* the buckets are there (the library was preloaded) */
+bool
+pgque_tick_waits_available(void)
+{
+	return tick_waits != NULL;
+}
+
+static int
+tick_bucket(int32 queue_id)
+{
+	return (int) (hash_combine(hash_bytes_uint32((uint32) MyDatabaseId), hash_bytes_uint32((uint32) queue_id))
+				  % PGQUE_TICK_WAITS);
+}
+
+/*
+ * The generation of queue_id's bucket: read it before the snapshot that
+ * looks for a batch, and wait for it to move (0 without the buckets).
+ */
+uint64
+pgque_tick_generation(int32 queue_id)
+{
+	uint64		gen;
+
+	if (tick_waits == NULL)
+		return 0;
+	gen = pg_atomic_read_u64(&tick_waits[tick_bucket(queue_id)].w.generation);
+	/* the snapshot taken after this must not be read before it */
+	pg_memory_barrier();
+	return gen;
+}
+
+/*
+ * Sleep until a tick of queue_id's bucket commits after "generation" was
+ * read, or until the deadline.  -> true when woken by a tick (or, without
+ * the buckets, after a poll of 10 ms), false at the deadline.  Interrupts
+ * (a cancel, statement_timeout, pg_terminate_backend) are served while it
+ * sleeps, and the postmaster's death ends the backend; an error leaves the
+ * condition variable's list before it propagates.
+ */
+bool
+pgque_tick_wait(int32 queue_id, uint64 generation, TimestampTz deadline)
+{
+	PgqueTickWait *w;
+	volatile bool woken = false;
+
+	if (tick_waits == NULL)
+	{
+		long		ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+
+		if (ms <= 0)
+			return false;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 Min(ms, 10), PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		return true;
+	}
+	w = &tick_waits[tick_bucket(queue_id)].w;
+	ConditionVariablePrepareToSleep(&w->cv);
+	PG_TRY();
+	{
+		for (;;)
+		{
+			long		ms;
+
+			if (pg_atomic_read_u64(&w->generation) != generation)
+			{
+				woken = true;
+				break;
+			}
+			ms = TimestampDifferenceMilliseconds(GetCurrentTimestamp(), deadline);
+			if (ms <= 0)
+				break;
+			(void) ConditionVariableTimedSleep(&w->cv, ms, PG_WAIT_EXTENSION);
+		}
+	}
+	PG_CATCH();
+	{
+		/* a cancel caught by a savepoint: off the list before going on */
+		ConditionVariableCancelSleep();
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	ConditionVariableCancelSleep();
+	pg_memory_barrier();
+	return woken;
+}
+
+/*
+ * pgque._tick_wakes_at_commit(queue_id): the caller wrote a tick of the
+ * queue; its waiters are woken when the transaction commits.  A savepoint
+ * rolled back keeps the bit: a spurious wake-up costs a waiter one look.
+ */
+Datum
+pgque_tick_wakes_at_commit(PG_FUNCTION_ARGS)
+{
+	if (!PG_ARGISNULL(0))
+		xact_ticked |= (uint64) 1 << tick_bucket(PG_GETARG_INT32(0));
 	PG_RETURN_VOID();
 }

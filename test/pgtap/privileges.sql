@@ -111,6 +111,7 @@ insert into expected_fn values
     ('pgque.receive(text,text,integer)', 'reader admin app2 owner'),
     ('pgque.receive_partitioned(text,text,integer,integer,text,integer)', 'reader admin app2 owner'),
     ('pgque.receive_coop(text,text,text,integer,interval)', 'reader admin app2 owner'),
+    ('pgque.receive_wait(text,text,integer,interval)', 'reader admin app2 owner'),
     ('pgque.register_subconsumer(text,text,text,boolean)', 'reader admin app2 owner'),
     ('pgque.subscribe_subconsumer(text,text,text,boolean)', 'reader admin app2 owner'),
     ('pgque.unregister_subconsumer(text,text,text,integer)', 'reader admin app2 owner'),

@@ -40,6 +40,7 @@ insert into cases values
  ('set_consumer_config(text,text,text,text)', 'not a boolean', $$select pgque.set_consumer_config('bi', 'c', 'merge_windows', 'sometimes')$$),
  ('get_consumer_config(text,text,text)', 'unknown parameter', $$select pgque.get_consumer_config('bi', 'c', 'nope')$$),
  ('receive(text,text,integer)', 'zero max', $$select * from pgque.receive('bi', 'c', 0)$$),
+ ('receive_wait(text,text,integer,interval)', 'timeout past 60 s', $$select * from pgque.receive_wait('bi', 'c', 10, '2 minutes')$$),
  ('ack(bigint)', 'null',                   $$select pgque.ack(null)$$),
  ('nack(bigint,pgque.message,interval,text)', 'unknown batch', $$select pgque.nack(424242, row(1,424242,'t','p',null,now(),null,null,null,null)::pgque.message)$$),
  ('next_batch(text,text)', 'unknown consumer', $$select pgque.next_batch('bi', 'nobody')$$),

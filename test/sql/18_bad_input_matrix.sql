@@ -162,6 +162,8 @@ select a, w, v, array_replace(r::text[], null, 'null') from (values
     ('period',         'bucket_size', quote_literal('1 hour'), '{null,negative,zero,far}'),
     ('bucket_size',    null,      quote_literal('10 minutes'), '{null,negative,zero,far}'),
     ('threshold',      null,      quote_literal('1 hour'),  '{null,negative,far}'),
+    -- receive_wait (ADR 0102): 0 looks once and does not wait
+    ('timeout',        null,      quote_literal('0'),       '{null,negative,far}'),
     ('deliver_at',     null,      'now() + interval ''1 hour''', '{null,infinity,-infinity,far}'),
     ('retry_time',     null,      'now() + interval ''1 minute''', '{null,infinity,-infinity,far}'),
     ('orig_timestamp', null,      'now()',                  '{null,infinity,-infinity,far}'),
