@@ -88,3 +88,39 @@ begin
         commit;
     end loop;
 end $$;
+
+-- The machine's parallel capacity (ADR 0104): CPU ns that this backend
+-- spends on a fixed loop of PL/pgSQL arithmetic that touches no shared
+-- page and takes no lock, read from /proc/self/schedstat before and after
+-- (superuser: the bench server's).  Run alone and then in 2 sessions at
+-- once: on two real cores the 2 spend what the 1 does; on two
+-- hyperthreads of one core, or vCPUs the host runs on one, each spends
+-- more, and 2 x alone / together is how many sessions' worth of work the
+-- machine does at once (the ceiling of any N workers against one).
+create or replace function bench_spin_ns(i_loops int default 3000000)
+returns bigint language plpgsql as $$
+declare
+    a bigint;
+    x bigint := 0;
+begin
+    a := (bench_proc_self()).cpu_ns;
+    for i in 1 .. i_loops loop
+        x := x + i % 7;
+    end loop;
+    return (bench_proc_self()).cpu_ns - a;
+end $$;
+
+-- This backend's CPU ns so far and its voluntary and involuntary context
+-- switches, from /proc/self (ADR 0104): read at a drain's start and end
+-- by the drains partition.sh and slot_scaling.sh time, so that a run says
+-- how much CPU its events took, summed over its sessions, apart from its
+-- wall clock
+create or replace function bench_proc_self(out cpu_ns bigint, out vol bigint, out invol bigint)
+language plpgsql as $$
+declare
+    st text := pg_read_file('/proc/self/status');
+begin
+    cpu_ns := split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint;
+    vol := substring(st from '\nvoluntary_ctxt_switches:\s+(\d+)')::bigint;
+    invol := substring(st from '\nnonvoluntary_ctxt_switches:\s+(\d+)')::bigint;
+end $$;

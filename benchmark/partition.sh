@@ -45,10 +45,11 @@ select pgque.force_tick(q), pgque.ticker(q) from unnest(array['pk_bucketed_warm'
 -- compile the functions and make the plans, on a queue of its own: <q>_warm),
 -- then started with the others (bench_go), timed inside the server
 create table bench_go (go bool);
-create table bench_run (worker int, t_start timestamptz, t_end timestamptz, got bigint);
+create table bench_run (worker int, t_start timestamptz, t_end timestamptz, got bigint,
+                        cpu_ns bigint, vol bigint, invol bigint);
 -- what the 16 sessions wait on: pg_stat_activity sampled every 10 ms while
 -- they run (a session that is on a core or queued for one shows no wait)
-create table bench_wait (what text);
+create table bench_wait (what text, other bool);
 create procedure bench_sample_waits() language plpgsql as $$
 begin
     loop
@@ -57,8 +58,17 @@ begin
     end loop;
     loop
         insert into bench_wait
-        select coalesce(wait_event_type || ':' || wait_event, 'on cpu')
-          from pg_stat_activity where query like 'call bench_slot_worker(%' and state = 'active';
+        select coalesce(wait_event_type || ':' || wait_event, 'on cpu'), false
+          from pg_stat_activity where query like 'call bench_slot_worker(%' and state = 'active'
+        -- what else of the server runs meanwhile (autovacuum is on in
+        -- server.conf), apart: it shares the cores the workers are timed on
+        union all
+        select backend_type, true
+          from pg_stat_activity
+         where pid <> pg_backend_pid()
+           and (backend_type = 'autovacuum worker'
+                or (backend_type = 'client backend' and state = 'active'
+                    and query not like 'call bench_slot_worker(%'));
         commit;
         exit when (select count(*) from bench_run where t_end is not null) >= 16;
         perform pg_sleep(0.01);
@@ -69,6 +79,8 @@ language plpgsql as $$
 declare
     t0 timestamptz;
     n_got bigint;
+    p0 record;
+    p1 record;
 begin
     call bench_drain_slots(q || '_warm', c, n, s, s, n_got);
     insert into bench_run (worker) values (s);
@@ -77,9 +89,13 @@ begin
         exit when exists (select from bench_go);
         perform pg_sleep(0.002);
     end loop;
+    p0 := bench_proc_self();
     t0 := clock_timestamp();
     call bench_drain_slots(q, c, n, s, s, n_got);
-    update bench_run set t_start = t0, t_end = clock_timestamp(), got = n_got where worker = s;
+    p1 := bench_proc_self();
+    update bench_run set t_start = t0, t_end = clock_timestamp(), got = n_got,
+                         cpu_ns = p1.cpu_ns - p0.cpu_ns, vol = p1.vol - p0.vol, invol = p1.invol - p0.invol
+     where worker = s;
 end $$;
 create procedure bench_plain_worker(q text)
 language plpgsql as $$
@@ -87,11 +103,16 @@ declare
     t0 timestamptz;
     n_got bigint;
     n_batches int;
+    p0 record;
+    p1 record;
 begin
     call bench_drain_plain(q || '_warm', 'plain', 1000, n_got, n_batches);
+    p0 := bench_proc_self();
     t0 := clock_timestamp();
     call bench_drain_plain(q, 'plain', 1000, n_got, n_batches);
-    insert into bench_run values (-1, t0, clock_timestamp(), n_got);
+    p1 := bench_proc_self();
+    insert into bench_run values (-1, t0, clock_timestamp(), n_got,
+                                  p1.cpu_ns - p0.cpu_ns, p1.vol - p0.vol, p1.invol - p0.invol);
 end $$;
 SQL
 	"${PSQL[@]}" -c "call bench_produce_keyed(array['pk_bucketed', 'pk_filtered'], $events)" >/dev/null
@@ -115,13 +136,39 @@ SQL
 		done
 	done
 
+	# the ceiling of the throughput below (ADR 0104): how many sessions'
+	# worth of work the machine's cores do at once, from a fixed loop's CPU
+	# ns (bench_spin_ns) in one session and in each of 2 at once, two
+	# rounds; N workers against one plain consumer cannot pass it, however
+	# cheap their events (read on a quiet machine: a loaded one's sessions
+	# alone share their cores too)
+	local spin1=0 spin2=0 cap
+	for _ in 1 2; do
+		spin1=$((spin1 + $("${PSQL[@]}" -c "select bench_spin_ns()")))
+		spin2=$((spin2 + $( { "${PSQL[@]}" -c "select bench_spin_ns()" & "${PSQL[@]}" -c "select bench_spin_ns()"; wait; } |
+			awk '{t += $1} END {print t}')))
+	done
+	cap=$(awk -v a="$spin1" -v b="$spin2" 'BEGIN {printf "%.2f", 2 * (a / 2) / (b / 4)}')
+	printf '%-34s %-22s %2s clients %10s x one session (a fixed loop: %s ms alone, %s ms each of 2 at once)\n' \
+		partition_capacity "2 sessions at once" 2 "$cap" \
+		"$(awk -v a="$spin1" 'BEGIN {printf "%.0f", a / 2e6}')" "$(awk -v b="$spin2" 'BEGIN {printf "%.0f", b / 4e6}')"
+	echo "partition_capacity,2 sessions,2,$cap," >> "$RESULTS"
+
+	# the slot path's shared rows as the drains above left them (ADR 0104)
+	"${PSQL[@]}" -F ' ' -c "
+		select 'slot_batch: ' || pg_relation_size('pgque.slot_batch') / 8192 || ' pages, its indexes '
+		       || (select (sum(pg_relation_size(indexrelid)) / 8192)::bigint from pg_index where indrelid = 'pgque.slot_batch'::regclass)
+		       || ', ' || n_live_tup || ' rows live, ' || n_dead_tup || ' dead; updates ' || n_tup_upd || ', HOT ' || n_tup_hot_upd
+		  from pg_stat_user_tables where relid = 'pgque.slot_batch'::regclass"
 	echo "-- consumer throughput: 16 slot workers in parallel vs one plain consumer (each warm, timed in the server)"
 	for q in pk_bucketed pk_filtered; do
 		"${PSQL[@]}" -c "truncate bench_go, bench_run" >/dev/null
 		"${PSQL[@]}" -c "call bench_plain_worker('$q')" >/dev/null
-		eps=$("${PSQL[@]}" -c "select round(got / extract(epoch from t_end - t_start)) from bench_run where worker = -1")
-		printf '%-34s %-22s %2s client  %10s ev/s\n' partition_throughput "$q plain" 1 "$eps"
+		read -r eps pcpu < <("${PSQL[@]}" -F ' ' -c "select round(got / extract(epoch from t_end - t_start)),
+			round(cpu_ns::numeric / got) from bench_run where worker = -1")
+		printf '%-34s %-22s %2s client  %10s ev/s (CPU %s ns an event)\n' partition_throughput "$q plain" 1 "$eps" "$pcpu"
 		echo "partition_throughput,$q plain,1,$eps," >> "$RESULTS"
+		echo "partition_cpu_ns_per_event,$q plain,1,$pcpu," >> "$RESULTS"
 
 		"${PSQL[@]}" -c "truncate bench_go, bench_run, bench_wait" >/dev/null
 		"${PSQL[@]}" -c "call bench_sample_waits()" >/dev/null &
@@ -150,7 +197,23 @@ SQL
 			  from bench_run"
 		"${PSQL[@]}" -F ' ' -c "
 			select '  ' || what || ' ' || round(100.0 * count(*) / sum(count(*)) over (), 1) || '%'
-			  from bench_wait group by what order by count(*) desc limit 8"
+			  from bench_wait where not other group by what order by count(*) desc limit 8"
+		# the workers' own CPU (ADR 0104): per event, summed over the 16
+		# (against the plain consumer's above), their share of the busy
+		# cores (/proc/stat counts in 1/100 s), context switches per 1,000
+		# events, and whatever else of the server was sampled running
+		read -r wcpu < <("${PSQL[@]}" -c "select round(sum(cpu_ns)::numeric / sum(got)) from bench_run")
+		"${PSQL[@]}" -F ' ' -c "
+			select 'workers'' CPU ' || round(sum(cpu_ns)::numeric / sum(got)) || ' ns an event ('
+			       || round(sum(cpu_ns)::numeric / sum(got) / nullif($pcpu, 0), 2) || 'x the plain consumer''s),',
+			       round(100.0 * sum(cpu_ns) / nullif(($b1 - $b0) * 1e7, 0)) || '% of the busy cores;',
+			       'switches per 1,000 events: ' || round(1000.0 * sum(vol) / sum(got), 1) || ' voluntary, '
+			       || round(1000.0 * sum(invol) / sum(got), 1) || ' involuntary'
+			  from bench_run"
+		"${PSQL[@]}" -F ' ' -c "
+			select '  others sampled: ' || string_agg(what || ' ' || n, ', ' order by n desc)
+			  from (select what, count(*) as n from bench_wait where other group by what) o having count(*) > 0"
+		echo "partition_cpu_ns_per_event,$q N=16,16,$wcpu," >> "$RESULTS"
 		echo "partition_busy,$q N=16,16,$(awk -v b=$((b1 - b0)) -v i=$((i1 - i0)) 'BEGIN {printf "%.3f", b / (b + i)}')," >> "$RESULTS"
 		read -r eps got < <("${PSQL[@]}" -F ' ' -c "
 			select round(sum(got) / extract(epoch from max(t_end) - min(t_start))), sum(got) from bench_run")

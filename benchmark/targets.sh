@@ -92,6 +92,12 @@ targets_report() {
 		"partition_throughput|pk_bucketed N=16|16" "partition_throughput|pk_bucketed plain|1"
 	ratio_target "#30" "16 slot workers vs one plain consumer, same queue" 1.6 \
 		"partition_throughput|pk_bucketed N=16|16" "partition_throughput|pk_bucketed plain|1"
+	# not a target: the most any N workers can do against one session on
+	# this machine's cores (partition.sh, ADR 0104), read beside the two above
+	local cap
+	cap=$(result partition_capacity "2 sessions" 2)
+	target_row "#30" "  the cores' ceiling for it: 2 sessions at once vs one session" "(the machine)" \
+		"${cap:+${cap}x}" "$([ -n "$cap" ] && echo "measured" || echo "not run")"
 	ratio_target "#30" "buffers per event, N = 32 slots vs N = 1" "<=1.2" \
 		"partition_buffers_per_event|pk_bucketed N=32|1" "partition_buffers_per_event|pk_bucketed N=1|1"
 	# latency and idle

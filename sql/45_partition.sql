@@ -520,9 +520,15 @@ begin
     r := pgque._slot_batch_row(e.s, e.epoch);
     if r.sb_batch is not null then
         res := pgque._slot_finish_row(r);
-        -- failure policy pause: release the keys whose head was done in it
-        if exists (select from pgque.blocked_key b where b.bk_done_batch = r.sb_batch) then
-            perform pgque._pause_after_ack((e.s).sub_id, r.sb_batch, e.epoch, n, slot);
+        -- failure policy pause: release the keys whose head was done in
+        -- it.  Only a pausing consumer has blocked keys (a switch to skip
+        -- releases them all, ADR 0029), so the others' ack does not read
+        -- pgque.blocked_key: a statement, and three relations' locks
+        -- that 16 workers took in the shared lock table (ADR 0104).
+        if e.pause then
+            if exists (select from pgque.blocked_key b where b.bk_done_batch = r.sb_batch) then
+                perform pgque._pause_after_ack((e.s).sub_id, r.sb_batch, e.epoch, n, slot);
+            end if;
         end if;
     end if;
     perform pgque._slot_recheck((e.q).queue_id, consumer_name, slot, worker, e.epoch, queue_name);
