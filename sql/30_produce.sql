@@ -216,7 +216,9 @@ end $$;
 -- every field chosen: NULL ev_id takes the next id, else an id the queue
 -- has handed out (_check_chosen_ev_id); ev_owner, when set, is
 -- a subscription of the queue (its id, pgque.subscription.sub_id) that
--- alone will receive the event, as a retry.  The producers' append
+-- alone will receive the event, as a retry does (but a seek back replays
+-- it as an event, where it drops the retry copies the consumer acked:
+-- pgque.addressed_event, ADR 0105).  The producers' append
 -- (_insert_event, in C): "send" right, disable_insert, partition buckets.
 create function pgque.insert_event_raw(queue_name text, ev_id bigint, ev_time timestamptz,
                                        ev_owner int4, ev_retry int4, ev_type text, ev_data text,
@@ -224,7 +226,8 @@ create function pgque.insert_event_raw(queue_name text, ev_id bigint, ev_time ti
 returns bigint language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
-    q pgque.queue := pgque._queue(insert_event_raw.queue_name);
+    q  pgque.queue := pgque._queue(insert_event_raw.queue_name);
+    id bigint;
 begin
     perform pgque._check_timestamp('ev_time', insert_event_raw.ev_time);
     perform pgque._check_chosen_ev_id(q, insert_event_raw.ev_id);
@@ -239,9 +242,17 @@ begin
             using errcode = 'invalid_parameter_value',
                   hint = 'Pass NULL for every consumer, or a sub_id of the queue (pgque.subscription).';
     end if;
-    return pgque._insert_event(q.queue_name, insert_event_raw.ev_id, insert_event_raw.ev_time,
-                               insert_event_raw.ev_owner, insert_event_raw.ev_retry,
-                               insert_event_raw.ev_type, insert_event_raw.ev_data,
-                               insert_event_raw.ev_extra1, insert_event_raw.ev_extra2,
-                               insert_event_raw.ev_extra3, insert_event_raw.ev_extra4, true);
+    id := pgque._insert_event(q.queue_name, insert_event_raw.ev_id, insert_event_raw.ev_time,
+                              insert_event_raw.ev_owner, insert_event_raw.ev_retry,
+                              insert_event_raw.ev_type, insert_event_raw.ev_data,
+                              insert_event_raw.ev_extra1, insert_event_raw.ev_extra2,
+                              insert_event_raw.ev_extra3, insert_event_raw.ev_extra4, true);
+    -- an event addressed to one subscription is no retry copy: a seek
+    -- back over it replays it (ADR 0105)
+    if insert_event_raw.ev_owner is not null then
+        insert into pgque.addressed_event (ae_sub, ae_ev_id, ae_txid)
+        values (insert_event_raw.ev_owner, id, pg_catalog.pg_current_xact_id())
+        on conflict do nothing;
+    end if;
+    return id;
 end $$;

@@ -20,10 +20,21 @@ begin
               from (select pg_catalog.pg_snapshot_xip(s) as x union select me) xs)::pg_catalog.pg_snapshot;
 end $$;
 
--- The queue's event-sequence position (0 before the first event).
+-- A sequence's last value (NULL before its first), or NULL when the name
+-- names no sequence (C: src/queue_cache.c).
+create function pgque._seq_last_value(i_seq text)
+returns bigint language c volatile strict
+as 'MODULE_PATHNAME', 'pgque_seq_last_value';
+
+-- The queue's event-sequence position (0 before the first event, and
+-- while its sequence is renamed, dropped or replaced: the statements that
+-- read every queue's position at once, the ticker's probe, the watchdog's
+-- conditions, metrics, failed for every queue of the database with it,
+-- ADR 0105; the queue's producers are refused with 42P01 instead and its
+-- events are still ticked by the probe of its event tables).
 create function pgque._event_seq_pos(q pgque.queue)
 returns bigint language sql volatile as $$
-    select coalesce(pg_catalog.pg_sequence_last_value(q.queue_event_seq::regclass), 0)
+    select coalesce(pgque._seq_last_value(q.queue_event_seq), 0)
 $$;
 
 -- The caller wrote a tick of the queue: its receive_wait() callers are

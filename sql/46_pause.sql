@@ -477,11 +477,15 @@ begin
              where sb.sb_batch = i_batch and sb.sb_last is distinct from m.last),
         -- one index probe per event (a scalar subquery: never a scan of
         -- every blocked key of the slot, however many there are)
+        -- the part: i_max_return rows and the other rows of the last
+        -- one's id (the read comes WITH TIES): the next part resumes after
+        -- that id, so a part never ends between two events of one id
+        -- (ADR 0105)
         give as materialized (
             select p.*, (select k.bk_head from pgque.blocked_key k
                           where k.bk_sub = sid and k.bk_key = p.ev_extra1) as bk_head
-              from part p
-             where p.rn <= i_max_return),
+              from part p, m
+             where m.last is null or p.ev_id <= m.last),
         done as (
             update pgque.blocked_key k
                set bk_done_batch = i_batch

@@ -135,6 +135,31 @@ begin
               hint = 'Try again; a worker stuck in a transaction must end it first (pg_stat_activity).';
 end $$;
 
+-- The events an admin addressed to one subscription (insert_event_raw
+-- with ev_owner, ADR 0105).  A seek drops the copies a consumer acked
+-- (below): rows owned by the subscription in the windows it passed.  An
+-- addressed event is owned the same way and is no copy: its row, named
+-- here by (ev_id, ev_txid), comes again in its place.  A retry of it is a
+-- copy (another transaction's row) and goes as any.  Gone with the
+-- subscription, and once rotation truncated the row (rotation step 1).
+create table pgque.addressed_event (
+    ae_sub    int4 not null references pgque.subscription (sub_id) on delete cascade,
+    ae_ev_id  int8 not null,
+    ae_txid   xid8 not null,
+    primary key (ae_sub, ae_ev_id, ae_txid)
+);
+select pg_catalog.pg_extension_config_dump('pgque.addressed_event', '');
+
+-- Is the owned row (i_sub, i_ev_id, i_txid) an event an admin addressed
+-- to the subscription, not a copy (pgque.addressed_event)?  One probe of
+-- its primary key.
+create function pgque._addressed(i_sub int4, i_ev_id bigint, i_txid xid8)
+returns boolean language sql stable as $$
+    select exists (select from pgque.addressed_event a
+                    where a.ae_sub operator(pg_catalog.=) i_sub and a.ae_ev_id operator(pg_catalog.=) i_ev_id
+                      and a.ae_txid operator(pg_catalog.=) i_txid)
+$$;
+
 -- The copies a replay must not deliver (ADR 0091).  A retry (nack, PgQ's
 -- event_retry) and a release of a paused key (ADR 0029) append copies of
 -- events under their ids, owned by the subscription (ev_owner).  A seek
@@ -145,7 +170,9 @@ end $$;
 -- slot's acked part of its open window up to its position, _slot_passed)
 -- go, in the seek's transaction; a copy after the cursor (a retry still
 -- owed) stays, and a copy made after the seek is after every tick it can
--- reach.  The rows are the owner's alone (no other reader sees them).  i_n, i_slot: a slot's
+-- reach; an event an admin addressed to the subscription is no copy and
+-- stays (pgque.addressed_event).  The rows are the owner's alone (no other
+-- reader sees them).  i_n, i_slot: a slot's
 -- layout (NULL: a plain consumer or a cooperative group, whose cursor is
 -- the low-water mark).  -> copies removed.
 create function pgque._seek_drop_copies(q pgque.queue, i_sub int4, i_n int4, i_slot int4, i_tick bigint)
@@ -177,7 +204,8 @@ begin
         return 0;
     end if;
     if i_tick < cur then
-        execute pg_catalog.format('delete from pgque.%I ev where ev.ev_owner operator(pg_catalog.=) $1 and %s',
+        execute pg_catalog.format('delete from pgque.%I ev where ev.ev_owner operator(pg_catalog.=) $1 and %s'
+                                  ' and not pgque._addressed(ev.ev_owner, ev.ev_id, ev.ev_txid)',
                                   'event_' || q.queue_id, pgque._window_where(2, 3, 4, 5))
             using i_sub, pg_catalog.pg_snapshot_xmax(lo), pg_catalog.pg_snapshot_xmax(hi),
                   array(select pg_catalog.pg_snapshot_xip(lo)), hi;
@@ -186,7 +214,8 @@ begin
     -- a slot's acked part of its open window (cur, nxt], up to pos
     if pos is not null and nx is not null then
         execute pg_catalog.format('delete from pgque.%I ev where ev.ev_owner operator(pg_catalog.=) $1'
-                                  ' and ev.ev_id operator(pg_catalog.<=) $6 and %s',
+                                  ' and ev.ev_id operator(pg_catalog.<=) $6 and %s'
+                                  ' and not pgque._addressed(ev.ev_owner, ev.ev_id, ev.ev_txid)',
                                   'event_' || q.queue_id, pgque._window_where(2, 3, 4, 5))
             using i_sub, pg_catalog.pg_snapshot_xmax(hi), pg_catalog.pg_snapshot_xmax(nx),
                   array(select pg_catalog.pg_snapshot_xip(hi)), nx, pos;

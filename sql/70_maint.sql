@@ -75,6 +75,15 @@ begin
     -- snapshot sees it finished starts a whole window (ADR 0067)
     execute 'select ev_txid from ' || tbl || ' order by ev_txid desc limit 1' into newest;
     perform pgque._truncate_event_table(tbl::regclass);
+    -- the marks of addressed events whose row went with it (ADR 0105)
+    execute pg_catalog.format('delete from pgque.addressed_event a using pgque.subscription s'
+                              ' where s.sub_id operator(pg_catalog.=) a.ae_sub'
+                              '   and s.sub_queue operator(pg_catalog.=) $1'
+                              '   and not exists (select from pgque.%I ev'
+                              '                    where ev.ev_txid operator(pg_catalog.=) a.ae_txid'
+                              '                      and ev.ev_id operator(pg_catalog.=) a.ae_ev_id)',
+                              'event_' || q.queue_id)
+        using q.queue_id;
     -- the table current until now becomes the previous one
     update pgque.queue
        set queue_cur_table = nxt, queue_switch_time = now(),

@@ -162,7 +162,7 @@ grant execute on function pgque.logutriga(), pgque.jsontriga(), pgque.sqltriga()
 grant select on pgque.queue, pgque.consumer, pgque.subscription, pgque.tick,
                  pgque.retry_queue, pgque.delayed_event, pgque.dead_letter, pgque.event_template,
                  pgque.coop_member, pgque.coop_window, pgque.coop_fence, pgque.state_seal, pgque.slot_batch,
-                 pgque.blocked_key, pgque.unlogged_seal
+                 pgque.blocked_key, pgque.unlogged_seal, pgque.addressed_event
   to pgque_admin;
 
 -- The installing role (pg_extension.extowner; ADR 0042) owns no object of

@@ -28,6 +28,7 @@ comment on table pgque.coop_fence is 'batches of cooperative members that were t
 comment on table pgque.space_reserve_template is 'the shape of the queues'' disk-space reserves, freed when rotation finds no space to TRUNCATE';
 comment on table pgque.state_seal is 'one-row seal that marks the queue state whole (absent while a restore loads it)';
 comment on table pgque.unlogged_seal is 'unlogged: a row per unlogged queue whose events are still there (a crash empties it with the event tables)';
+comment on table pgque.addressed_event is 'events an admin addressed to one subscription with insert_event_raw: a seek replays them where it drops acked retry copies (ADR 0105)';
 comment on view pgque.alerts is 'open alerts: (alert_id, kind, queue_name, consumer, slot, opened_at, details)';
 comment on type pgque.message is 'an event as receive() hands it out: msg_id, batch_id, type, payload, retry_count, created_at, extra1..4';
 comment on type pgque.batch_info is 'what next_batch_info() returns: the batch id and its two ticks (ids, times, event sequences)';

@@ -58,6 +58,17 @@
 #endif
 
 /*
+ * This backend's local transaction id (window.c: a part cache filled under
+ * a transaction snapshot serves that transaction only, ADR 0105).
+ * PostgreSQL 17 moved it into PGPROC.vxid.  Needs storage/proc.h.
+ */
+#if PG_VERSION_NUM >= 170000
+#define pgque_my_lxid() (MyProc->vxid.lxid)
+#else
+#define pgque_my_lxid() (MyProc->lxid)
+#endif
+
+/*
  * PostgreSQL 18 lets the caller accept a deferrable primary key; the CDC
  * triggers keep the earlier meaning (an immediate one only).  Needs
  * utils/relcache.h where used.

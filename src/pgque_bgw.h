@@ -55,4 +55,17 @@ struct Tuplestorestate;
 extern MemoryContext pgque_materialize(struct FunctionCallInfoBaseData *fcinfo,
 									   struct Tuplestorestate **ts, TupleDesc *desc);
 
+/*
+ * C that takes the values of a statement's columns as given types (an
+ * event row, a pgque.queue row through SPI) checks them first: an owner
+ * may ALTER a column's type, and a value read as another type crashes the
+ * backend or worker (ADR 0098, 0105).  -1: desc has these types; the
+ * first column that is not (natts: their number differs).
+ */
+extern int	pgque_columns_mismatch(TupleDesc desc, const Oid *types, int natts);
+
+/* ... or an ERROR (42804) naming the table's column and saying what to do */
+extern void pgque_check_columns(TupleDesc desc, const Oid *types, int natts,
+								const char *table, const char *hint);
+
 #endif							/* PGQUE_BGW_H */

@@ -24,6 +24,7 @@
 #include "access/table.h"
 #include "catalog/indexing.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "catalog/pg_extension.h"
 #include "commands/trigger.h"
 #include "executor/spi.h"
@@ -34,14 +35,17 @@
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/fmgroids.h"
+#include "utils/fmgrprotos.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/snapmgr.h"
 #include "utils/syscache.h"
+#include "utils/varlena.h"
 
 #include "kept_plan.h"
 #include "caller.h"
+#include "pgque_bgw.h"
 #include "producer.h"
 #include "rules.h"
 
@@ -52,6 +56,9 @@ typedef struct QueueEntry
 	QueueInfo	info;
 } QueueEntry;
 
+/* the types of the lookup's columns, as sql/02_tables.sql declares them */
+static const Oid queue_lookup_types[5] = {INT4OID, INT4OID, BOOLOID, INT4OID, REGROLEARRAYOID};
+
 static SPIPlanPtr queue_lookup_plan = NULL;
 static SPIPlanPtr queue_lookup_plan_v2 = NULL;	/* 0.2.0's table: no queue_senders */
 static HTAB *queue_cache = NULL;
@@ -61,6 +68,7 @@ static Oid	producer_owner = InvalidOid;
 static bool callbacks_set = false;
 
 PG_FUNCTION_INFO_V1(pgque_queue_changed);
+PG_FUNCTION_INFO_V1(pgque_seq_last_value);
 
 /* Relcache callback: a change of pgque.queue (or of everything) flushes. */
 static void
@@ -199,6 +207,14 @@ pgque_lookup_queue(text *queue_name, QueueInfo *info)
 				(errcode(ERRCODE_UNDEFINED_OBJECT),
 				 errmsg("queue not found: %s", text_to_cstring(queue_name))));
 
+	/*
+	 * The values are taken as the types pgque.queue declares: an owner's
+	 * ALTER COLUMN ... TYPE (queue_senders to text: an array header read
+	 * from a text, queue_cur_table to text: a pointer for a table number)
+	 * is refused before any is read (ADR 0105).
+	 */
+	pgque_check_columns(SPI_tuptable->tupdesc, queue_lookup_types, has_rights ? 5 : 4, "pgque.queue",
+						"pgque.queue must keep the column types the extension made; ALTER them back.");
 	info->queue_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
 	info->cur_table = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &null));
 	info->disabled = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &null));
@@ -235,9 +251,13 @@ pgque_lookup_queue(text *queue_name, QueueInfo *info)
 
 		snprintf(seq, sizeof(seq), "event_%d_id_seq", info->queue_id);
 		info->event_seq = get_relname_relid(seq, get_namespace_oid("pgque", false));
-		if (!OidIsValid(info->event_seq))
-			elog(ERROR, "pgque_bgw: sequence pgque.%s of queue %s not found", seq,
-				 text_to_cstring(queue_name));
+		if (!OidIsValid(info->event_seq) || get_rel_relkind(info->event_seq) != RELKIND_SEQUENCE)
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_TABLE),
+					 errmsg("event sequence pgque.%s of queue \"%s\" does not exist", seq,
+							text_to_cstring(queue_name)),
+					 errdetail("It was renamed, dropped or replaced; the queue takes no new events until it is back."),
+					 errhint("Rename the queue's sequence back to pgque.%s.", seq)));
 	}
 
 	SPI_finish();
@@ -276,4 +296,35 @@ pgque_queue_changed(PG_FUNCTION_ARGS)
 		elog(ERROR, "pgque_queue_changed: not called as a trigger");
 	CacheInvalidateRelcache(trigdata->tg_relation);
 	return PointerGetDatum(NULL);
+}
+
+/*
+ * pgque._seq_last_value(seq text) -> int8: the sequence's last value, as
+ * pg_sequence_last_value() (NULL before its first value), or NULL when the
+ * name names no sequence.  The queue's event sequence position
+ * (pgque._event_seq_pos) is read by statements that take every queue at
+ * once (the ticker's sequence probe, the watchdog's conditions, metrics):
+ * a sequence its owner renamed, dropped or replaced made its name's cast
+ * to regclass fail them for every queue of the database (ADR 0105).  The
+ * queue's position reads as 0 instead; its events are still ticked (the
+ * ticker's probe reads the event tables) and its producers are told
+ * (pgque_lookup_queue, nextval).
+ */
+Datum
+pgque_seq_last_value(PG_FUNCTION_ARGS)
+{
+	List	   *names = textToQualifiedNameList(PG_GETARG_TEXT_PP(0));
+	Oid			relid = RangeVarGetRelid(makeRangeVarFromNameList(names), NoLock, true);
+	LOCAL_FCINFO(seq_fcinfo, 1);
+	Datum		value;
+
+	if (!OidIsValid(relid) || get_rel_relkind(relid) != RELKIND_SEQUENCE)
+		PG_RETURN_NULL();
+	InitFunctionCallInfoData(*seq_fcinfo, NULL, 1, InvalidOid, NULL, NULL);
+	seq_fcinfo->args[0].value = ObjectIdGetDatum(relid);
+	seq_fcinfo->args[0].isnull = false;
+	value = pg_sequence_last_value(seq_fcinfo);
+	if (seq_fcinfo->isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(value);
 }

@@ -112,6 +112,7 @@ typedef struct PartReceiver
 	int64		batch_id;
 	int64		max_return;
 	int64		nrows;			/* rows seen */
+	int64		nput;			/* rows put in the part (ordered read) */
 	int64		last;			/* ev_id of row max_return */
 	bool		collect;		/* rows go to mcache (unordered read) */
 	bool		msg_direct;		/* desc is pgque.message as message_direct forms it */
@@ -427,12 +428,18 @@ part_receive(TupleTableSlot *slot, DestReceiver *self)
 		pgque_window_cache_keep_smallest(&mcache, tup, ev_id, (int) r->max_return + 1);
 		return true;
 	}
-	/* the ordered read: the part, then one row that says there are more */
-	if (r->nrows > r->max_return)
-		return false;
+	/*
+	 * The ordered read: the part, then one row that says there are more.
+	 * The part takes the other rows of its last id too (the read comes
+	 * WITH TIES): the next part resumes after that id (ADR 0105).
+	 */
 	slot_getallattrs(slot);
+	if (r->nrows > r->max_return &&
+		DatumGetInt64(slot->tts_values[EV_ID]) != r->last)
+		return false;
 	event_to_message(slot->tts_values, slot->tts_isnull, r->batch_id, msg, msgnull);
 	tuplestore_putvalues(r->ts, r->desc, msg, msgnull);
+	r->nput++;
 	if (r->nrows == r->max_return)
 		r->last = DatumGetInt64(msg[MSG_ID]);
 	return true;
@@ -468,7 +475,12 @@ part_from_cache(const char *source, Datum *args, char *nulls, int64 batch_id, in
 	avail = mcache.ntuples - i;
 	if (avail <= max_return && !mcache.complete)
 		return false;
-	*n = Min(avail, max_return);
+	/*
+	 * with the other rows of the part's last id: the next part resumes
+	 * after it (ADR 0105); the cache holds every row of the ids it kept
+	 * (seal drops the cut id whole)
+	 */
+	*n = pgque_window_part_end(mcache.ev_ids, i, max_return, mcache.ntuples) - i;
 	for (k = i; k < i + *n; k++)
 	{
 		HeapTuple	tup = mcache.tuples[k];
@@ -477,7 +489,7 @@ part_from_cache(const char *source, Datum *args, char *nulls, int64 batch_id, in
 		memcpy((char *) tup->t_data + tup->t_data->t_hoff + MSG_BATCH_OFFSET, &batch_id, sizeof(int64));
 		tuplestore_puttuple(ts, tup);
 	}
-	*more = avail > max_return;
+	*more = avail > *n || !mcache.complete;
 	mcache_rest = *more;
 	*last = *more ? mcache.ev_ids[i + *n - 1] : 0;
 	return true;
@@ -716,9 +728,14 @@ read_part(int64 batch_id, int64 max_return, const SlotShare *share, WindowOfKind
 	part_receiver_init(&r, ts, desc, batch_id, max_return);
 	pgque_window_read(source, args, nulls, false, true, &r.pub);
 	mcache_rest = false;
+
+	/*
+	 * rows past max_return: more follow, or (all of them the last id's)
+	 * perhaps none; then the next part finds the window's end
+	 */
 	*more = r.nrows > max_return;
 	*last = r.last;
-	return Min(r.nrows, max_return);
+	return r.nput;
 }
 
 /*

@@ -17,6 +17,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "catalog/pg_type.h"
 #include "executor/spi.h"
 #include "miscadmin.h"
 #include "utils/builtins.h"
@@ -40,9 +41,14 @@ typedef struct RowKey
 	char		name[ROW_NAME_MAX + 1];
 } RowKey;
 
-/* The rows of sql (int4, text) in a local hash, read with a fresh snapshot. */
+/*
+ * The rows of sql (int4, text: the columns of table) in a local hash, read
+ * with a fresh snapshot.
+ */
+static const Oid row_types[2] = {INT4OID, TEXTOID};
+
 static HTAB *
-read_rows(const char *sql)
+read_rows(const char *sql, const char *table)
 {
 	HASHCTL		info;
 	HTAB	   *rows;
@@ -55,6 +61,9 @@ read_rows(const char *sql)
 	rows = hash_create("pgque_bgw reclaim rows", 256, &info, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 	if (SPI_execute(sql, false, 0) != SPI_OK_SELECT)
 		elog(ERROR, "reading rows for the reclaim failed");
+	/* an owner's retyped column: refused, never read as these (ADR 0105) */
+	pgque_check_columns(SPI_tuptable->tupdesc, row_types, 2, table,
+						"The table must keep the column types the extension made; ALTER them back.");
 	for (i = 0; i < SPI_processed; i++)
 	{
 		RowKey		k;
@@ -107,7 +116,7 @@ pgque_reclaim_pass(void)
 	{
 		n += pgque_slot_reclaim(TimestampTzPlusMilliseconds(GetCurrentTimestamp(), -RELEASED_KEEP_MS));
 		slots = pgque_slot_list(MyDatabaseId, &nslots);
-		rows = read_rows("select queue_id, co_name from pgque.partition_consumer");
+		rows = read_rows("select queue_id, co_name from pgque.partition_consumer", "pgque.partition_consumer");
 		for (i = 0; i < nslots; i++)
 		{
 			if (slots[i].pending_pid != 0 || has_row(rows, slots[i].key.queue_id, slots[i].key.consumer))
@@ -117,7 +126,7 @@ pgque_reclaim_pass(void)
 	}
 	n += pgque_coop_reclaim();
 	pgque_coop_list(MyDatabaseId, &subs, &members, &gens, &nmembers);
-	rows = read_rows("select cm_sub, cm_name from pgque.coop_member");
+	rows = read_rows("select cm_sub, cm_name from pgque.coop_member", "pgque.coop_member");
 	for (i = 0; i < nmembers; i++)
 	{
 		if (!has_row(rows, subs[i], members[i]))

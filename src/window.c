@@ -31,6 +31,7 @@
 #include "common/hashfn.h"
 #include "executor/spi.h"
 #include "nodes/params.h"
+#include "storage/proc.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/array.h"
@@ -42,6 +43,7 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
+#include "compat.h"
 #include "kept_plan.h"
 #include "pgque_bgw.h"
 #include "state.h"
@@ -78,41 +80,13 @@ const Oid	pgque_event_types[EV_NATTS] = {INT8OID, TIMESTAMPTZOID, XID8OID, INT4O
  * number: an owner's ALTER COLUMN ev_data TYPE bigint on an event table
  * made receive() form a message whose text column held a bigint, read as a
  * pointer (SIGSEGV; TAP 110).  A read of another shape is refused before a
- * row is formed.  desc_mismatch: the first column that is not the
- * template's (-1: none; EV_NATTS: their number).
+ * row is formed (the check: srf.c, as for pgque.queue's rows, ADR 0105).
  */
-static int
-desc_mismatch(TupleDesc desc)
-{
-	int			i;
-
-	if (desc->natts != EV_NATTS)
-		return EV_NATTS;
-	for (i = 0; i < EV_NATTS; i++)
-		if (TupleDescAttr(desc, i)->atttypid != pgque_event_types[i])
-			return i;
-	return -1;
-}
-
 void
 pgque_window_check_desc(TupleDesc desc)
 {
-	int			i = desc_mismatch(desc);
-	Form_pg_attribute att;
-
-	if (i < 0)
-		return;
-	if (i == EV_NATTS)
-		ereport(ERROR,
-				(errcode(ERRCODE_DATATYPE_MISMATCH),
-				 errmsg("window read returned %d columns, expected %d", desc->natts, EV_NATTS),
-				 errhint("An event table must keep the columns of pgque.event_template.")));
-	att = TupleDescAttr(desc, i);
-	ereport(ERROR,
-			(errcode(ERRCODE_DATATYPE_MISMATCH),
-			 errmsg("event table column %s is %s, not %s", NameStr(att->attname),
-					format_type_be(att->atttypid), format_type_be(pgque_event_types[i])),
-			 errhint("An event table must keep the columns of pgque.event_template.")));
+	pgque_check_columns(desc, pgque_event_types, EV_NATTS, "event table",
+						"An event table must keep the columns of pgque.event_template.");
 }
 
 PG_FUNCTION_INFO_V1(pgque_window_rows);
@@ -311,7 +285,17 @@ window_plan_for(const char *source, bool ordered, int shape)
 		appendStringInfoString(&sql, " and ev.ev_id operator(pg_catalog.=) $7");
 	if (shape & SHAPE_SLOT)
 		appendStringInfoString(&sql, " and pgque._slot_of(ev.ev_extra1, $9) operator(pg_catalog.=) $10");
-	if (ordered)
+	/*
+	 * A reader's part never ends between two events of one ev_id (it
+	 * resumes after an ev_id, ADR 0105): the rows of the limit's last id
+	 * come whole.  WITH TIES refuses a NULL count, which means "no limit",
+	 * and gives the sort no bound (a full sort, not a top-N heap): a read
+	 * for no reader (the ticker's and watchdog's probes, one row) resumes
+	 * nowhere and keeps LIMIT.
+	 */
+	if (ordered && (shape & SHAPE_OWNER))
+		appendStringInfoString(&sql, " order by ev.ev_id fetch first (coalesce($8, 2147483647)) rows with ties");
+	else if (ordered)
 		appendStringInfoString(&sql, " order by ev.ev_id limit $8");
 	/* a generic plan: planned once, whatever the window's bounds */
 	plan = pgque_kept_plan_prepare(sql.data, WINDOW_NPARAMS, argtypes, CURSOR_OPT_GENERIC_PLAN);
@@ -449,6 +433,8 @@ pgque_window_cache_matches(WindowCache *c, const char *source, Datum *args, char
 
 	if (!c->valid || c->epoch != pgque_window_epoch())
 		return false;
+	if (c->lxid != InvalidLocalTransactionId && c->lxid != pgque_my_lxid())
+		return false;
 	if (source == NULL ? nulls[WA_OWNER] == 'n' : strcmp(c->source, source) != 0)
 		return false;
 	for (i = 0; i < WINDOW_NPARAMS; i++)
@@ -481,6 +467,16 @@ pgque_window_cache_reset(WindowCache *c, const char *source, Datum *args, char *
 	MemoryContextReset(c->cxt);
 	c->valid = false;
 	c->epoch = pgque_window_epoch();
+
+	/*
+	 * Rows read under a transaction snapshot older than a seek's commit may
+	 * hold a copy the seek deleted, though the epoch read now is the
+	 * commit's: such a cache serves its own transaction only (ADR 0105; a
+	 * cooperative member's open locks no row the seek changed, so its
+	 * REPEATABLE READ read got that far and its next transaction was served
+	 * the copy again).
+	 */
+	c->lxid = IsolationUsesXactSnapshot() ? pgque_my_lxid() : InvalidLocalTransactionId;
 	c->complete = false;
 
 	old = MemoryContextSwitchTo(c->cxt);
@@ -877,7 +873,10 @@ void
 pgque_window_cache_seal(WindowCache *c)
 {
 	cache_order(c);
-	/* equal ids on both sides of the cut (none expected): none is kept */
+	/*
+	 * equal ids on both sides of the cut (an id repeated): none is kept, so
+	 * the cache holds every row of each id it holds (ADR 0105)
+	 */
 	while (c->has_cut && c->ntuples > 0 && c->ev_ids[c->ntuples - 1] >= c->cut)
 	{
 		c->ntuples--;
@@ -921,9 +920,35 @@ pgque_window_cache_start(WindowCache *c, Datum *args, char *nulls)
 }
 
 /*
- * Serve rows after "after" (NULL: from the start), up to limit, from the
- * event cache.  false: the cache cannot answer (other window, other start,
- * or not enough rows kept).
+ * The end of a part of rows in ev_id order (ids) that starts at row from
+ * and takes want rows, of the avail rows there are: past want while the
+ * ids repeat the part's last.  Every reader resumes a window after the
+ * ev_id a part ended at (sub_batch_pos, sb_pos, cw_pos), so a part that
+ * ended between two events of one id lost the second (ADR 0093; ids an
+ * admin chooses repeat, ADR 0101): a part never does (ADR 0105).  The
+ * caller's rows hold every row of their last id (a read WITH TIES, a cache
+ * cut at an id).
+ */
+int
+pgque_window_part_end(const int64 *ids, int from, int64 want, int avail)
+{
+	int			end;
+
+	if (want <= 0)
+		return from;
+	if (want >= avail - from)
+		return avail;
+	end = from + (int) want;
+	while (end < avail && ids[end] == ids[end - 1])
+		end++;
+	return end;
+}
+
+/*
+ * Serve rows after "after" (NULL: from the start), up to limit (and the
+ * other rows of the last one's id), from the event cache.  false: the
+ * cache cannot answer (other window, other start, or not enough rows
+ * kept).
  */
 static bool
 cache_serve(const char *source, Datum *args, char *nulls, Tuplestorestate *ts)
@@ -938,9 +963,9 @@ cache_serve(const char *source, Datum *args, char *nulls, Tuplestorestate *ts)
 	i = pgque_window_cache_start(&wcache, args, nulls);
 	if (i < 0)
 		return false;
-	end = (int) Min((int64) wcache.ntuples, i + limit);
-	if (end - i < limit && !wcache.complete)
+	if (wcache.ntuples - i < limit && !wcache.complete)
 		return false;
+	end = pgque_window_part_end(wcache.ev_ids, i, limit, wcache.ntuples);
 	for (; i < end; i++)
 		tuplestore_puttuple(ts, wcache.tuples[i]);
 	return true;
@@ -963,11 +988,20 @@ cache_fill(const char *source, Datum *args, char *nulls, bool complete, uint64 e
 	for (r = 0; r < SPI_processed; r++)
 	{
 		HeapTuple	tup = SPI_tuptable->vals[r];
+		int64		ev_id = DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &null));
 
-		if (!cache_add(&wcache, tup,
-									DatumGetInt64(SPI_getbinval(tup, SPI_tuptable->tupdesc, 1, &null)),
-									true))
+		if (!cache_add(&wcache, tup, ev_id, true))
 		{
+			/*
+			 * the rows of the id cut here go whole: a part served from the
+			 * cache ends after the last row of its id (ADR 0105)
+			 */
+			while (wcache.ntuples > 0 && wcache.ev_ids[wcache.ntuples - 1] == ev_id)
+			{
+				wcache.ntuples--;
+				wcache.bytes -= wcache.tuples[wcache.ntuples]->t_len;
+				heap_freetuple(wcache.tuples[wcache.ntuples]);
+			}
 			wcache.complete = false;
 			break;
 		}
@@ -1045,6 +1079,7 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 	bool		use_cache;
 	int32		limit = 0;
 	uint64		epoch;
+	bool		null;
 
 	if (PG_ARGISNULL(0))
 		elog(ERROR, "pgque_bgw: window source must not be null");
@@ -1081,7 +1116,7 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 	 * there retried the queue at every poll, a WARNING each) and its
 	 * consumers are the ones refused.
 	 */
-	if (nulls[WA_OWNER] == 'n' && desc_mismatch(SPI_tuptable->tupdesc) >= 0)
+	if (nulls[WA_OWNER] == 'n' && pgque_columns_mismatch(SPI_tuptable->tupdesc, pgque_event_types, EV_NATTS) >= 0)
 	{
 		Datum		none[EV_NATTS];
 		bool		isnull[EV_NATTS];
@@ -1098,6 +1133,11 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 	if (use_cache)
 	{
 		give = Min(SPI_processed, (uint64) limit);
+		/* and the other rows of the last one's id (ADR 0105) */
+		while (give > 0 && give < SPI_processed &&
+			   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[give], SPI_tuptable->tupdesc, 1, &null)) ==
+			   DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[give - 1], SPI_tuptable->tupdesc, 1, &null)))
+			give++;
 		/* worth keeping only when the window goes on past this part */
 		if (SPI_processed > give)
 			cache_fill(source, args, nulls,

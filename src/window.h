@@ -66,6 +66,9 @@ typedef struct WindowCache
 	bool		valid;
 	uint64		epoch;			/* pgque_window_epoch() before the rows were
 								 * read: another one, and they may be stale */
+	LocalTransactionId lxid;	/* filled under a transaction snapshot
+								 * (REPEATABLE READ): only in that transaction
+								 * (Invalid: in any) */
 	bool		filling;		/* a read is forming rows into it: a read nested
 								 * in that one (a policy, ADR 0037) neither uses
 								 * nor resets it */
@@ -90,6 +93,12 @@ extern uint64 pgque_window_epoch(void);
 extern bool pgque_window_cache_matches(WindowCache *c, const char *source, Datum *args, char *nulls);
 extern void pgque_window_cache_reset(WindowCache *c, const char *source, Datum *args, char *nulls);
 extern int	pgque_window_cache_start(WindowCache *c, Datum *args, char *nulls);
+
+/*
+ * The end of a part of rows in ev_id order from row from, want rows of
+ * avail: never between two rows of one ev_id (ADR 0105).
+ */
+extern int	pgque_window_part_end(const int64 *ids, int from, int64 want, int avail);
 
 /*
  * A window read in no order, bounded by the cache: keep_smallest keeps the

@@ -127,3 +127,13 @@ create unlogged table pgque.unlogged_seal (
 -- _slot_window replaces _slot_next_batch.
 drop function pgque._slot_receive_open(text, text, int4, int4, text, int4, boolean);
 drop function pgque._slot_next_batch(text, text, bigint, int4);
+
+-- The events an admin addressed to one subscription with insert_event_raw
+-- (ADR 0105): a seek keeps them where it drops the consumer's acked copies.
+create table pgque.addressed_event (
+    ae_sub    int4 not null references pgque.subscription (sub_id) on delete cascade,
+    ae_ev_id  int8 not null,
+    ae_txid   xid8 not null,
+    primary key (ae_sub, ae_ev_id, ae_txid)
+);
+select pg_catalog.pg_extension_config_dump('pgque.addressed_event', '');

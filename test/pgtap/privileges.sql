@@ -245,6 +245,7 @@ select ok(pg_temp.run_as('pgque_t_owner', $$select pgque.create_queue('mx') = 1 
 
 create temp table expected_rel (rel text primary key, privs text not null);
 insert into expected_rel values
+    ('addressed_event', 'public:- writer:- reader:- admin:r app2:- owner:r'),
     ('alert', 'public:- writer:- reader:- admin:r app2:- owner:r'),
     ('alert_alert_id_seq', 'public:- writer:- reader:- admin:- app2:- owner:-'),
     ('alerts', 'public:- writer:- reader:r admin:r app2:r owner:r'),
