@@ -19,7 +19,10 @@
 # backlog is produced (bench_hold_xid), as `make bench`'s three concurrent
 # producers do: every window's old tick then lists a transaction in
 # progress, and each relation of the read is a BitmapOr of the ev_txid
-# range and `= any(xip)` (ADR 0093).  TOOL=cpu ROUNDS=n (default 5): no
+# range and `= any(xip)` (ADR 0093).  XIP=2 is make bench's case itself:
+# every tick lists a transaction in progress that commits before the next
+# tick and writes nothing to these queues (drain_xip_window, ADR 0106);
+# XIP=1's rolls back after the backlog.  TOOL=cpu ROUNDS=n (default 5): no
 # valgrind; the same single-user drains timed (bench_cputime: the
 # backend's user + system CPU time from its rusage, and its system time
 # apart), ROUNDS rounds whose order of the systems turns round by round,
@@ -36,12 +39,12 @@ ALL=$((WINDOWS * WINDOW))
 TOOL=${TOOL:-callgrind}
 ROUNDS=${ROUNDS:-5}
 case $TOOL in callgrind|cpu) ;; *) echo "TOOL is callgrind or cpu, not $TOOL" >&2; exit 2 ;; esac
-case ${XIP:-0} in 0|1) ;; *) echo "XIP is 0 or 1, not $XIP" >&2; exit 2 ;; esac
+case ${XIP:-0} in 0|1|2) ;; *) echo "XIP is 0, 1 or 2, not $XIP" >&2; exit 2 ;; esac
 [ "$WINDOWS" -gt 2 ] || { echo "WINDOWS must be more than the 2 of the warm-up" >&2; exit 2; }
 # benchmark/server.conf's settings; autovacuum off: the counts repeat
-bench_server drain_instr 56702 "autovacuum = off"
+bench_server drain_instr 56702 "autovacuum = off" "max_prepared_transactions = 4"
 if [ "${XIP:-0}" = 1 ]; then bench_hold_xid; fi
-drain_backlog "$WINDOWS" "$WINDOW"
+DRAIN_XIP_COMMIT=$([ "${XIP:-0}" = 2 ] && echo 1 || echo 0) drain_backlog "$WINDOWS" "$WINDOW"
 if [ "${XIP:-0}" = 1 ]; then bench_release_xid; fi
 systems=("${DRAIN_SYSTEMS[@]}")
 "${PSQL[@]}" -c "checkpoint" >/dev/null
@@ -59,7 +62,7 @@ count() {
 	fi
 }
 if [ "$TOOL" = cpu ]; then
-	echo "drain ($WINDOWS windows of $WINDOW$([ "${XIP:-0}" = 1 ] && echo ", XIP=1")): CPU ns per event (user + system, and system), rounds in turned order; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "drain ($WINDOWS windows of $WINDOW$([ "${XIP:-0}" != 0 ] && echo ", XIP=$XIP")): CPU ns per event (user + system, and system), rounds in turned order; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 	printf '%-6s' round; printf ' %18s' "${systems[@]}"; echo
 	for r in $(seq 1 "$ROUNDS"); do
 		declare -A ns=()
@@ -76,7 +79,7 @@ if [ "$TOOL" = cpu ]; then
 	echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
 	exit 0
 fi
-printf '%-32s %14s\n' "drain ($WINDOWS windows of $WINDOW$([ "${XIP:-0}" = 1 ] && echo ", XIP=1"))" "instr/event"
+printf '%-32s %14s\n' "drain ($WINDOWS windows of $WINDOW$([ "${XIP:-0}" != 0 ] && echo ", XIP=$XIP"))" "instr/event"
 for sys in "${systems[@]}"; do
 	warm=$(count "$sys" "$WARM" "$sys")
 	all=$(count "$sys" "$ALL" "$sys")

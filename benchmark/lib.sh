@@ -180,8 +180,33 @@ drain_backlog() {
 	DRAIN_SYSTEMS=(pgque pgque_32_buckets)
 	have_pgq && DRAIN_SYSTEMS+=(pgq)
 	drain_queues "$(have_pgq && echo pgq)"
-	local sys
+	local sys n=0
 	for _ in $(seq 1 "$1"); do
-		for sys in "${DRAIN_SYSTEMS[@]}"; do drain_window "$sys" "$2"; done
+		for sys in "${DRAIN_SYSTEMS[@]}"; do
+			if [ "${DRAIN_XIP_COMMIT:-0}" = 1 ]; then
+				drain_xip_window "$sys" "$2" "$n"
+				n=$((n + 1))
+			else
+				drain_window "$sys" "$2"
+			fi
+		done
 	done | "${PSQL[@]}" >/dev/null
+	if [ "${DRAIN_XIP_COMMIT:-0}" = 1 ]; then
+		"${PSQL[@]}" -c "commit prepared 'drain_xip_$(($1 * ${#DRAIN_SYSTEMS[@]}))'" >/dev/null
+	fi
+}
+# drain_xip_window SYSTEM EVENTS N: drain_window with make bench's other
+# producers as one transaction (prepared, so no session has to stay open):
+# it takes an xid before the tick and commits before the next tick, writing
+# nothing to the queues, so every window's old tick lists a transaction in
+# progress that the new tick sees committed (XIP=2 of drain_instructions.sh,
+# ADR 0106)
+drain_xip_window() {
+	drain_window "$1" "$2" | sed -n 1p
+	if [ "$3" -gt 0 ]; then echo "commit prepared 'drain_xip_$3';"; fi
+	echo "begin; select pg_catalog.pg_current_xact_id(); prepare transaction 'drain_xip_$(($3 + 1))';"
+	# a later xid that completes: a snapshot lists only the in-progress
+	# xids below its xmax (the newest completed xid + 1)
+	echo "select pg_catalog.pg_current_xact_id();"
+	drain_window "$1" "$2" | sed -n '2,$p'
 }

@@ -221,6 +221,22 @@ end $$;
 -- PL/pgSQL: a SQL function with a subquery is not inlined, and every
 -- transaction that located a window (each slot receive) parsed and planned
 -- its body again, where PL/pgSQL keeps the plan for the session (ADR 0088).
+-- The smallest xid whose rows can belong to the window between snapshots
+-- i_lo and i_hi (ADR 0106): the old tick's xmax, or an xid in progress at
+-- the old tick that the new one sees finished.  One still running at the
+-- new tick adds no row (the window's predicate wants rows the new tick
+-- sees), so an old transaction that runs across many ticks no longer makes
+-- every window read the tables of before a switch (_event_tables,
+-- _event_source), only the window it ends in.  i_hi NULL: the old tick's
+-- xmin.
+create function pgque._window_xmin(i_lo pg_catalog.pg_snapshot, i_hi pg_catalog.pg_snapshot)
+returns xid8 language sql immutable as $$
+    select case when i_hi is null then pg_catalog.pg_snapshot_xmin(i_lo)
+                else coalesce((select pg_catalog.min(x) from pg_catalog.pg_snapshot_xip(i_lo) x
+                                where pg_catalog.pg_visible_in_snapshot(x, i_hi)),
+                              pg_catalog.pg_snapshot_xmax(i_lo)) end
+$$;
+
 create function pgque._event_tables(q pgque.queue, i_lo pg_catalog.pg_snapshot, i_hi pg_catalog.pg_snapshot)
 returns int4[] language plpgsql immutable as $$
 begin
@@ -228,11 +244,11 @@ begin
         -- a window reaching back before the previous switch, only ever read
         -- by a cursor a replay moved there (ADR 0067): the oldest table too,
         -- which retention or the cursor itself kept
-        when q.queue_prev_step2 is not null and pg_catalog.pg_snapshot_xmin(i_lo) < q.queue_prev_step2
+        when q.queue_prev_step2 is not null and pgque._window_xmin(i_lo, i_hi) < q.queue_prev_step2
             then (select pg_catalog.array_agg(x) from pg_catalog.generate_series(0, q.queue_ntables - 1) x)
         when pg_catalog.pg_snapshot_xmax(i_hi) < q.queue_switch_step1
             then array[(q.queue_cur_table + q.queue_ntables - 1) % q.queue_ntables]
-        when q.queue_switch_step2 is not null and pg_catalog.pg_snapshot_xmin(i_lo) > q.queue_switch_step2
+        when q.queue_switch_step2 is not null and pgque._window_xmin(i_lo, i_hi) > q.queue_switch_step2
             then array[q.queue_cur_table]
         else array[(q.queue_cur_table + q.queue_ntables - 1) % q.queue_ntables, q.queue_cur_table]
     end;
@@ -285,7 +301,7 @@ begin
         select t, 0, pg_catalog.format('select * from only pgque.%I', 'event_' || q.queue_id || '_' || t) || slot_filter
           from pg_catalog.unnest(tabs) t
          where pgque._slot_own_buckets(nb, i_n)
-           and (q.queue_buckets_step2 is null or pg_catalog.pg_snapshot_xmin(i_lo) <= q.queue_buckets_step2)
+           and (q.queue_buckets_step2 is null or pgque._window_xmin(i_lo, i_hi) <= q.queue_buckets_step2)
         union all
         -- this slot's buckets (all of them for plain readers)
         select t, 1 + b, pg_catalog.format('select * from pgque.%I', 'event_' || q.queue_id || '_' || t || '_b' || b)

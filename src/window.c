@@ -26,22 +26,26 @@
  */
 #include "postgres.h"
 
+#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
 #include "nodes/params.h"
+#include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
 #include "utils/datum.h"
+#include "utils/fmgrprotos.h"
 #include "utils/guc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
+#include "utils/xid8.h"
 
 #include "compat.h"
 #include "kept_plan.h"
@@ -183,6 +187,7 @@ pgque_window_where_sql(PG_FUNCTION_ARGS)
 #define SHAPE_EV_ID 0x04
 #define SHAPE_SLOT 0x08
 #define SHAPE_XIP 0x10			/* the old tick had transactions in progress */
+#define SHAPE_PROBE 0x20		/* not a read: has any row one of these xids? */
 
 /*
  * Whether the old tick's in-progress list has any xid.  Without one the
@@ -275,28 +280,37 @@ window_plan_for(const char *source, bool ordered, int shape)
 	 * (its value is NULL: the filter would pass every row).
 	 */
 	initStringInfo(&sql);
-	appendStringInfo(&sql, "select * from %s ev where ", source);
-	pgque_window_where(&sql, 1, 2, (shape & SHAPE_XIP) ? 3 : 0, 4);
-	if (shape & SHAPE_OWNER)
-		appendStringInfoString(&sql, " and (ev.ev_owner is null or ev.ev_owner operator(pg_catalog.=) $5)");
-	if (shape & SHAPE_AFTER)
-		appendStringInfoString(&sql, " and ev.ev_id operator(pg_catalog.>) $6");
-	if (shape & SHAPE_EV_ID)
-		appendStringInfoString(&sql, " and ev.ev_id operator(pg_catalog.=) $7");
-	if (shape & SHAPE_SLOT)
-		appendStringInfoString(&sql, " and pgque._slot_of(ev.ev_extra1, $9) operator(pg_catalog.=) $10");
-	/*
-	 * A reader's part never ends between two events of one ev_id (it
-	 * resumes after an ev_id, ADR 0105): the rows of the limit's last id
-	 * come whole.  WITH TIES refuses a NULL count, which means "no limit",
-	 * and gives the sort no bound (a full sort, not a top-N heap): a read
-	 * for no reader (the ticker's and watchdog's probes, one row) resumes
-	 * nowhere and keeps LIMIT.
-	 */
-	if (ordered && (shape & SHAPE_OWNER))
-		appendStringInfoString(&sql, " order by ev.ev_id fetch first (coalesce($8, 2147483647)) rows with ties");
-	else if (ordered)
-		appendStringInfoString(&sql, " order by ev.ev_id limit $8");
+	if (shape == SHAPE_PROBE)
+	{
+		/* window_xip_probe's question, answered by the first row found */
+		appendStringInfo(&sql, "select 1 from %s ev where ev.ev_txid operator(pg_catalog.=) any($%d) limit 1",
+						 source, WA_XIP + 1);
+	}
+	else
+	{
+		appendStringInfo(&sql, "select * from %s ev where ", source);
+		pgque_window_where(&sql, 1, 2, (shape & SHAPE_XIP) ? 3 : 0, 4);
+		if (shape & SHAPE_OWNER)
+			appendStringInfoString(&sql, " and (ev.ev_owner is null or ev.ev_owner operator(pg_catalog.=) $5)");
+		if (shape & SHAPE_AFTER)
+			appendStringInfoString(&sql, " and ev.ev_id operator(pg_catalog.>) $6");
+		if (shape & SHAPE_EV_ID)
+			appendStringInfoString(&sql, " and ev.ev_id operator(pg_catalog.=) $7");
+		if (shape & SHAPE_SLOT)
+			appendStringInfoString(&sql, " and pgque._slot_of(ev.ev_extra1, $9) operator(pg_catalog.=) $10");
+		/*
+		 * A reader's part never ends between two events of one ev_id (it
+		 * resumes after an ev_id, ADR 0105): the rows of the limit's last id
+		 * come whole.  WITH TIES refuses a NULL count, which means "no
+		 * limit", and gives the sort no bound (a full sort, not a top-N
+		 * heap): a read for no reader (the ticker's and watchdog's probes,
+		 * one row) resumes nowhere and keeps LIMIT.
+		 */
+		if (ordered && (shape & SHAPE_OWNER))
+			appendStringInfoString(&sql, " order by ev.ev_id fetch first (coalesce($8, 2147483647)) rows with ties");
+		else if (ordered)
+			appendStringInfoString(&sql, " order by ev.ev_id limit $8");
+	}
 	/* a generic plan: planned once, whatever the window's bounds */
 	plan = pgque_kept_plan_prepare(sql.data, WINDOW_NPARAMS, argtypes, CURSOR_OPT_GENERIC_PLAN);
 	pfree(sql.data);
@@ -307,6 +321,104 @@ window_plan_for(const char *source, bool ordered, int shape)
 	entry->source = MemoryContextStrdup(TopMemoryContext, source);
 	entry->used = now;
 	return entry->plan;
+}
+
+/*
+ * Whether the transaction fxid (in progress at the old tick, finished at the
+ * new one) may have committed: false only when the commit log says it rolled
+ * back.  An xid too old for the log (wrapped round, or truncated away: a
+ * window read long after its ticks) is taken as committed, as is one that
+ * crashed (neither committed nor rolled back in the log): a list that keeps
+ * an xid for nothing costs the read its shape, never a row.  The log is
+ * read under XactTruncationLock, as pg_xact_status() does.
+ */
+static bool
+xid_may_have_committed(FullTransactionId fxid)
+{
+	TransactionId xid = XidFromFullTransactionId(fxid);
+	FullTransactionId next = ReadNextFullTransactionId();
+	uint32		epoch = EpochFromFullTransactionId(fxid);
+	uint32		next_epoch = EpochFromFullTransactionId(next);
+	bool		aborted = false;
+
+	if (!FullTransactionIdPrecedes(fxid, next) || !TransactionIdIsNormal(xid))
+		return true;
+	/* wrapped round: too old to look up */
+	if (epoch + 1 < next_epoch ||
+		(epoch + 1 == next_epoch && xid < XidFromFullTransactionId(next)))
+		return true;
+	LWLockAcquire(XactTruncationLock, LW_SHARED);
+	if (!TransactionIdPrecedes(xid, ShmemVariableCache->oldestClogXid))
+		aborted = TransactionIdDidAbort(xid);
+	LWLockRelease(XactTruncationLock);
+	return !aborted;
+}
+
+/*
+ * The old tick's in-progress list (args[WA_XIP]) reduced to the xids that
+ * can add rows to the window (ADR 0106): a row of an xid the new tick
+ * (args[WA_SNAP]) does not see finished fails the predicate's
+ * pg_visible_in_snapshot, and a row of one that rolled back is not
+ * visible to any reader, so leaving both out reads the same rows.  NULL
+ * when every xid is kept (the list as it is).
+ */
+static ArrayType *
+window_xip_trim(Datum *args)
+{
+	ArrayType  *xip = DatumGetArrayTypeP(args[WA_XIP]);
+	Datum	   *xids;
+	bool	   *xnulls;
+	int			n;
+	int			i;
+	int			k = 0;
+
+	deconstruct_array(xip, XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL, TYPALIGN_DOUBLE,
+					  &xids, &xnulls, &n);
+	for (i = 0; i < n; i++)
+	{
+		if (xnulls[i])
+			return NULL;		/* not a list a tick writes: read it as it is */
+		if (DatumGetBool(DirectFunctionCall2(pg_visible_in_snapshot, xids[i], args[WA_SNAP])) &&
+			xid_may_have_committed(DatumGetFullTransactionId(xids[i])))
+			xids[k++] = xids[i];
+	}
+	if (k == n)
+		return NULL;
+	return construct_array(xids, k, XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL,
+						   TYPALIGN_DOUBLE);
+}
+
+/*
+ * Whether any row of source has its ev_txid in args[WA_XIP] (ADR 0106).  A
+ * transaction in progress at the old tick that committed before the new
+ * one has usually written to other queues only (make bench's producers of
+ * other queues, any writer of the database): when none of the list's xids
+ * has a row here, the read is the range alone.  A plain index scan of each
+ * relation that stops at the first row found, in a plan of its own.  The
+ * rows of a finished transaction are all there for every snapshot after
+ * the new tick's: the read that follows finds none of them either.
+ */
+static bool
+window_xip_probe(const char *source, Datum *args, char *nulls, bool read_only)
+{
+	PgqueKeptPlan *plan = window_plan_for(source, false, SHAPE_PROBE);
+	int			guc_level = NewGUCNestLevel();
+	int			ret;
+	bool		found;
+
+	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("enable_bitmapscan", "off", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	(void) set_config_option("enable_indexscan", "on", PGC_USERSET, PGC_S_SESSION,
+							 GUC_ACTION_SAVE, true, 0, false);
+	ret = pgque_kept_plan_execute(plan, args, nulls, read_only, 1);
+	AtEOXact_GUC(true, guc_level);
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "pgque_bgw: window probe failed: %s", SPI_result_code_string(ret));
+	found = SPI_processed > 0;
+	SPI_freetuptable(SPI_tuptable);
+	return found;
 }
 
 /*
@@ -1015,9 +1127,37 @@ pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only, 
 {
 	static const Oid argtypes[WINDOW_NPARAMS] = {XID8OID, XID8OID, XID8ARRAYOID, PG_SNAPSHOTOID,
 	INT4OID, INT8OID, INT8OID, INT4OID, INT4OID, INT4OID};
-	PgqueKeptPlan *plan = window_plan_for(source, ordered, window_shape(args, nulls));
+	PgqueKeptPlan *plan;
 	int			guc_level;
 	int			ret;
+	Datum		a[WINDOW_NPARAMS];
+	ArrayType  *xip = NULL;
+
+	/*
+	 * A reader's window whose old tick had transactions in progress reads
+	 * only those xids that can add rows to it, and none when none of them
+	 * wrote here: then the read is the range alone (ADR 0106).  The
+	 * caller's arguments stay as they were (they key its part caches).  A
+	 * read for no reader (the ticker's probe) keeps its one shape (ADR
+	 * 0086's amendment).
+	 */
+	memcpy(a, args, sizeof(a));
+	args = a;
+	if (nulls[WA_OWNER] != 'n' && nulls[WA_SNAP] != 'n' && window_has_xip(a[WA_XIP], nulls[WA_XIP]))
+	{
+		xip = window_xip_trim(a);
+		if (xip != NULL)
+			a[WA_XIP] = PointerGetDatum(xip);
+		if ((xip == NULL || ArrayGetNItems(ARR_NDIM(xip), ARR_DIMS(xip)) > 0) &&
+			!window_xip_probe(source, a, nulls, read_only))
+		{
+			if (xip != NULL)
+				pfree(xip);
+			xip = construct_empty_array(XID8OID);
+			a[WA_XIP] = PointerGetDatum(xip);
+		}
+	}
+	plan = window_plan_for(source, ordered, window_shape(a, nulls));
 
 	/* the plan is made (or remade) at execution: set the rule around it */
 	guc_level = NewGUCNestLevel();
@@ -1054,6 +1194,8 @@ pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only, 
 		ret = pgque_kept_plan_execute_extended(plan, &options);
 	}
 	AtEOXact_GUC(true, guc_level);
+	if (xip != NULL)
+		pfree(xip);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pgque_bgw: window read failed: %s", SPI_result_code_string(ret));
 	return ret;
