@@ -26,13 +26,11 @@
  */
 #include "postgres.h"
 
-#include "access/transam.h"
 #include "access/xact.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
 #include "nodes/params.h"
-#include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -45,7 +43,6 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
-#include "utils/xid8.h"
 
 #include "compat.h"
 #include "kept_plan.h"
@@ -324,43 +321,14 @@ window_plan_for(const char *source, bool ordered, int shape)
 }
 
 /*
- * Whether the transaction fxid (in progress at the old tick, finished at the
- * new one) may have committed: false only when the commit log says it rolled
- * back.  An xid too old for the log (wrapped round, or truncated away: a
- * window read long after its ticks) is taken as committed, as is one that
- * crashed (neither committed nor rolled back in the log): a list that keeps
- * an xid for nothing costs the read its shape, never a row.  The log is
- * read under XactTruncationLock, as pg_xact_status() does.
- */
-static bool
-xid_may_have_committed(FullTransactionId fxid)
-{
-	TransactionId xid = XidFromFullTransactionId(fxid);
-	FullTransactionId next = ReadNextFullTransactionId();
-	uint32		epoch = EpochFromFullTransactionId(fxid);
-	uint32		next_epoch = EpochFromFullTransactionId(next);
-	bool		aborted = false;
-
-	if (!FullTransactionIdPrecedes(fxid, next) || !TransactionIdIsNormal(xid))
-		return true;
-	/* wrapped round: too old to look up */
-	if (epoch + 1 < next_epoch ||
-		(epoch + 1 == next_epoch && xid < XidFromFullTransactionId(next)))
-		return true;
-	LWLockAcquire(XactTruncationLock, LW_SHARED);
-	if (!TransactionIdPrecedes(xid, ShmemVariableCache->oldestClogXid))
-		aborted = TransactionIdDidAbort(xid);
-	LWLockRelease(XactTruncationLock);
-	return !aborted;
-}
-
-/*
  * The old tick's in-progress list (args[WA_XIP]) reduced to the xids that
  * can add rows to the window (ADR 0106): a row of an xid the new tick
  * (args[WA_SNAP]) does not see finished fails the predicate's
- * pg_visible_in_snapshot, and a row of one that rolled back is not
- * visible to any reader, so leaving both out reads the same rows.  NULL
- * when every xid is kept (the list as it is).
+ * pg_visible_in_snapshot, so leaving those out reads the same rows.  Only
+ * the two snapshots decide, not the commit log: a restored database's
+ * ticks hold the xids of the cluster they were dumped from (ADR 0022), for
+ * which this cluster's log says nothing true.  NULL when every xid is kept
+ * (the list as it is).
  */
 static ArrayType *
 window_xip_trim(Datum *args)
@@ -378,8 +346,7 @@ window_xip_trim(Datum *args)
 	{
 		if (xnulls[i])
 			return NULL;		/* not a list a tick writes: read it as it is */
-		if (DatumGetBool(DirectFunctionCall2(pg_visible_in_snapshot, xids[i], args[WA_SNAP])) &&
-			xid_may_have_committed(DatumGetFullTransactionId(xids[i])))
+		if (DatumGetBool(DirectFunctionCall2(pg_visible_in_snapshot, xids[i], args[WA_SNAP])))
 			xids[k++] = xids[i];
 	}
 	if (k == n)
