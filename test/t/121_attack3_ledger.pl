@@ -1,4 +1,3 @@
-# tap-lane: timed
 # Second reader of the session's branches (ADR 0107): a ledger (sent in the
 # producer's transaction, received and acked in the consumer's) around the
 # new read shapes of ADR 0106 (the old tick's in-progress list trimmed to

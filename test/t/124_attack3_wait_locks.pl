@@ -1,3 +1,4 @@
+# tap-lane: timed
 # Second reader of receive_wait (ADR 0102, 0107): what a waiting call holds.
 #   - A waiter woken by an idle tick (a window without events) finishes the
 #     window, which locks its consumer's row and, the row updated twice in
