@@ -5,8 +5,12 @@
 # transaction start (ev_time / created: one-statement transactions, so the
 # commit follows within microseconds).  Producer: pgbench, one event per
 # transaction, at 100 ev/s and unthrottled (saturation, 1 client).
-# Consumers poll every 0.5 ms and record every event they get:
-#   pgque        background workers on, every setting at its default
+# Consumers record every event they get; pgque's waits on the server for the
+# next batch (receive_wait, ADR 0102), the others poll every 0.5 ms:
+#   pgque        background workers on, every setting at its default,
+#                receive_wait(..., '1 second') in a loop
+#   pgque poll   the same with receive() polled every 0.5 ms, as before
+#                ADR 0102 (at 100 ev/s only: the comparison, not a target)
 #   PgQ/pgqd     pgqd and queue at their defaults (pgqd ticks every second;
 #                a queue ticks after 500 events or 3 s)
 #   PgQ tuned    queue ticker_max_count 1, ticker_max_lag 0, pgqd every 10 ms
@@ -26,7 +30,8 @@ select pgq.set_queue_config('lat_tuned', 'ticker_max_count', '1');
 select pgq.set_queue_config('lat_tuned', 'ticker_max_lag', '0');
 select pgq.register_consumer('lat_tuned', 'c');
 
--- poll every 0.5 ms for secs seconds; record each event's latency
+-- consume for secs seconds, waiting on the server ('pgque') or polling
+-- every 0.5 ms (the others); record each event's latency
 create procedure lat_consume(sys text, ld text, q text, secs float8)
 language plpgsql as $$
 declare
@@ -37,6 +42,13 @@ begin
         exit when clock_timestamp() > t_end;
         b := null;
         if sys = 'pgque' then
+            with m as materialized (select * from pgque.receive_wait(q, 'c', 1000, '1 second')),
+                 ins as (insert into lat select sys, ld, extract(epoch from clock_timestamp() - m.created_at) * 1000 from m)
+            select max(m.batch_id) into b from m;
+            if b is not null then perform pgque.ack(b); end if;
+            -- it waited on the server: no sleep below
+            b := coalesce(b, 0);
+        elsif sys = 'pgque poll' then
             with m as materialized (select * from pgque.receive(q, 'c', 1000)),
                  ins as (insert into lat select sys, ld, extract(epoch from clock_timestamp() - m.created_at) * 1000 from m)
             select max(m.batch_id) into b from m;
@@ -118,6 +130,7 @@ latency_workload() {
 		rate=100 ls=$secs; [ "$ld" = saturation ] && rate= ls=${LAT_SAT_SECS:-$secs}
 		latency_run pgque "$ld" lat "$ls" "select pgque.send('lat', 'payload-abcdefghij');" $rate
 	done
+	latency_run "pgque poll" 100/s lat "$secs" "select pgque.send('lat', 'payload-abcdefghij');" 100
 	workers_off
 
 	start_pgqd 1
