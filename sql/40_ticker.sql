@@ -126,10 +126,12 @@ returns setof record language sql stable as $$
      order by q.queue_id
 $$;
 
--- The ticker's periodic safety probe (ADR 0031): queues whose event
--- sequence moved past their latest tick.  Events sent through pgque mark
--- their queue at commit; this finds rows written into the event tables
--- directly.
+-- Queues whose event sequence moved past their latest tick: ADR 0031's
+-- periodic safety probe of the ticker, in SQL, for a caller without the
+-- worker.  The worker's probe reads the sequences by OID against the
+-- positions its ticks are known to cover, and no tick row (src/ticker.c,
+-- ADR 0103).  Events sent through pgque mark their queue at commit; this
+-- finds rows written into the event tables directly.
 create function pgque._ticks_seq_moved()
 returns setof int4 language sql as $$
     select q.queue_id from pgque.queue q

@@ -105,6 +105,10 @@ returns setof pgque.alert_condition language plpgsql as $$
 declare
     now_ts timestamptz := pg_catalog.clock_timestamp();
     fn     text;
+    -- the queues whose ticker_stalled is open: their sequences are read
+    -- whatever the ticker's probe said (ADR 0103)
+    stalled text[] := array(select a.subject from pgque.alert a
+                             where a.cleared_at is null and a.kind = 'ticker_stalled');
     p_subs int4[];
     p_counts int8[];
     p_capped boolean[];
@@ -249,12 +253,26 @@ begin
        -- probed only once the idle tick is overdue too: a running ticker
        -- ticks it at its commit, and an idle queue is not probed on every
        -- pass (ADR 0031).  Not read for a skipped queue (ADR 0040:
-       -- _uninspected_conditions speaks for it).
+       -- _uninspected_conditions speaks for it).  Nor for a queue the
+       -- ticker serves whose sequence its probe read within the bound and
+       -- found covered by the latest tick, or ticked (ADR 0103): an event
+       -- appended since is younger than the bound, and once the ticker
+       -- stops probing the sequence is read again.
        and case when q.queue_id = any (i_skip) then false
+                when pgque._ticked_by_worker(q) and q.queue_name <> all (stalled)
+                     and pgque._ticker_covered(q.queue_id, now_ts - i_ticker_stalled_after)
+                     then lt.tick_time < now_ts - q.queue_ticker_idle_period
+                          and pgque._has_unticked_events(q, lt)
                 else pgque._event_seq_pos(q) > lt.tick_event_seq
                      or (lt.tick_time < now_ts - q.queue_ticker_idle_period
                          and pgque._has_unticked_events(q, lt)) end;
 end $$;
+
+-- Did this database's ticker, at or after i_since, read the queue's event
+-- sequence in a probe and find it covered by its latest tick, or tick it?
+-- (src/ticker.c; false without the library: the sequence is read.)
+create function pgque._ticker_covered(i_queue_id int4, i_since timestamptz)
+returns boolean language c volatile strict as 'MODULE_PATHNAME', 'pgque_ticker_covered';
 
 -- The queues a watchdog pass could not inspect, and since when (the
 -- watchdog process remembers them from pass to pass: src/watchdog.c).

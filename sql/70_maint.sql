@@ -160,20 +160,33 @@ create function pgque.maint_rotate_tables_step2()
 returns int4 language plpgsql security definer
 set search_path = pgque, pg_catalog, pg_temp as $$
 declare
-    n  int4;
-    nb int4;
+    n  int4 := 0;
+    nb int4 := 0;
+    sw int4[];
+    bk int4[];
 begin
-    update pgque.queue
-       set queue_switch_step2 = pg_catalog.pg_current_xact_id()
-     where queue_switch_step2 is null
-       and queue_switch_step1 is distinct from pg_catalog.pg_current_xact_id_if_assigned();
-    get diagnostics n = row_count;
+    -- the queues to stamp are read first, and a list with none updates
+    -- nothing: an UPDATE of no row still fires pgque.queue's statement
+    -- trigger, whose relcache invalidation made every producer drop its
+    -- cached queue rows and the ticker read its queue list again after
+    -- every maintenance pass (ADR 0103)
+    sw := array(select queue_id from pgque.queue
+                 where queue_switch_step2 is null
+                   and queue_switch_step1 is distinct from pg_catalog.pg_current_xact_id_if_assigned());
     -- the same stamp for a change to partition buckets
-    update pgque.queue
-       set queue_buckets_step2 = pg_catalog.pg_current_xact_id()
-     where queue_buckets_step2 is null and queue_buckets_step1 is not null
-       and queue_buckets_step1 is distinct from pg_catalog.pg_current_xact_id_if_assigned();
-    get diagnostics nb = row_count;
+    bk := array(select queue_id from pgque.queue
+                 where queue_buckets_step2 is null and queue_buckets_step1 is not null
+                   and queue_buckets_step1 is distinct from pg_catalog.pg_current_xact_id_if_assigned());
+    if pg_catalog.cardinality(sw) > 0 then
+        update pgque.queue set queue_switch_step2 = pg_catalog.pg_current_xact_id()
+         where queue_id = any (sw) and queue_switch_step2 is null;
+        get diagnostics n = row_count;
+    end if;
+    if pg_catalog.cardinality(bk) > 0 then
+        update pgque.queue set queue_buckets_step2 = pg_catalog.pg_current_xact_id()
+         where queue_id = any (bk) and queue_buckets_step2 is null;
+        get diagnostics nb = row_count;
+    end if;
     return n + nb;
 end $$;
 

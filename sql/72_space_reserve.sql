@@ -31,9 +31,12 @@ begin
     end if;
 end $$;
 
--- The reserve's name, qualified and quoted.
+-- The reserve's name, qualified and quoted.  Stable, as format() and the
+-- cast of the id are: an immutable one was not inlined, and cost the
+-- maintenance worker's listing (_maint_queue_steps) a call per queue and
+-- pass (ADR 0103).
 create function pgque._space_reserve_name(q pgque.queue)
-returns text language sql immutable as $$
+returns text language sql stable as $$
     select pg_catalog.format('pgque.%I', 'space_reserve_' operator(pg_catalog.||) q.queue_id)
 $$;
 
@@ -171,8 +174,9 @@ set search_path = pgque, pg_catalog, pg_temp as $$
                pgque._rotation_due(q) or coalesce(f.rotate_failing, false) as rotate,
                (r.nxt is not null
                 and (r.res is null
-                     or (select c.reltablespace from pg_catalog.pg_class c where c.oid = r.res)
-                        <> (select c.reltablespace from pg_catalog.pg_class c where c.oid = r.nxt)))
+                     -- the two in another tablespace each: one probe of pg_class for both
+                     or (select pg_catalog.count(distinct c.reltablespace) from pg_catalog.pg_class c
+                          where c.oid in (r.res, r.nxt)) > 1))
                or coalesce(f.reserve_failing, false) as reserve
           from pgque.queue q
          cross join lateral (

@@ -194,6 +194,7 @@ reset_db_entry(PgqueDb *db, Oid dboid, const char *name, PgqueDbState state)
 	pgque_mark_all_dirty(db);	/* whatever the entry's last ticker left */
 	db->last_tick = 0;
 	db->last_maint = 0;
+	db->probe_at = 0;
 	db->schema_warned = false;
 	db->combined = false;
 	db->unlisted_pause = false;

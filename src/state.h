@@ -93,6 +93,18 @@ typedef struct PgqueDb
 	pg_atomic_uint32 dirty[PGQUE_DIRTY_WORDS];	/* see PGQUE_DIRTY_BITS */
 	TimestampTz last_tick;		/* last tick written by the ticker */
 	TimestampTz last_maint;		/* last completed maintenance pass */
+	/*
+	 * The ticker's last clean sequence probe (ADR 0103): at probe_at every
+	 * queue it served with a bit in probe_covered (queue_id %
+	 * PGQUE_DIRTY_BITS) and an id up to probe_max_id had its sequence read
+	 * and covered by its latest tick (ticked if it had moved).  A bit is
+	 * set only when every queue of the bit was (a queue the ticker did not
+	 * serve clears its bit).  0: none.  The watchdog reads no sequence of
+	 * such a queue (pgque._ticker_covered).
+	 */
+	TimestampTz probe_at;
+	int32		probe_max_id;
+	uint32		probe_covered[PGQUE_DIRTY_WORDS];
 	bool		schema_warned;	/* said once that the SQL is older than the library */
 	bool		combined;		/* one process runs the three loops (ADR 0026) */
 	bool		unlisted_pause; /* PAUSED by the launcher because pgque_bgw.databases

@@ -14,10 +14,13 @@
  * for all the queues concerned: the first pass after the ticker starts
  * (shared memory lost in a restart or crash, a promoted standby) and COMMIT
  * PREPARED ask _ticks_due of every queue; every ticker_probe_interval a
- * pass asks _ticks_seq_moved for rows written into the event tables
- * directly.  The passes are rate-limited: one per pgque_bgw.tick_interval
- * on average, in bursts of a few (ticker_next_pass); a commit the limit
- * lets through is served at once, others wait for its next opening.
+ * pass reads every queue's event sequence for rows written into the event
+ * tables directly (probe_sequences: by OID, against the position the
+ * queue's ticks are known to cover, and publishes what it found covered
+ * for the watchdog, ADR 0103).  The passes are rate-limited: one per
+ * pgque_bgw.tick_interval on average, in bursts of a few
+ * (ticker_next_pass); a commit the limit lets through is served at once,
+ * others wait for its next opening.
  *
  * A visit never waits for one queue (ADR 0040): a queue whose DDL lock is
  * taken (drop_queue) is skipped, one whose row another transaction holds
@@ -37,12 +40,16 @@
 #include "catalog/namespace.h"
 #include "catalog/pg_type.h"
 #include "executor/spi.h"
+#include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
 #include "utils/inval.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "compat.h"
@@ -72,6 +79,10 @@ typedef struct TickQueue
 	int32		failures;		/* visits failed in a row (ADR 0100) */
 	TimestampTz retry_at;		/* after a failure: not visited before */
 	bool		recorded;		/* a failure of it is recorded, not recovered */
+	Oid			seq;			/* its event sequence (InvalidOid: unknown) */
+	int64		seq_seen;		/* a position its latest tick covers (-1: none known) */
+	int64		probed;			/* the position this pass's probe read (-1: none) */
+	bool		covered;		/* this pass's probe found it covered, or ticked it */
 } TickQueue;
 
 typedef struct TickerState
@@ -84,13 +95,17 @@ typedef struct TickerState
 	bool		retry;			/* a row was busy, a list failed: at the poll */
 	TimestampTz next_retry;		/* the earliest retry_at of a failing queue */
 	long		poll_ms;		/* shortest ticker_max_lag: the retry poll */
-	TimestampTz next_probe;		/* next _ticks_seq_moved */
+	TimestampTz next_probe;		/* next sequence probe */
 	TimestampTz next_idle;		/* the earliest idle_due */
 	TimestampTz last_pass;		/* start of the last pass */
 	TimestampTz last_end;		/* end of the last pass */
 	TimestampTz pass_tat;		/* the rate limit's "theoretical arrival time" */
 	TimestampTz idle_tat;		/* the same, of the passes for idle commits */
 	uint32		taken[PGQUE_DIRTY_WORDS];	/* the bits this pass took */
+	/* the list's queues the ticker does not serve (paused, external), by bit */
+	uint32		unserved[PGQUE_DIRTY_WORDS];
+	int32		max_id;			/* the largest queue id the list read saw */
+	bool		probed;			/* this pass's probe ran to its end */
 	/* the unit at hand */
 	TickQueue  *queue;
 	bool		ticked;
@@ -126,6 +141,56 @@ find_queue(TickerState *st, int32 id)
 	if (st->nqueues == 0)
 		return NULL;
 	return bsearch(&id, st->queues, st->nqueues, sizeof(TickQueue), cmp_queue_id);
+}
+
+/*
+ * The listed queues' event sequences and the positions their latest ticks
+ * cover, for the probe (probe_sequences).  A queue known before keeps the
+ * larger position (both are covered: a tick's position never falls).
+ */
+static void
+list_sequences(TickerState *st)
+{
+	uint64		i;
+	int			j;
+
+	for (j = 0; j < st->nqueues; j++)
+	{
+		st->queues[j].seq = InvalidOid;
+		st->queues[j].probed = -1;
+	}
+	if (SPI_execute("select q.queue_id, pg_catalog.to_regclass(q.queue_event_seq)::pg_catalog.oid,"
+					"       (select t.tick_event_seq from pgque.tick t"
+					"         where t.tick_queue operator(pg_catalog.=) q.queue_id"
+					"         order by t.tick_id desc limit 1)"
+					"  from pgque.queue q", true, 0) != SPI_OK_SELECT)
+		elog(ERROR, "listing event sequences failed");
+	memset(st->unserved, 0, sizeof(st->unserved));
+	st->max_id = 0;
+	for (i = 0; i < SPI_processed; i++)
+	{
+		HeapTuple	tup = SPI_tuptable->vals[i];
+		TupleDesc	desc = SPI_tuptable->tupdesc;
+		bool		null;
+		int32		id = DatumGetInt32(SPI_getbinval(tup, desc, 1, &null));
+		TickQueue  *q = find_queue(st, id);
+		Datum		d;
+
+		st->max_id = Max(st->max_id, id);
+		if (q == NULL)
+		{
+			/* not served here: its bit is never said covered */
+			uint32		bit = (uint32) id % PGQUE_DIRTY_BITS;
+
+			st->unserved[bit / 32] |= (uint32) 1 << (bit % 32);
+			continue;
+		}
+		d = SPI_getbinval(tup, desc, 2, &null);
+		q->seq = null ? InvalidOid : DatumGetObjectId(d);
+		d = SPI_getbinval(tup, desc, 3, &null);
+		if (!null)
+			q->seq_seen = Max(q->seq_seen, DatumGetInt64(d));
+	}
 }
 
 /*
@@ -195,11 +260,13 @@ list_queues(void *arg)
 							  TimestampTzPlusMilliseconds(DatumGetTimestampTz(last), q->idle_ms));
 		/* a visit still owed (a failed one, a busy row) is kept */
 		q->visit = (q->idle_due <= now) || (known != NULL && known->visit);
-		/* and a failing queue's backoff */
+		/* and a failing queue's backoff, and what its ticks cover */
+		q->seq_seen = -1;
 		if (known != NULL)
 		{
 			q->failures = known->failures;
 			q->retry_at = known->retry_at;
+			q->seq_seen = known->seq_seen;
 		}
 		st->poll_ms = Min(st->poll_ms, (long) q->max_lag_ms);
 	}
@@ -211,6 +278,7 @@ list_queues(void *arg)
 	st->queues = queues;
 	st->nqueues = (int) SPI_processed;
 	st->poll_ms = Max(st->poll_ms, pgque_tick_interval);
+	list_sequences(st);
 
 	/*
 	 * The ticker's failures recorded and not recovered (also by a ticker
@@ -329,6 +397,88 @@ tick_queue(void *arg)
 	}
 }
 
+/*
+ * The sequence probe (unit; ADR 0031, 0103): each listed queue's event
+ * sequence read by its OID, against the position its latest tick is known
+ * to cover; a queue whose sequence moved past it is visited, and its visit
+ * (whose _tick_due asks the tick table) makes the position read covered.
+ * A false "moved" costs one visit that finds nothing due; "not moved" is
+ * only said of a position a tick covers, as _ticks_seq_moved said it.  A
+ * sequence whose lock is taken (a drop_queue at work: ADR 0040) is not
+ * waited for: the next probe reads it.  The lock is the one reading a
+ * sequence takes, held to the end of the unit.
+ */
+static void
+probe_sequences(void *arg)
+{
+	TickerState *st = arg;
+	int			i;
+
+	for (i = 0; i < st->nqueues; i++)
+	{
+		TickQueue  *q = &st->queues[i];
+		LOCAL_FCINFO(fcinfo, 1);
+		Datum		pos;
+
+		q->probed = -1;
+		q->covered = false;
+		if (!OidIsValid(q->seq))
+		{
+			/* no sequence of that name: its visit says what is wrong */
+			q->visit = true;
+			continue;
+		}
+		if (!ConditionalLockRelationOid(q->seq, RowExclusiveLock))
+			continue;
+		if (!SearchSysCacheExists1(RELOID, ObjectIdGetDatum(q->seq)))
+			continue;			/* dropped since the list was read */
+		InitFunctionCallInfoData(*fcinfo, NULL, 1, InvalidOid, NULL, NULL);
+		fcinfo->args[0].value = ObjectIdGetDatum(q->seq);
+		fcinfo->args[0].isnull = false;
+		pos = pg_sequence_last_value(fcinfo);
+		q->probed = fcinfo->isnull ? 0 : DatumGetInt64(pos);
+		if (q->probed > q->seq_seen)
+			q->visit = true;
+		else
+			q->covered = true;
+	}
+	st->probed = true;
+}
+
+/*
+ * After a pass whose probe ran: publish which queues it found covered, for
+ * the watchdog (ADR 0103, pgque._ticker_covered): a queue's bit when every
+ * listed queue of that bit was covered (its sequence read and not moved,
+ * or moved and visited since) and no queue the list saw unserved has it.
+ */
+static void
+publish_probe(TickerState *st, TimestampTz at)
+{
+	uint32		covered[PGQUE_DIRTY_WORDS];
+	uint32		not_covered[PGQUE_DIRTY_WORDS];
+	int			i;
+	int			w;
+
+	memset(covered, 0, sizeof(covered));
+	memset(not_covered, 0, sizeof(not_covered));
+	for (i = 0; i < st->nqueues; i++)
+	{
+		uint32		bit = (uint32) st->queues[i].id % PGQUE_DIRTY_BITS;
+
+		if (st->queues[i].covered)
+			covered[bit / 32] |= (uint32) 1 << (bit % 32);
+		else
+			not_covered[bit / 32] |= (uint32) 1 << (bit % 32);
+	}
+	for (w = 0; w < PGQUE_DIRTY_WORDS; w++)
+		covered[w] &= ~(not_covered[w] | st->unserved[w]);
+	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
+	pgque_worker_db->probe_at = at;
+	pgque_worker_db->probe_max_id = st->max_id;
+	memcpy(pgque_worker_db->probe_covered, covered, sizeof(covered));
+	LWLockRelease(pgque_shared->lock);
+}
+
 /* A queue was visited: ticked or not, when is its idle tick due? */
 static void
 visited(TickQueue *q, bool ticked, TimestampTz now)
@@ -336,6 +486,13 @@ visited(TickQueue *q, bool ticked, TimestampTz now)
 	q->visit = false;
 	q->failures = 0;
 	q->retry_at = 0;
+	/* the position this pass's probe read is covered by its latest tick now */
+	if (q->probed >= 0)
+	{
+		q->seq_seen = Max(q->seq_seen, q->probed);
+		q->covered = true;
+	}
+	q->probed = -1;
 	/*
 	 * Ticked now, or found not due at its idle deadline (another ticker
 	 * call ticked it since): one idle period from now.  Otherwise a commit
@@ -511,6 +668,10 @@ ticker_init(void)
 	st->next_retry = DT_NOEND;
 	ticker_state = st;
 	CacheRegisterRelcacheCallback(queue_list_invalidated, (Datum) 0);
+	/* an earlier ticker's probe may have been of another install's queues */
+	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
+	pgque_worker_db->probe_at = 0;
+	LWLockRelease(pgque_shared->lock);
 	return st;
 }
 
@@ -661,27 +822,17 @@ ticker_pass_body(TickerState *st, MemoryContext cxt)
 	if (now >= st->next_probe)
 	{
 		st->next_probe = TimestampTzPlusMilliseconds(now, pgque_ticker_probe_interval * 1000L);
-		/* an older SQL not yet updated has no _ticks_seq_moved: visit all */
-		if (!PGQUE_SQL_HAS(PGQUE_SQL_0_2_0))
-		{
-			for (i = 0; i < st->nqueues; i++)
-				st->queues[i].visit = true;
-		}
-		else if (ids_unit(st, "probing event sequences", "select pgque._ticks_seq_moved()", NULL))
-		{
-			ListCell   *lc;
-
-			foreach(lc, st->due)
-			{
-				TickQueue  *q = find_queue(st, lfirst_int(lc));
-
-				if (q != NULL)
-					q->visit = true;
-			}
-		}
+		st->probed = false;
+		if (!pgque_run_unit("probing event sequences", probe_sequences, st))
+			st->probed = false;
 	}
 
 	nticks = visit_queues(st, &nvisits);
+	if (st->probed)
+	{
+		publish_probe(st, now);
+		st->probed = false;
+	}
 
 	st->next_idle = DT_NOEND;
 	st->next_retry = DT_NOEND;
@@ -752,6 +903,39 @@ ticker_next_pass(void *state)
 	if (st->retry || st->stale || st->probe_all || pgque_worker_alerts_due(false))
 		next = Min(next, TimestampTzPlusMilliseconds(st->last_pass, st->poll_ms));
 	return Max(next, pass_allowed_at(st));
+}
+
+PG_FUNCTION_INFO_V1(pgque_ticker_covered);
+
+/*
+ * pgque._ticker_covered(i_queue_id int4, i_since timestamptz) -> boolean:
+ * did this database's ticker, at or after i_since, read the queue's event
+ * sequence in a probe and find it covered by the queue's latest tick (or
+ * tick it)?  False when it cannot say (no shared memory, no such probe,
+ * a queue id above those its list had, a bit shared with a queue it did
+ * not cover or serve).  ADR 0103: the watchdog's ticker_stalled reads no
+ * sequence of a covered queue.
+ */
+Datum
+pgque_ticker_covered(PG_FUNCTION_ARGS)
+{
+	int32		id = PG_GETARG_INT32(0);
+	TimestampTz since = PG_GETARG_TIMESTAMPTZ(1);
+	bool		covered = false;
+	PgqueDb    *db;
+
+	if (pgque_shared == NULL || id < 0)
+		PG_RETURN_BOOL(false);
+	LWLockAcquire(pgque_shared->lock, LW_SHARED);
+	db = pgque_find_db(MyDatabaseId);
+	if (db != NULL && db->probe_at != 0 && db->probe_at >= since && id <= db->probe_max_id)
+	{
+		uint32		bit = (uint32) id % PGQUE_DIRTY_BITS;
+
+		covered = (db->probe_covered[bit / 32] & ((uint32) 1 << (bit % 32))) != 0;
+	}
+	LWLockRelease(pgque_shared->lock);
+	PG_RETURN_BOOL(covered);
 }
 
 /* is the extension still there? at most once a second */

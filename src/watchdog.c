@@ -118,6 +118,14 @@ reclaim(void *arg)
 static void *
 watchdog_init(void)
 {
+	/*
+	 * a ticker's probe published before this watchdog started may be of an
+	 * install dropped since (queue ids start again): the next probe says
+	 * (ADR 0103)
+	 */
+	LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
+	pgque_worker_db->probe_at = 0;
+	LWLockRelease(pgque_shared->lock);
 	return MemoryContextAllocZero(TopMemoryContext, sizeof(TimestampTz));
 }
 
