@@ -110,17 +110,20 @@ begin
     return (bench_proc_self()).cpu_ns - a;
 end $$;
 
--- This backend's CPU ns so far and its voluntary and involuntary context
--- switches, from /proc/self (ADR 0104): read at a drain's start and end
--- by the drains partition.sh and slot_scaling.sh time, so that a run says
--- how much CPU its events took, summed over its sessions, apart from its
--- wall clock
-create or replace function bench_proc_self(out cpu_ns bigint, out vol bigint, out invol bigint)
+-- This backend's CPU ns so far, its ns waited for a core and its
+-- voluntary and involuntary context switches, from /proc/self (ADR 0104):
+-- read at a drain's start and end by the drains partition.sh and
+-- slot_scaling.sh time, so that a run says how much CPU its events took,
+-- summed over its sessions, apart from its wall clock
+create or replace function bench_proc_self(out cpu_ns bigint, out wait_ns bigint, out vol bigint,
+                                           out invol bigint)
 language plpgsql as $$
 declare
     st text := pg_read_file('/proc/self/status');
+    sc text := pg_read_file('/proc/self/schedstat');
 begin
-    cpu_ns := split_part(pg_read_file('/proc/self/schedstat'), ' ', 1)::bigint;
+    cpu_ns := split_part(sc, ' ', 1)::bigint;
+    wait_ns := split_part(sc, ' ', 2)::bigint;
     vol := substring(st from '\nvoluntary_ctxt_switches:\s+(\d+)')::bigint;
     invol := substring(st from '\nnonvoluntary_ctxt_switches:\s+(\d+)')::bigint;
 end $$;

@@ -56,7 +56,7 @@ select pgque.subscribe(q, 'r' || r || 'plain')
   from unnest(array['sc', 'sc_warm']) q, generate_series(1, $ROUNDS) r;
 create table scale_run (cfg text, round int, worker int, events bigint,
                         t_start timestamptz, t_end timestamptz,
-                        sched0 text, sched1 text, status0 text, status1 text);
+                        cpu_ns bigint, wait_ns bigint, vol bigint, invol bigint);
 create table scale_go (cfg text, round int);
 -- a session's drain: warm on sc_warm, wait for the go, then its share of
 -- sc between two reads of its own /proc files
@@ -67,8 +67,8 @@ declare
     per  int := case when i_w = 0 then 0 else 16 / i_w end;
     n    bigint;
     b    int;
-    s0   text;
-    st0  text;
+    p0   record;
+    p1   record;
     t0   timestamptz;
 begin
     if i_w = 0 then
@@ -96,18 +96,17 @@ begin
         exit when exists (select from scale_go g where g.cfg = i_cfg and g.round = i_round);
         perform pg_sleep(0.002);
     end loop;
-    s0 := pg_read_file('/proc/self/schedstat');
-    st0 := pg_read_file('/proc/self/status');
+    p0 := bench_proc_self();
     t0 := clock_timestamp();
     if i_w = 0 then
         call bench_drain_plain('sc', c, 1000, n, b);
     else
         call bench_drain_slots('sc', c, 16, i_worker * per, i_worker * per + per - 1, n);
     end if;
+    p1 := bench_proc_self();
     update scale_run
-       set events = n, t_start = t0, t_end = clock_timestamp(), sched0 = s0,
-           sched1 = pg_read_file('/proc/self/schedstat'), status0 = st0,
-           status1 = pg_read_file('/proc/self/status')
+       set events = n, t_start = t0, t_end = clock_timestamp(), cpu_ns = p1.cpu_ns - p0.cpu_ns,
+           wait_ns = p1.wait_ns - p0.wait_ns, vol = p1.vol - p0.vol, invol = p1.invol - p0.invol
      where cfg = i_cfg and round = i_round and worker = i_worker;
 end \$\$;
 -- the slot path's shared rows meanwhile: pages of slot_batch and
@@ -179,20 +178,11 @@ echo "-- $EVENTS keyed events, 32 buckets, warm on ${WARM:-twin}; $ROUNDS rounds
 echo "-- medians over the rounds: CPU ns per event summed over the sessions, ns waited for a core per event, context switches per 1,000 events, events/s from the first start to the last end and the cores the sessions' CPU time filled meanwhile (wall clock: read them on a quiet machine only), each round's CPU ns per event"
 { echo "config sessions cpu_ns/ev runq_ns/ev vol_sw/1k_ev invol_sw/1k_ev ev/s(wall) cores_used rounds"
 "${PSQL[@]}" -F ' ' <<'SQL'
-with s as (
-  select cfg, round, worker, events, t_start, t_end,
-         split_part(sched1, ' ', 1)::bigint - split_part(sched0, ' ', 1)::bigint as cpu_ns,
-         split_part(sched1, ' ', 2)::bigint - split_part(sched0, ' ', 2)::bigint as wait_ns,
-         (substring(status1 from 'nonvoluntary_ctxt_switches:\s+(\d+)'))::bigint
-           - (substring(status0 from 'nonvoluntary_ctxt_switches:\s+(\d+)'))::bigint as invol,
-         (substring(status1 from '\nvoluntary_ctxt_switches:\s+(\d+)'))::bigint
-           - (substring(status0 from '\nvoluntary_ctxt_switches:\s+(\d+)'))::bigint as vol
-    from scale_run),
-r as (
+with r as (
   select cfg, round, sum(events) as ev, sum(cpu_ns) as cpu, sum(wait_ns) as wq,
          sum(vol) as vol, sum(invol) as invol,
          extract(epoch from max(t_end) - min(t_start)) as wall
-    from s group by cfg, round)
+    from scale_run group by cfg, round)
 select case when cfg = 'plain' then 'plain' else 'slots' end, case when cfg = 'plain' then '1' else cfg end,
        round(percentile_cont(0.5) within group (order by cpu::float8 / ev))::text,
        round(percentile_cont(0.5) within group (order by wq::float8 / ev))::text,
