@@ -118,9 +118,12 @@ $open->query_safe(qq{begin; select pgque.insert_event_raw('addr', null, now(), $
 my $pid = $open->query_safe('select pg_backend_pid()');
 $node->safe_psql('postgres', "select pg_terminate_backend($pid)");
 eval { $open->quit; };
-my $aid = $node->safe_psql('postgres', qq{
+# one transaction, one window; the id of the addressed event (the last line)
+my ($aid) = reverse split /\n/, $node->safe_psql('postgres', qq{
+    begin;
     select pgque.send('addr', 't', 'e1');
     select pgque.insert_event_raw('addr', null, now(), $sub, null, 't', 'addressed', null, null, null, null);
+    commit;
 });
 ok($node->poll_query_until('postgres', qq{
     select exists (select from pgque.tick where tick_queue = (select queue_id from pgque.queue where queue_name = 'addr')
