@@ -216,11 +216,6 @@ begin
     end if;
 end $$;
 
--- The child tables (numbers) that can hold events of the window between
--- snapshots i_lo and i_hi (see _event_source below, and batch_event_tables).
--- PL/pgSQL: a SQL function with a subquery is not inlined, and every
--- transaction that located a window (each slot receive) parsed and planned
--- its body again, where PL/pgSQL keeps the plan for the session (ADR 0088).
 -- The smallest xid whose rows can belong to the window between snapshots
 -- i_lo and i_hi (ADR 0106): the old tick's xmax, or an xid in progress at
 -- the old tick that the new one sees finished.  One still running at the
@@ -228,15 +223,17 @@ end $$;
 -- sees), so an old transaction that runs across many ticks no longer makes
 -- every window read the tables of before a switch (_event_tables,
 -- _event_source), only the window it ends in.  i_hi NULL: the old tick's
--- xmin.
+-- xmin.  In C (src/window.c): a SQL body with a subquery is not inlined
+-- and is planned again in every transaction (as ADR 0088 found).
 create function pgque._window_xmin(i_lo pg_catalog.pg_snapshot, i_hi pg_catalog.pg_snapshot)
-returns xid8 language sql immutable as $$
-    select case when i_hi is null then pg_catalog.pg_snapshot_xmin(i_lo)
-                else coalesce((select pg_catalog.min(x) from pg_catalog.pg_snapshot_xip(i_lo) x
-                                where pg_catalog.pg_visible_in_snapshot(x, i_hi)),
-                              pg_catalog.pg_snapshot_xmax(i_lo)) end
-$$;
+returns xid8 language c immutable
+as 'MODULE_PATHNAME', 'pgque_window_xmin_sql';
 
+-- The child tables (numbers) that can hold events of the window between
+-- snapshots i_lo and i_hi (see _event_source below, and batch_event_tables).
+-- PL/pgSQL: a SQL function with a subquery is not inlined, and every
+-- transaction that located a window (each slot receive) parsed and planned
+-- its body again, where PL/pgSQL keeps the plan for the session (ADR 0088).
 create function pgque._event_tables(q pgque.queue, i_lo pg_catalog.pg_snapshot, i_hi pg_catalog.pg_snapshot)
 returns int4[] language plpgsql immutable as $$
 begin

@@ -43,6 +43,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
+#include "utils/xid8.h"
 
 #include "compat.h"
 #include "kept_plan.h"
@@ -171,6 +172,51 @@ pgque_window_where_sql(PG_FUNCTION_ARGS)
 }
 
 /*
+ * pg_snapshot's layout (src/backend/utils/adt/xid8funcs.c keeps it to
+ * itself; the same from PostgreSQL 13 on): xip holds nxip xids, none at or
+ * past xmax.
+ */
+typedef struct WindowSnapshot
+{
+	int32		vl_len_;
+	uint32		nxip;
+	FullTransactionId xmin;
+	FullTransactionId xmax;
+	FullTransactionId xip[FLEXIBLE_ARRAY_MEMBER];
+} WindowSnapshot;
+
+/*
+ * pgque._window_xmin(lo, hi) -> xid8: the smallest xid whose rows can
+ * belong to the window between the snapshots lo and hi (ADR 0106): lo's
+ * xmax, or one of lo's in-progress xids that hi sees finished (a row of one
+ * hi does not fails the window's predicate, as window_xip_trim leaves it
+ * out).  _event_tables and _event_source choose the relations by it.  hi
+ * NULL: lo's xmin.
+ */
+PG_FUNCTION_INFO_V1(pgque_window_xmin_sql);
+Datum
+pgque_window_xmin_sql(PG_FUNCTION_ARGS)
+{
+	WindowSnapshot *lo;
+	FullTransactionId min;
+	uint32		i;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_NULL();
+	lo = (WindowSnapshot *) PG_GETARG_VARLENA_P(0);
+	if (PG_ARGISNULL(1))
+		PG_RETURN_FULLTRANSACTIONID(lo->xmin);
+	min = lo->xmax;
+	for (i = 0; i < lo->nxip; i++)
+		if (FullTransactionIdPrecedes(lo->xip[i], min) &&
+			DatumGetBool(DirectFunctionCall2(pg_visible_in_snapshot,
+											 FullTransactionIdGetDatum(lo->xip[i]),
+											 PG_GETARG_DATUM(1))))
+			min = lo->xip[i];
+	PG_RETURN_FULLTRANSACTIONID(min);
+}
+
+/*
  * The optional filters of a window read, one bit each: a read applies
  * those whose parameters are not NULL.  A plan per shape, rather than one
  * plan testing "$n is null or ..." on every row (ADR 0086): a plain
@@ -184,7 +230,6 @@ pgque_window_where_sql(PG_FUNCTION_ARGS)
 #define SHAPE_EV_ID 0x04
 #define SHAPE_SLOT 0x08
 #define SHAPE_XIP 0x10			/* the old tick had transactions in progress */
-#define SHAPE_PROBE 0x20		/* not a read: has any row one of these xids? */
 
 /*
  * Whether the old tick's in-progress list has any xid.  Without one the
@@ -277,37 +322,28 @@ window_plan_for(const char *source, bool ordered, int shape)
 	 * (its value is NULL: the filter would pass every row).
 	 */
 	initStringInfo(&sql);
-	if (shape == SHAPE_PROBE)
-	{
-		/* window_xip_probe's question, answered by the first row found */
-		appendStringInfo(&sql, "select 1 from %s ev where ev.ev_txid operator(pg_catalog.=) any($%d) limit 1",
-						 source, WA_XIP + 1);
-	}
-	else
-	{
-		appendStringInfo(&sql, "select * from %s ev where ", source);
-		pgque_window_where(&sql, 1, 2, (shape & SHAPE_XIP) ? 3 : 0, 4);
-		if (shape & SHAPE_OWNER)
-			appendStringInfoString(&sql, " and (ev.ev_owner is null or ev.ev_owner operator(pg_catalog.=) $5)");
-		if (shape & SHAPE_AFTER)
-			appendStringInfoString(&sql, " and ev.ev_id operator(pg_catalog.>) $6");
-		if (shape & SHAPE_EV_ID)
-			appendStringInfoString(&sql, " and ev.ev_id operator(pg_catalog.=) $7");
-		if (shape & SHAPE_SLOT)
-			appendStringInfoString(&sql, " and pgque._slot_of(ev.ev_extra1, $9) operator(pg_catalog.=) $10");
-		/*
-		 * A reader's part never ends between two events of one ev_id (it
-		 * resumes after an ev_id, ADR 0105): the rows of the limit's last id
-		 * come whole.  WITH TIES refuses a NULL count, which means "no
-		 * limit", and gives the sort no bound (a full sort, not a top-N
-		 * heap): a read for no reader (the ticker's and watchdog's probes,
-		 * one row) resumes nowhere and keeps LIMIT.
-		 */
-		if (ordered && (shape & SHAPE_OWNER))
-			appendStringInfoString(&sql, " order by ev.ev_id fetch first (coalesce($8, 2147483647)) rows with ties");
-		else if (ordered)
-			appendStringInfoString(&sql, " order by ev.ev_id limit $8");
-	}
+	appendStringInfo(&sql, "select * from %s ev where ", source);
+	pgque_window_where(&sql, 1, 2, (shape & SHAPE_XIP) ? 3 : 0, 4);
+	if (shape & SHAPE_OWNER)
+		appendStringInfoString(&sql, " and (ev.ev_owner is null or ev.ev_owner operator(pg_catalog.=) $5)");
+	if (shape & SHAPE_AFTER)
+		appendStringInfoString(&sql, " and ev.ev_id operator(pg_catalog.>) $6");
+	if (shape & SHAPE_EV_ID)
+		appendStringInfoString(&sql, " and ev.ev_id operator(pg_catalog.=) $7");
+	if (shape & SHAPE_SLOT)
+		appendStringInfoString(&sql, " and pgque._slot_of(ev.ev_extra1, $9) operator(pg_catalog.=) $10");
+	/*
+	 * A reader's part never ends between two events of one ev_id (it
+	 * resumes after an ev_id, ADR 0105): the rows of the limit's last id
+	 * come whole.  WITH TIES refuses a NULL count, which means "no limit",
+	 * and gives the sort no bound (a full sort, not a top-N heap): a read
+	 * for no reader (the ticker's and watchdog's probes, one row) resumes
+	 * nowhere and keeps LIMIT.
+	 */
+	if (ordered && (shape & SHAPE_OWNER))
+		appendStringInfoString(&sql, " order by ev.ev_id fetch first (coalesce($8, 2147483647)) rows with ties");
+	else if (ordered)
+		appendStringInfoString(&sql, " order by ev.ev_id limit $8");
 	/* a generic plan: planned once, whatever the window's bounds */
 	plan = pgque_kept_plan_prepare(sql.data, WINDOW_NPARAMS, argtypes, CURSOR_OPT_GENERIC_PLAN);
 	pfree(sql.data);
@@ -353,39 +389,6 @@ window_xip_trim(Datum *args)
 		return NULL;
 	return construct_array(xids, k, XID8OID, sizeof(FullTransactionId), FLOAT8PASSBYVAL,
 						   TYPALIGN_DOUBLE);
-}
-
-/*
- * Whether any row of source has its ev_txid in args[WA_XIP] (ADR 0106).  A
- * transaction in progress at the old tick that committed before the new
- * one has usually written to other queues only (make bench's producers of
- * other queues, any writer of the database): when none of the list's xids
- * has a row here, the read is the range alone.  A plain index scan of each
- * relation that stops at the first row found, in a plan of its own.  The
- * rows of a finished transaction are all there for every snapshot after
- * the new tick's: the read that follows finds none of them either.
- */
-static bool
-window_xip_probe(const char *source, Datum *args, char *nulls, bool read_only)
-{
-	PgqueKeptPlan *plan = window_plan_for(source, false, SHAPE_PROBE);
-	int			guc_level = NewGUCNestLevel();
-	int			ret;
-	bool		found;
-
-	(void) set_config_option("enable_seqscan", "off", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("enable_bitmapscan", "off", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	(void) set_config_option("enable_indexscan", "on", PGC_USERSET, PGC_S_SESSION,
-							 GUC_ACTION_SAVE, true, 0, false);
-	ret = pgque_kept_plan_execute(plan, args, nulls, read_only, 1);
-	AtEOXact_GUC(true, guc_level);
-	if (ret != SPI_OK_SELECT)
-		elog(ERROR, "pgque_bgw: window probe failed: %s", SPI_result_code_string(ret));
-	found = SPI_processed > 0;
-	SPI_freetuptable(SPI_tuptable);
-	return found;
 }
 
 /*
@@ -1102,8 +1105,8 @@ pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only, 
 
 	/*
 	 * A reader's window whose old tick had transactions in progress reads
-	 * only those xids that can add rows to it, and none when none of them
-	 * wrote here: then the read is the range alone (ADR 0106).  The
+	 * only those xids that can add rows to it; when none is left, the read
+	 * is the range alone (ADR 0106).  The
 	 * caller's arguments stay as they were (they key its part caches).  A
 	 * read for no reader (the ticker's probe) keeps its one shape (ADR
 	 * 0086's amendment).
@@ -1115,14 +1118,6 @@ pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only, 
 		xip = window_xip_trim(a);
 		if (xip != NULL)
 			a[WA_XIP] = PointerGetDatum(xip);
-		if ((xip == NULL || ArrayGetNItems(ARR_NDIM(xip), ARR_DIMS(xip)) > 0) &&
-			!window_xip_probe(source, a, nulls, read_only))
-		{
-			if (xip != NULL)
-				pfree(xip);
-			xip = construct_empty_array(XID8OID);
-			a[WA_XIP] = PointerGetDatum(xip);
-		}
 	}
 	plan = window_plan_for(source, ordered, window_shape(a, nulls));
 

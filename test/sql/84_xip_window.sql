@@ -1,6 +1,6 @@
 -- A window whose old tick listed transactions in progress (ADR 0106): the
--- read keeps only the xids the new tick sees finished that did not roll
--- back, and reads the range alone when none of those wrote to the queue.
+-- read keeps only the xids the new tick sees finished, and reads the range
+-- alone when none is left.
 -- Prepared transactions stand for the concurrent writers (no second session
 -- is needed): "a" writes into many buckets and commits between the ticks,
 -- "b" writes and rolls back, "c" writes and is still in progress at the new
@@ -53,7 +53,7 @@ commit prepared 'xip84_o';
 select xip84.tick();
 select xip84.take(1);
 -- a window whose old tick lists c (running), d (rolls back) and o2 (commits,
--- wrote elsewhere only): none of them adds a row, the range alone is read
+-- wrote elsewhere only): none of them adds a row; c is left out of the list
 begin; select pgque.send('xo', 'elsewhere too'); prepare transaction 'xip84_o2';
 begin; select xip84.send('d', 40); prepare transaction 'xip84_d';
 -- a later transaction that ends: a snapshot lists only the xids in progress
