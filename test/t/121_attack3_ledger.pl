@@ -1,8 +1,8 @@
 # Second reader of the session's branches (ADR 0107): a ledger (sent in the
 # producer's transaction, received and acked in the consumer's) around the
 # new read shapes of ADR 0106 (the old tick's in-progress list trimmed to
-# the xids that can add rows, a probe of whether they wrote to the source,
-# the tables of before a switch only for such an xid older than the step)
+# the xids that can add rows, the tables of before a switch only for such
+# an xid older than the step)
 # and ADR 0105 (repeated ids at a part's end), consumed with receive_wait
 # (ADR 0102), the workers on, fsync on.  A 32-bucket queue against an
 # unbucketed twin fed the same events:
@@ -12,8 +12,8 @@
 #     rolled back in the middle;
 #   - L2 writes before the rotation and commits after it (its rows are in
 #     the table of before the switch);
-#   - H holds an xid across every tick and writes nothing (the probe finds
-#     nothing: the range alone is read);
+#   - H holds an xid across every tick and writes nothing (the trim leaves
+#     it out of every window);
 #   - prepared transactions: one committed after ticks and a rotation, one
 #     rolled back, one still prepared across a crash restart (a waiter
 #     SIGKILLed) and committed after it;
