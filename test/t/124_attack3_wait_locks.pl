@@ -8,6 +8,13 @@
 #     each idle tick, and two consumers waiting in turn could hold it for
 #     ever.  The call returns nothing instead (ADR 0107): rotation's lock is
 #     taken at once while a consumer waits.
+#   - A role with only LOGIN, in another database, ran PREPARE TRANSACTION
+#     and COMMIT PREPARED in a loop: every COMMIT PREPARED woke every
+#     waiter of every database for a look (ADR 0102 wakes all buckets: the
+#     committing session does not know the prepared transaction's queues).
+#     It wakes them only once a transaction that ticked was prepared (ADR
+#     0107), which no pgque path can do (a tick notifies its channel, and a
+#     transaction that notified cannot be prepared).
 #   - A waiter whose consumer is unsubscribed while it waits (it holds no
 #     lock: the unsubscribe does not wait) gets a clear error at its next
 #     look, and the server is fine.
@@ -22,6 +29,8 @@ use Time::HiRes qw(time);
 my $node = PgqueNode->new_preloaded('attack3_wait_locks', conf => q{
 pgque_bgw.launcher_naptime = '1s'
 pgque_bgw.ticker_stalled_after = '3600s'
+max_prepared_transactions = 5
+track_functions = 'all'
 });
 $node->install('postgres');
 ok($node->wait_for_workers('postgres'), 'the workers run');
@@ -100,6 +109,44 @@ my ($nc, $sc) = finish_wait($wc);
 my ($nd, $sd) = finish_wait($wd);
 is("$nc,$nd", '0,0', 'both return nothing');
 cmp_ok($sc > $sd ? $sc : $sd, '<', 15, 'both at once, not at their timeout');
+
+# ---- two-phase commits of a role with only LOGIN wake no waiter ----
+$node->safe_psql('postgres', q{create role outsider login; create database elsewhere});
+# the looks of the waiters' calls, counted when their backends exit
+sub looks
+{
+	return psql(q{select coalesce(sum(calls), 0) from pg_stat_user_functions where funcname = '_receive_ready'});
+}
+my $before = looks();
+$wc = start_wait('c', '8 s');
+$wd = start_wait('d', '8 s');
+ok(PgqueNode::poll_until(sub { waiters() == 2 }), 'two consumers wait');
+my $loop = join('', map { "begin; prepare transaction 'x'; commit prepared 'x';\n" } 1 .. 100);
+my ($out, $errs) = ('', '');
+IPC::Run::run(['psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('elsewhere'), '-U', 'outsider'],
+              '<', \$loop, '>', \$out, '2>', \$errs);
+is($errs, '', '100 two-phase commits of the outsider in another database');
+($nc, $sc) = finish_wait($wc);
+($nd, $sd) = finish_wait($wd);
+is("$nc,$nd", '0,0', 'the waiters return nothing at their timeout');
+my $looks;
+PgqueNode::poll_until(sub { $looks = looks() - $before; $looks >= 4 });
+cmp_ok($looks, '<=', 8, "they looked $looks times, not once per two-phase commit");
+
+# a tick is never prepared: the tick notifies its channel, and PostgreSQL
+# refuses to PREPARE a transaction that did (so no COMMIT PREPARED needs
+# to wake anyone today; PREPARED_TICKS stays 0); the waiter is woken by the
+# next committed tick
+$w = start_wait('c', '20 s');
+ok(PgqueNode::poll_until(sub { waiters() == 1 }), 'c waits');
+my ($rc, $o2, $e2) = $node->psql('postgres',
+	q{begin; select pgque.force_tick('r'); select pgque.ticker('r'); prepare transaction 'tick';});
+like($e2, qr/cannot PREPARE a transaction that has executed LISTEN, UNLISTEN, or NOTIFY/,
+     'a transaction that ticked cannot be prepared');
+is(waiters(), '1', 'the waiter still waits');
+idle_tick();
+($n, $secs, $err) = finish_wait($w);
+cmp_ok($secs, '<', 15, "a committed tick wakes it ($secs s)");
 
 # ---- a waiter whose consumer is unsubscribed while it waits ----
 $w = start_wait('c', '20 s');
