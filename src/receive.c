@@ -1188,6 +1188,7 @@ pgque_receive_wait(PG_FUNCTION_ARGS)
 	TimestampTz deadline;
 	int32		queue_id = 0;
 	bool		have_gen = false;
+	bool		locked = false;
 	uint64		gen = 0;
 
 	timeout_ms = wait_timeout_ms(fcinfo, 3);
@@ -1223,11 +1224,21 @@ pgque_receive_wait(PG_FUNCTION_ARGS)
 			/* empty windows finished: look again at once */
 			if (receive_once(fcinfo, &plain_kind, ts, desc, &no_batch) > 0)
 				break;
+			locked = true;
 			if (GetCurrentTimestamp() >= deadline)
 				break;
 			continue;
 		}
-		if (GetCurrentTimestamp() >= deadline)
+		/*
+		 * A receive that found no events still locked the consumer's row,
+		 * and finishing an empty window (the row updated twice in the
+		 * transaction) took a key share of the queue's row, which rotation
+		 * (maint_rotate_tables_step1's FOR UPDATE) waits for: a call that
+		 * slept now would hold both until its timeout at each idle tick.
+		 * It returns nothing instead; the caller's next call waits holding
+		 * nothing (ADR 0107).
+		 */
+		if (locked || GetCurrentTimestamp() >= deadline)
 			break;
 		if (!have_gen)
 		{

@@ -95,6 +95,16 @@ typedef union PgqueTickWaitPadded
 
 static PgqueTickWaitPadded *tick_waits = NULL;
 
+/*
+ * After the buckets, one more line: how many transactions that wrote a
+ * tick were prepared since the server started.  While none was, a COMMIT
+ * PREPARED wakes nobody (ADR 0107): any LOGIN role's two-phase commit woke
+ * every waiter of every database for a look.  Counted before the prepare
+ * (a prepare that then fails only counts one too many), never counted
+ * down: once one was, every COMMIT PREPARED wakes every bucket, as before.
+ */
+#define PREPARED_TICKS (&tick_waits[PGQUE_TICK_WAITS].w.generation)
+
 /* the buckets of the ticks this transaction wrote, one bit each */
 static uint64 xact_ticked = 0;
 
@@ -209,8 +219,14 @@ pgque_prepared_committed(void)
 {
 	PgqueDb    *db = db_entry(MyDatabaseId);
 
-	/* a tick in the prepared transaction: its queues are not known either */
-	publish_ticks(~(uint64) 0);
+	/*
+	 * a tick in the prepared transaction: its queues are not known either.
+	 * Only when a transaction that ticked was prepared since the start: one
+	 * prepared before a crash restart and committed after it wakes nobody,
+	 * and its waiters see its tick at their timeout or the queue's next tick.
+	 */
+	if (tick_waits != NULL && pg_atomic_read_u64(PREPARED_TICKS) != 0)
+		publish_ticks(~(uint64) 0);
 	if (db == NULL)
 		return;
 	pgque_mark_all_dirty(db);
@@ -334,6 +350,9 @@ xact_callback(XactEvent event, void *arg)
 						 errmsg("cannot PREPARE a transaction that dropped extension pgque_bgw"),
 						 errdetail("The slot leases of the database are forgotten when the DROP commits, in the session that ran it."),
 						 errhint("Commit the DROP EXTENSION directly.")));
+			/* its COMMIT PREPARED will wake every bucket (PREPARED_TICKS) */
+			if (xact_ticked != 0 && tick_waits != NULL)
+				pg_atomic_fetch_add_u64(PREPARED_TICKS, 1);
 			break;
 		case XACT_EVENT_PREPARE:
 			/*
@@ -395,7 +414,8 @@ pgque_wake_launcher_at_commit(PG_FUNCTION_ARGS)
 static Size
 tick_waits_size(void)
 {
-	return mul_size(sizeof(PgqueTickWaitPadded), PGQUE_TICK_WAITS);
+	/* the buckets, and PREPARED_TICKS's line */
+	return mul_size(sizeof(PgqueTickWaitPadded), PGQUE_TICK_WAITS + 1);
 }
 
 void
@@ -421,6 +441,7 @@ pgque_tick_waits_startup(void)
 			pg_atomic_init_u64(&tick_waits[b].w.generation, 0);
 			ConditionVariableInit(&tick_waits[b].w.cv);
 		}
+		pg_atomic_init_u64(PREPARED_TICKS, 0);
 	}
 	LWLockRelease(AddinShmemInitLock);
 }
