@@ -373,9 +373,22 @@ declare
     c           pgque.alert_condition;
     a           pgque.alert;
     skip        int4[];
+    seen_ids    int8[];
+    seen_xmins  xid[];
 begin
     opened := 0;
     cleared := 0;
+    -- The open alerts, read before any condition (ADR 0112): the pass
+    -- clears only these, each as it was then (its row version: the
+    -- transaction that wrote it).  Every read of a condition below takes
+    -- a snapshot of its own, later than this one; an alert opened (or
+    -- opened again) after it, by the transaction that is its own cause (an
+    -- unlogged queue's reset) or by another pass, may have a condition this
+    -- pass read before it committed: the next pass, whose reads all follow
+    -- it, decides.
+    select pg_catalog.array_agg(x.alert_id), pg_catalog.array_agg(x.xmin)
+      into seen_ids, seen_xmins
+      from pgque.alert x where x.cleared_at is null;
     -- The pass reads the queues' sequences and event tables, each under
     -- its DDL lock taken shared, held to the end of the pass (ADR 0020).
     -- A queue whose lock is taken (drop_queue at work) is left out, not
@@ -419,6 +432,10 @@ begin
     for a in update pgque.alert x set cleared_at = now()
               where x.cleared_at is null
                 and x.kind <> 'worker_down'     -- _worker_down_pass's (sql/43_worker_alerts.sql)
+                -- open before the conditions were read, and not written since
+                and exists (select 1 from rows from (pg_catalog.unnest(seen_ids), pg_catalog.unnest(seen_xmins))
+                                          s(alert_id, xmin)
+                             where s.alert_id = x.alert_id and s.xmin = x.xmin)
                 -- a queue left out of this pass keeps its alerts
                 and not exists (select 1 from pgque.queue sq
                                  where sq.queue_id = any (skip) and sq.queue_name = x.queue_name)
