@@ -187,7 +187,8 @@ SQL
 			[ "$("${PSQL[@]}" -c "select count(*) from bench_run")" -ge 16 ] && break
 			sleep 0.1
 		done
-		"${PSQL[@]}" -c "drop table if exists bench_srv0; create table bench_srv0 as select * from bench_server_cpu()" >/dev/null
+		"${PSQL[@]}" -c "set client_min_messages = warning; drop table if exists bench_srv0;
+			create table bench_srv0 as select * from bench_server_cpu()" >/dev/null
 		read -r cpu0 < <(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $5 + $6}' /proc/stat)
 		"${PSQL[@]}" -c "insert into bench_go values (true)" >/dev/null
 		wait
