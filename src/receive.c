@@ -1243,13 +1243,18 @@ pgque_receive_wait(PG_FUNCTION_ARGS)
 	{
 		WaitLook	look = {0, false};
 		bool		no_batch;
+		int64		got;
 
 		CHECK_FOR_INTERRUPTS();
 		/* before the look's snapshot: a tick committed after it moves it */
 		if (have_gen)
 			gen = pgque_tick_generation(queue_id);
 		/* the look, and the open when there is a batch: one statement */
-		if (receive_once(fcinfo, &wait_kind, ts, desc, &no_batch, &look) > 0)
+		got = receive_once(fcinfo, &wait_kind, ts, desc, &no_batch, &look);
+		/* the queue's id, for this session's next call */
+		if (look.queue_id != 0 && (!have_gen || look.queue_id != queue_id))
+			wait_queue_remember(fcinfo, look.queue_id);
+		if (got > 0)
 			break;
 		if (!no_batch)
 		{
@@ -1279,7 +1284,6 @@ pgque_receive_wait(PG_FUNCTION_ARGS)
 		{
 			/* the queue is known now: its generation, then look again */
 			queue_id = look.queue_id;
-			wait_queue_remember(fcinfo, queue_id);
 			have_gen = true;
 			continue;
 		}
