@@ -9,6 +9,8 @@
 # PGQUE_BENCH_PORT as latency_steps.sh (default 56710).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# PG_CONFIG found as every bench script finds it (TAP 109)
+. benchmark/lib.sh
 OLD=$1 NEW=$2 ROUNDS=${3:-3} SECS=${4:-10}
 for r in $(seq 1 "$ROUNDS"); do
 	for tree in "$OLD" "$NEW"; do
