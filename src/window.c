@@ -151,6 +151,16 @@ pgque_window_where(StringInfo buf, int lo_xmax, int hi_xmax, int lo_xip, int hi)
 						 lo_xmax, hi_xmax, lo_xip, hi);
 }
 
+/*
+ * The predicate's last test as the direct read (window_direct.c) applies it
+ * to a row; the range and the in-progress list are its index scans' keys.
+ */
+bool
+pgque_window_row_visible(Datum txid, Datum hi)
+{
+	return DatumGetBool(DirectFunctionCall2(pg_visible_in_snapshot, txid, hi));
+}
+
 PG_FUNCTION_INFO_V1(pgque_window_where_sql);
 Datum
 pgque_window_where_sql(PG_FUNCTION_ARGS)
@@ -1118,6 +1128,24 @@ pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only, 
 		xip = window_xip_trim(a);
 		if (xip != NULL)
 			a[WA_XIP] = PointerGetDatum(xip);
+	}
+
+	/*
+	 * A reader's whole window in no order (the part cache's fill), with
+	 * neither the event nor the slot filter: without the executor when the
+	 * source's relations allow it (ADR 0110).
+	 */
+	if (dest != NULL && !ordered && nulls[WA_OWNER] != 'n' && nulls[WA_EV_ID] == 'n' &&
+		nulls[WA_N] == 'n')
+	{
+		uint64		nrows;
+
+		if (pgque_window_read_direct(source, a, nulls, dest, &nrows))
+		{
+			if (xip != NULL)
+				pfree(xip);
+			return SPI_OK_SELECT;
+		}
 	}
 	plan = window_plan_for(source, ordered, window_shape(a, nulls));
 
