@@ -132,7 +132,10 @@ window_plans_trim(TimestampTz now)
  * whose txid is at or past lo's xmax and below hi's, or in progress at lo
  * (its xip), and that hi sees committed.  Written once, here, for the C
  * reader below and for SQL (pgque._window_where: _slot_pending_all), with
- * the parameter numbers of the caller's statement.
+ * the parameter numbers of the caller's statement.  The read without the
+ * executor (window_direct.c, ADR 0110) applies the same three tests as its
+ * index scans' keys (the range, each xid) and pgque_window_row_visible
+ * below: a change here is a change there (regress 88 compares the two).
  */
 void
 pgque_window_where(StringInfo buf, int lo_xmax, int hi_xmax, int lo_xip, int hi)

@@ -32,6 +32,7 @@
 #include "access/tableam.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_am.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_index.h"
 #include "catalog/pg_type.h"
@@ -192,14 +193,25 @@ open_direct(DirectRel *d, Oid nsp)
 		return false;
 	desc = RelationGetDescr(rel);
 	if (rel->rd_rel->relkind != RELKIND_RELATION || rel->rd_rel->relam != HEAP_TABLE_AM_OID ||
-		(!d->only && rel->rd_rel->relhassubclass) ||
 		rel->rd_rel->relrowsecurity || rel->rd_rules != NULL || desc->natts != EV_NATTS)
+		return false;
+
+	/*
+	 * a table that inherits it is read with it (not "only"); the flag stays
+	 * set after the last one is gone, until a VACUUM, which event tables
+	 * rarely see: asked of pg_inherits then, the children locked as the
+	 * executor locks them
+	 */
+	if (!d->only && rel->rd_rel->relhassubclass &&
+		find_inheritance_children(relid, AccessShareLock) != NIL)
 		return false;
 	for (i = 0; i < EV_NATTS; i++)
 	{
 		Form_pg_attribute att = TupleDescAttr(desc, i);
 
-		if (att->attisdropped || att->atttypid != pgque_event_types[i])
+		/* ev_id and ev_txid not null, as event_template has them */
+		if (att->attisdropped || att->atttypid != pgque_event_types[i] ||
+			((i == EV_ID || i == EV_TXID) && !att->attnotnull))
 			return false;
 	}
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
@@ -248,7 +260,7 @@ scan_direct(DirectRel *d, Snapshot snapshot, ScanKey keys, int nkeys, Datum *arg
 	{
 		CHECK_FOR_INTERRUPTS();
 		slot_getsomeattrs(slot, EV_OWNER + 1);
-		/* ev_id and ev_txid are never null (the columns say not null) */
+		/* never (open_direct: the columns are not null) */
 		if (slot->tts_isnull[EV_ID] || slot->tts_isnull[EV_TXID])
 			continue;
 		if (!pgque_window_row_visible(slot->tts_values[EV_TXID], args[WA_SNAP]))
