@@ -132,7 +132,10 @@ window_plans_trim(TimestampTz now)
  * whose txid is at or past lo's xmax and below hi's, or in progress at lo
  * (its xip), and that hi sees committed.  Written once, here, for the C
  * reader below and for SQL (pgque._window_where: _slot_pending_all), with
- * the parameter numbers of the caller's statement.
+ * the parameter numbers of the caller's statement.  The read without the
+ * executor (window_direct.c, ADR 0110) applies the same three tests as its
+ * index scans' keys (the range, each xid) and pgque_window_row_visible
+ * below: a change here is a change there (regress 88 compares the two).
  */
 void
 pgque_window_where(StringInfo buf, int lo_xmax, int hi_xmax, int lo_xip, int hi)
@@ -149,6 +152,16 @@ pgque_window_where(StringInfo buf, int lo_xmax, int hi_xmax, int lo_xip, int hi)
 						 "  or ev.ev_txid operator(pg_catalog.=) any($%d))"
 						 " and pg_catalog.pg_visible_in_snapshot(ev.ev_txid, $%d)",
 						 lo_xmax, hi_xmax, lo_xip, hi);
+}
+
+/*
+ * The predicate's last test as the direct read (window_direct.c) applies it
+ * to a row; the range and the in-progress list are its index scans' keys.
+ */
+bool
+pgque_window_row_visible(Datum txid, Datum hi)
+{
+	return DatumGetBool(DirectFunctionCall2(pg_visible_in_snapshot, txid, hi));
 }
 
 PG_FUNCTION_INFO_V1(pgque_window_where_sql);
@@ -1118,6 +1131,24 @@ pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only, 
 		xip = window_xip_trim(a);
 		if (xip != NULL)
 			a[WA_XIP] = PointerGetDatum(xip);
+	}
+
+	/*
+	 * A reader's whole window in no order (the part cache's fill), with
+	 * neither the event nor the slot filter: without the executor when the
+	 * source's relations allow it (ADR 0110).
+	 */
+	if (dest != NULL && !ordered && nulls[WA_OWNER] != 'n' && nulls[WA_EV_ID] == 'n' &&
+		nulls[WA_N] == 'n')
+	{
+		uint64		nrows;
+
+		if (pgque_window_read_direct(source, a, nulls, dest, &nrows))
+		{
+			if (xip != NULL)
+				pfree(xip);
+			return SPI_OK_SELECT;
+		}
 	}
 	plan = window_plan_for(source, ordered, window_shape(a, nulls));
 

@@ -119,6 +119,17 @@ extern int	pgque_window_read(const char *source, Datum *args, char *nulls, bool 
 							  bool ordered, DestReceiver *dest);
 
 /*
+ * The same read without the executor (window_direct.c, ADR 0110): every
+ * row of one reader's window in no order to dest; false, with no row
+ * handed out, when the source is not one it reads (then the plan does).
+ */
+extern bool pgque_window_read_direct(const char *source, Datum *args, char *nulls,
+									 DestReceiver *dest, uint64 *nrows);
+
+/* the predicate's last test, for a row's ev_txid: hi (a pg_snapshot) sees it finished */
+extern bool pgque_window_row_visible(Datum txid, Datum hi);
+
+/*
  * the window predicate, written once (window.c; SQL: pgque._window_where);
  * lo_xip 0: the old tick had no transaction in progress
  */
