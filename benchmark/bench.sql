@@ -127,3 +127,20 @@ begin
     vol := substring(st from '\nvoluntary_ctxt_switches:\s+(\d+)')::bigint;
     invol := substring(st from '\nnonvoluntary_ctxt_switches:\s+(\d+)')::bigint;
 end $$;
+
+-- CPU ns so far of every process of the server that pg_stat_activity
+-- lists (client backends, background workers, walwriter, checkpointer,
+-- autovacuum...), from /proc/<pid>/schedstat (ADR 0109): read before and
+-- after a timed run, it says what else of the server spent the cores the
+-- workers were timed on (the bench's own sampler too).  A process gone
+-- between the list and the read reads NULL.
+create or replace function bench_server_cpu(out pid int, out what text, out cpu_ns bigint)
+returns setof record language sql as $$
+    select a.pid,
+           case when a.query like 'call bench\_slot\_worker(%' then 'slot worker'
+                when a.query like 'call bench\_sample\_waits(%' then 'bench sampler'
+                when a.backend_type = 'client backend' then 'client backend'
+                else coalesce(nullif(a.backend_type, ''), 'unknown') end,
+           split_part(pg_read_file('/proc/' || a.pid || '/schedstat', 0, 200, true), ' ', 1)::bigint
+      from pg_stat_activity a
+$$;

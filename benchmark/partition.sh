@@ -50,12 +50,18 @@ create table bench_run (worker int, t_start timestamptz, t_end timestamptz, got 
 -- what the 16 sessions wait on: pg_stat_activity sampled every 10 ms while
 -- they run (a session that is on a core or queued for one shows no wait)
 create table bench_wait (what text, other bool);
+-- the sampler's own CPU from the go to its end (ADR 0109): it shares the
+-- cores the workers are timed on, and the plain consumer's run has none
+create table bench_sampler_cpu (cpu_ns bigint);
 create procedure bench_sample_waits() language plpgsql as $$
+declare
+    c0 bigint;
 begin
     loop
         exit when exists (select from bench_go);
         perform pg_sleep(0.002);
     end loop;
+    c0 := (bench_proc_self()).cpu_ns;
     loop
         insert into bench_wait
         select coalesce(wait_event_type || ':' || wait_event, 'on cpu'), false
@@ -73,6 +79,7 @@ begin
         exit when (select count(*) from bench_run where t_end is not null) >= 16;
         perform pg_sleep(0.01);
     end loop;
+    insert into bench_sampler_cpu values ((bench_proc_self()).cpu_ns - c0);
 end $$;
 create procedure bench_slot_worker(q text, c text, n int, s int)
 language plpgsql as $$
@@ -170,7 +177,7 @@ SQL
 		echo "partition_throughput,$q plain,1,$eps," >> "$RESULTS"
 		echo "partition_cpu_ns_per_event,$q plain,1,$pcpu," >> "$RESULTS"
 
-		"${PSQL[@]}" -c "truncate bench_go, bench_run, bench_wait" >/dev/null
+		"${PSQL[@]}" -c "truncate bench_go, bench_run, bench_wait, bench_sampler_cpu" >/dev/null
 		"${PSQL[@]}" -c "call bench_sample_waits()" >/dev/null &
 		for s in $(seq 0 15); do
 			"${PSQL[@]}" -c "call bench_slot_worker('$q', 'tp16', 16, $s)" >/dev/null &
@@ -180,15 +187,32 @@ SQL
 			[ "$("${PSQL[@]}" -c "select count(*) from bench_run")" -ge 16 ] && break
 			sleep 0.1
 		done
+		"${PSQL[@]}" -c "set client_min_messages = warning; drop table if exists bench_srv0;
+			create table bench_srv0 as select * from bench_server_cpu()" >/dev/null
 		read -r cpu0 < <(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $5 + $6}' /proc/stat)
 		"${PSQL[@]}" -c "insert into bench_go values (true)" >/dev/null
 		wait
 		read -r cpu1 < <(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8, $5 + $6}' /proc/stat)
+		read -r b0 i0 <<<"$cpu0"; read -r b1 i1 <<<"$cpu1"
+		# what else of the server spent the busy cores meanwhile (ADR
+		# 0109): the sampler (its own count), and every process
+		# pg_stat_activity lists still (the workers' sessions have ended:
+		# their CPU is bench_run's), its CPU since the go; one started
+		# meanwhile counts from its start
+		"${PSQL[@]}" -F ' ' -c "
+			select '  the server''s other processes: ' || round(100.0 * sum(d) / nullif(($b1 - $b0) * 1e7, 0), 1)
+			       || '% of the busy cores (' || string_agg(what || ' ' || round(100.0 * d / nullif(($b1 - $b0) * 1e7, 0), 1) || '%', ', ' order by d desc) || ')'
+			  from (select n.what, sum(n.cpu_ns - coalesce(o.cpu_ns, 0)) as d
+			          from bench_server_cpu() n left join bench_srv0 o on o.pid = n.pid
+			         where n.cpu_ns is not null and n.pid <> pg_backend_pid() and n.what <> 'bench sampler'
+			         group by n.what
+			        union all
+			        select 'bench sampler', sum(cpu_ns) from bench_sampler_cpu) x
+			 where d > 0"
 		# where the time went: the machine's busy share of the run (all
 		# processes: on a shared machine not the bench's alone), how much
 		# longer the slowest worker ran than the median (keys are zipfian:
 		# one slot holds the hottest tenant), and the waits sampled
-		read -r b0 i0 <<<"$cpu0"; read -r b1 i1 <<<"$cpu1"
 		"${PSQL[@]}" -F ' ' -c "
 			select 'busy ' || round(100.0 * ($b1 - $b0) / nullif($b1 - $b0 + $i1 - $i0, 0)) || '% of the cores;',
 			       'events of the busiest slot ' || round(100.0 * max(got) / sum(got), 1) || '% (1/16: 6.3%);',

@@ -32,9 +32,9 @@ cd "$(dirname "$0")/.."
 EVENTS=${1:-200000}
 ROUNDS=${2:-3}
 read -r -a CONFIGS <<<"${SESSIONS:-1 2 16}"
-CONFIGS=(plain "${CONFIGS[@]}")
+CONFIGS=(plain plain2 "${CONFIGS[@]}")
 for w in "${CONFIGS[@]}"; do
-	case $w in plain|1|2|4|8|16) ;; *) echo "SESSIONS: each of 1 2 4 8 16" >&2; exit 1 ;; esac
+	case $w in plain|plain2|1|2|4|8|16) ;; *) echo "SESSIONS: each of 1 2 4 8 16" >&2; exit 1 ;; esac
 done
 bench_install
 # benchmark/server.conf's settings; autovacuum off: nothing but the drains runs
@@ -51,9 +51,10 @@ select pgque.maint_rotate_tables_step2();
 select pgque.force_tick(q), pgque.ticker(q) from unnest(array['sc', 'sc_warm']) q;
 select pgque.subscribe_slot(q, 'r' || r || 'w' || w, s, 16)
   from unnest(array['sc', 'sc_warm']) q, generate_series(1, $ROUNDS) r,
-       unnest(string_to_array('${CONFIGS[*]:1}', ' ')::int[]) w, generate_series(0, 15) s;
-select pgque.subscribe(q, 'r' || r || 'plain')
-  from unnest(array['sc', 'sc_warm']) q, generate_series(1, $ROUNDS) r;
+       unnest(string_to_array('${CONFIGS[*]:2}', ' ')::int[]) w, generate_series(0, 15) s;
+select pgque.subscribe(q, 'r' || r || c)
+  from unnest(array['sc', 'sc_warm']) q, generate_series(1, $ROUNDS) r,
+       unnest(array['plain', 'plain2a', 'plain2b']) c;
 create table scale_run (cfg text, round int, worker int, events bigint,
                         t_start timestamptz, t_end timestamptz,
                         cpu_ns bigint, wait_ns bigint, vol bigint, invol bigint);
@@ -63,7 +64,10 @@ create table scale_go (cfg text, round int);
 create procedure scale_worker(i_cfg text, i_round int, i_worker int, i_w int, i_warm_same bool)
 language plpgsql as \$\$
 declare
-    c    text := 'r' || i_round || case when i_w = 0 then 'plain' else 'w' || i_w end;
+    -- plain2: two plain consumers of the queue at once, each its own
+    -- (the same stream twice): the workload's own two-session ceiling
+    c    text := 'r' || i_round || case when i_w = 0 and i_cfg = 'plain2' then 'plain2' || chr(97 + i_worker)
+                                         when i_w = 0 then 'plain' else 'w' || i_w end;
     per  int := case when i_w = 0 then 0 else 16 / i_w end;
     n    bigint;
     b    int;
@@ -155,6 +159,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		cfg=${CONFIGS[$(((i + r - 1) % k))]}
 		w=$cfg; n=$cfg
 		[ "$cfg" = plain ] && { w=0; n=1; }
+		[ "$cfg" = plain2 ] && { w=0; n=2; }
 		for s in $(seq 0 $((n - 1))); do
 			"${PSQL[@]}" -c "call scale_worker('$cfg', $r, $s, $w, $([ "${WARM:-twin}" = same ] && echo true || echo false))" >/dev/null &
 		done
@@ -163,8 +168,8 @@ for r in $(seq 1 "$ROUNDS"); do
 		wait
 		"${PSQL[@]}" -c "insert into scale_rel select '$cfg', $r, 1, * from scale_rel_now()" >/dev/null
 	done
-	# the machine: 1 session, then 2 at once (the order alternated)
-	for cfg in $([ $((r % 2)) = 1 ] && echo "1 2" || echo "2 1"); do
+	# the machine: 1 session, 2 and 16 at once (the order rotated)
+	for cfg in $(case $((r % 3)) in 1) echo "1 2 16" ;; 2) echo "2 16 1" ;; *) echo "16 1 2" ;; esac); do
 		for s in $(seq 1 "$cfg"); do
 			"${PSQL[@]}" -c "call scale_spin('spin$cfg', $r, $s)" >/dev/null &
 		done
@@ -183,7 +188,8 @@ with r as (
          sum(vol) as vol, sum(invol) as invol,
          extract(epoch from max(t_end) - min(t_start)) as wall
     from scale_run group by cfg, round)
-select case when cfg = 'plain' then 'plain' else 'slots' end, case when cfg = 'plain' then '1' else cfg end,
+select case when cfg like 'plain%' then 'plain' else 'slots' end,
+       case cfg when 'plain' then '1' when 'plain2' then '2' else cfg end,
        round(percentile_cont(0.5) within group (order by cpu::float8 / ev))::text,
        round(percentile_cont(0.5) within group (order by wq::float8 / ev))::text,
        round(percentile_cont(0.5) within group (order by vol * 1000.0 / ev)::numeric, 1)::text,
@@ -192,7 +198,7 @@ select case when cfg = 'plain' then 'plain' else 'slots' end, case when cfg = 'p
        round((percentile_cont(0.5) within group (order by cpu / 1e9 / wall))::numeric, 2)::text,
        string_agg(round(cpu::numeric / ev)::text, '/' order by round)
   from r group by cfg
- order by cfg <> 'plain', nullif(cfg, 'plain')::int
+ order by cfg not like 'plain%', cfg <> 'plain', case when cfg not like 'plain%' then cfg::int end
 SQL
 } | column -t
 echo "-- slot_batch and subscription (with their indexes) during each configuration, medians: pages added, updates, of which HOT"
@@ -204,14 +210,17 @@ echo "-- slot_batch and subscription (with their indexes) during each configurat
 	               max(upd) filter (where after = 1) - max(upd) filter (where after = 0) as upd,
 	               max(hot) filter (where after = 1) - max(hot) filter (where after = 0) as hot
 	          from scale_rel group by cfg, round) d
-	 group by cfg order by cfg <> 'plain', nullif(cfg, 'plain')::int"
+	 group by cfg order by cfg not like 'plain%', cfg <> 'plain', case when cfg not like 'plain%' then cfg::int end"
 echo "-- the machine: CPU ns of one pure-CPU statement, alone and 2 at once (median over rounds)"
 "${PSQL[@]}" -F ' ' -c "
 	select cfg, round((percentile_cont(0.5) within group (order by ns) / 1e6)::numeric, 1) || ' ms',
 	       string_agg(round(ns / 1e6, 1)::text, '/' order by round, worker)
-	  from scale_cpu where ns is not null group by cfg order by cfg"
+	  from scale_cpu where ns is not null group by cfg order by length(cfg), cfg"
 "${PSQL[@]}" -c "
 	select 'sessions'' worth of work the cores do at once: ' ||
 	       round((2 * percentile_cont(0.5) within group (order by ns) filter (where cfg = 'spin1')
+	              / percentile_cont(0.5) within group (order by ns) filter (where cfg = 'spin2'))::numeric, 2)
+	       || '; CPU of one of 16 at once / one of 2 at once: ' ||
+	       round((percentile_cont(0.5) within group (order by ns) filter (where cfg = 'spin16')
 	              / percentile_cont(0.5) within group (order by ns) filter (where cfg = 'spin2'))::numeric, 2)
 	  from scale_cpu"

@@ -135,6 +135,20 @@ echo "again_kb=$("${PSQL[@]}" -F ' ' -c "call bench_drain_plain('kb', 'plain')")
 m1=$("${PSQL[@]}" -F ' ' -c "call bench_drain_plain('kf', 'g', 50, member => 'm1')")
 m2=$("${PSQL[@]}" -F ' ' -c "call bench_drain_plain('kf', 'g', 50, member => 'm2')")
 echo "coop_kf=$(( ${m1%% *} + ${m2%% *} ))"
+# bench_server_cpu (partition.sh, ADR 0109): every process the server
+# lists with its CPU ns, a session running a slot worker's call named
+# apart (a stand-in procedure of the same name, asleep meanwhile)
+"${PSQL[@]}" -c "create procedure bench_slot_worker(s float8) language sql as \$\$ select pg_sleep(s) \$\$" >/dev/null
+"${PSQL[@]}" -c "call bench_slot_worker(60)" >/dev/null 2>&1 &
+for _ in $(seq 1 200); do
+	[ "$("${PSQL[@]}" -c "select count(*) from pg_stat_activity where query like 'call bench_slot_worker(%'")" = 1 ] && break
+	sleep 0.1
+done
+echo "srv=$("${PSQL[@]}" -F ' ' -c "select count(*) filter (where pid = pg_backend_pid() and what = 'client backend' and cpu_ns > 0),
+	count(*) filter (where what = 'slot worker' and cpu_ns > 0), count(*) filter (where what = 'walwriter' and cpu_ns >= 0),
+	count(*) filter (where cpu_ns is null) from bench_server_cpu()")"
+"${PSQL[@]}" -c "select pg_terminate_backend(pid) from pg_stat_activity where query like 'call bench_slot_worker(%'" >/dev/null
+wait || true
 # bench_cputime (drain_instructions.sh's TOOL=cpu): a single-user backend's
 # CPU time, and an ERROR in it stops the caller; an xid held again is left
 # to the exit to end
@@ -175,6 +189,8 @@ is($xid{held_xip}, 1, 'bench_hold_xid: a snapshot lists its transaction in progr
 is($xid{held_session}, 1, 'one session holds an xid');
 is($xid{released_xip}, 0, 'bench_release_xid: none after it');
 is($xid{released_session}, 0, 'its session ended');
+like($out, qr/^srv=1 1 1 0$/m,
+	'bench_server_cpu: this session, the slot worker named apart and the walwriter, each with its CPU ns');
 like($out, qr/^cpu=\d+ \d+$/m, 'bench_cputime: a single-user backend\'s user and system CPU time in ns');
 my ($cpu_user) = $out =~ /^cpu=(\d+) /m;
 cmp_ok($cpu_user // 0, '>', 0, 'some user time counted');
