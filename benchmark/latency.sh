@@ -73,6 +73,36 @@ begin
         end if;
     end loop;
 end $$;
+
+-- empty a system's queue before a run: a consumer that fell behind at
+-- saturation left a backlog, which the next row would count as its latency
+create procedure lat_drain(sys text, q text)
+language plpgsql as $$
+declare
+    b bigint;
+begin
+    if sys like 'pgque%' then
+        loop
+            perform pgque.ticker(q);
+            select max(m.batch_id) into b from pgque.receive(q, 'c', 100000) m;
+            exit when b is null;
+            perform pgque.ack(b);
+            commit;
+        end loop;
+    elsif sys like 'PgQ%' then
+        -- one tick covers the backlog (pgq.ticker(queue) always ticks)
+        perform pgq.ticker(q);
+        loop
+            b := pgq.next_batch(q, 'c');
+            exit when b is null;
+            perform pgq.finish_batch(b);
+            commit;
+        end loop;
+    else
+        delete from lat_jobs;
+    end if;
+    commit;
+end $$;
 SQL
 }
 
@@ -101,6 +131,8 @@ stop_pgqd() {
 latency_run() {
 	local sys=$1 ld=$2 q=$3 secs=$4 sql=$5 rate=${6:-} row
 	echo "$sql" | as_pg tee "$WORK/lat.sql" >/dev/null
+	# from an empty queue: nothing an earlier run left behind is counted
+	"${PSQL[@]}" -c "call lat_drain('$sys', '$q')" >/dev/null
 	"${PSQL[@]}" -c "call lat_consume('$sys', '$ld', '$q', $((secs + 2)))" >/dev/null &
 	sleep 0.5
 	as_pg env PATH="$PGBIN:$PATH" pgbench -n -h "$WORK" -p "$PORT" -c 1 -j 1 -T "$secs" \

@@ -74,6 +74,34 @@ begin
                       or exists (select from pgque.coop_member m where m.cm_sub = s.sub_id)));
 end $$;
 
+-- receive_wait's look and open in one statement (ADR 0108): with i_check,
+-- the look of _receive_ready (its checks, rights and readiness, no lock);
+-- when the consumer has a batch to hand out, its open (_next_batch, which
+-- locks the consumer's row) follows in the same statement, where the call
+-- ran the look and then receive's open with the same checks again.
+-- Without i_check (a later try of the call, after an empty window): the
+-- open alone.  -> the batch (NULL: none), pause (false: a plain consumer),
+-- the queue's id (with i_check) and whether the consumer's row was locked.
+create function pgque._receive_wait_open(i_queue_name text, i_consumer_name text, i_max_return int4,
+                                         i_check bool, out batch_id int8, out pause boolean,
+                                         out queue_id int4, out locked boolean)
+returns record language plpgsql as $$
+declare
+    r record;
+begin
+    pause := false;
+    locked := false;
+    if i_check then
+        select * into r from pgque._receive_ready(i_queue_name, i_consumer_name, i_max_return);
+        queue_id := r.queue_id;
+        if not r.ready then
+            return;
+        end if;
+    end if;
+    locked := true;
+    batch_id := (pgque._next_batch(i_queue_name, i_consumer_name, null, null, null, i_max_return)).batch_id;
+end $$;
+
 create function pgque.receive_wait(queue_name text, consumer_name text, max_return int4 default 100,
                                    timeout interval default '5 seconds')
 returns setof pgque.message language c volatile security definer

@@ -873,13 +873,35 @@ check_message_desc(TupleDesc desc)
 }
 
 /*
+ * receive_wait()'s look and open in one statement (ADR 0108): a plain
+ * consumer, whose first open also says the queue's id and whether it
+ * locked the consumer's row (WaitLook); it locks nothing when there is no
+ * batch to hand out.
+ */
+static ReceiveKind wait_kind = {
+	"select batch_id, pause, queue_id, locked from pgque._receive_wait_open($1, $2, $3, $4)",
+	3, {TEXTOID, TEXTOID, INT4OID, BOOLOID}, 2, -1, false,
+	MARK_SQL("subscription", "sub_batch", "sub_batch_last"),
+	"select pgque._finish_batch($1)",
+	{WINDOW_OF_KIND_SQL("_sub_batch_window")}
+};
+
+/* what wait_kind's first open said besides the batch */
+typedef struct WaitLook
+{
+	int32		queue_id;
+	bool		locked;
+} WaitLook;
+
+/*
  * One receive of the call's consumer into ts: the call's first
  * kind->nargs arguments are the kind's.  -> the events handed out;
- * *no_batch: the first try found no batch.
+ * *no_batch: the first try found no batch.  look (wait_kind only): what
+ * the first open said of the queue and the row lock.
  */
 static int64
 receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, TupleDesc desc,
-			 bool *no_batch_out)
+			 bool *no_batch_out, WaitLook *look)
 {
 	Oid			mark_types[2] = {INT8OID, INT8OID};
 	Oid			finish_types[1] = {INT8OID};
@@ -954,6 +976,15 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 		}
 		if (ret != SPI_OK_SELECT || SPI_processed != 1)
 			elog(ERROR, "pgque_bgw: receive could not open a batch: %s", SPI_result_code_string(ret));
+		if (look != NULL && tries == 0)
+		{
+			bool		null;
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &null);
+
+			look->queue_id = null ? 0 : DatumGetInt32(d);
+			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &null);
+			look->locked = null || DatumGetBool(d);
+		}
 		batch_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
 		if (isnull)
 		{
@@ -1040,7 +1071,7 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
 	old = pgque_materialize(fcinfo, &ts, &desc);
 	MemoryContextSwitchTo(old);
 	check_message_desc(desc);
-	(void) receive_once(fcinfo, kind, ts, desc, &no_batch);
+	(void) receive_once(fcinfo, kind, ts, desc, &no_batch, NULL);
 
 	/*
 	 * No batch at all, and no worker can ever make one: say why once per
@@ -1127,43 +1158,41 @@ wait_timeout_ms(FunctionCallInfo fcinfo, int arg)
 }
 
 /*
- * Does the consumer have a batch to hand out (an open one, or a tick past
- * its cursor)?  The same checks as the receive's open, under the same
- * rights, but no lock: a call that waits holds no row of its consumer
- * while nothing is there.  -> the queue's id in *queue_id.
+ * The queue of this session's last receive_wait(), by name: its id lets
+ * the next call read the generation before its first look, which is then
+ * the only look of a call that waits (ADR 0108).  Only a hint: a look that
+ * names another id (the queue dropped and created again, renamed) reads
+ * the generation of that one and looks again.
  */
-static SPIPlanPtr ready_plan;
+static char *wait_queue_name = NULL;
+static int32 wait_queue_id = 0;
 
 static bool
-receive_ready(FunctionCallInfo fcinfo, int32 *queue_id)
+wait_queue_known(FunctionCallInfo fcinfo, int32 *queue_id)
 {
-	Oid			types[3] = {TEXTOID, TEXTOID, INT4OID};
-	Datum		args[3];
-	char		nulls[3];
-	bool		isnull;
-	bool		ready;
-	int			i;
-	int			ret;
+	char	   *name;
+	bool		known;
 
-	for (i = 0; i < 3; i++)
-	{
-		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
-		args[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
-	}
-	if (SPI_connect() != SPI_OK_CONNECT)
-		elog(ERROR, "pgque_bgw: SPI_connect failed");
-	/* not read-only: each look takes a snapshot of its own (READ COMMITTED) */
-	ret = SPI_execute_plan(kept_plan(&ready_plan,
-									 "select queue_id, ready from pgque._receive_ready($1, $2, $3)",
-									 3, types),
-						   args, nulls, false, 1);
-	if (ret != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "pgque_bgw: receive_wait could not look for a batch: %s",
-			 SPI_result_code_string(ret));
-	*queue_id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
-	ready = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-	SPI_finish();
-	return ready;
+	if (PG_ARGISNULL(0) || wait_queue_name == NULL)
+		return false;
+	name = text_to_cstring(PG_GETARG_TEXT_PP(0));
+	known = strcmp(name, wait_queue_name) == 0;
+	pfree(name);
+	if (known)
+		*queue_id = wait_queue_id;
+	return known;
+}
+
+static void
+wait_queue_remember(FunctionCallInfo fcinfo, int32 queue_id)
+{
+	if (PG_ARGISNULL(0))
+		return;
+	if (wait_queue_name != NULL)
+		pfree(wait_queue_name);
+	wait_queue_name = MemoryContextStrdup(TopMemoryContext,
+										  text_to_cstring(PG_GETARG_TEXT_PP(0)));
+	wait_queue_id = queue_id;
 }
 
 /*
@@ -1208,27 +1237,34 @@ pgque_receive_wait(PG_FUNCTION_ARGS)
 	MemoryContextSwitchTo(old);
 	check_message_desc(desc);
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	have_gen = wait_queue_known(fcinfo, &queue_id);
 
 	for (;;)
 	{
-		bool		ready;
+		WaitLook	look = {0, false};
 		bool		no_batch;
+		int64		got;
 
 		CHECK_FOR_INTERRUPTS();
 		/* before the look's snapshot: a tick committed after it moves it */
 		if (have_gen)
 			gen = pgque_tick_generation(queue_id);
-		ready = receive_ready(fcinfo, &queue_id);
-		if (ready)
+		/* the look, and the open when there is a batch: one statement */
+		got = receive_once(fcinfo, &wait_kind, ts, desc, &no_batch, &look);
+		/* the queue's id, for this session's next call */
+		if (look.queue_id != 0 && (!have_gen || look.queue_id != queue_id))
+			wait_queue_remember(fcinfo, look.queue_id);
+		if (got > 0)
+			break;
+		if (!no_batch)
 		{
-			/* empty windows finished: look again at once */
-			if (receive_once(fcinfo, &plain_kind, ts, desc, &no_batch) > 0)
-				break;
+			/* empty windows finished (the row locked): look again at once */
 			locked = true;
 			if (GetCurrentTimestamp() >= deadline)
 				break;
 			continue;
 		}
+
 		/*
 		 * A receive that found no events still locked the consumer's row,
 		 * and finishing an empty window (the row updated twice in the
@@ -1236,13 +1272,18 @@ pgque_receive_wait(PG_FUNCTION_ARGS)
 		 * (maint_rotate_tables_step1's FOR UPDATE) waits for: a call that
 		 * slept now would hold both until its timeout at each idle tick.
 		 * It returns nothing instead; the caller's next call waits holding
-		 * nothing (ADR 0107).
+		 * nothing (ADR 0107).  The look locks nothing when it finds no
+		 * batch; one that found a tick and then no batch (another call of
+		 * the consumer took it meanwhile) locked the row.
 		 */
+		if (look.locked)
+			locked = true;
 		if (locked || GetCurrentTimestamp() >= deadline)
 			break;
-		if (!have_gen)
+		if (!have_gen || look.queue_id != queue_id)
 		{
 			/* the queue is known now: its generation, then look again */
+			queue_id = look.queue_id;
 			have_gen = true;
 			continue;
 		}

@@ -54,6 +54,7 @@
 
 #include "compat.h"
 #include "guc.h"
+#include "kept_plan.h"
 #include "state.h"
 #include "worker.h"
 
@@ -75,6 +76,7 @@ typedef struct TickQueue
 	int64		idle_ms;
 	TimestampTz idle_due;		/* its idle tick is due (0: visit at once) */
 	bool		visit;			/* visit in this pass */
+	bool		woken;			/* a commit marked it: visited first (ADR 0108) */
 	bool		busy;			/* its row was locked in this pass: at the poll */
 	int32		failures;		/* visits failed in a row (ADR 0100) */
 	TimestampTz retry_at;		/* after a failure: not visited before */
@@ -116,6 +118,8 @@ typedef struct TickerState
 } TickerState;
 
 static TickerState *ticker_state = NULL;
+/* the visit of one queue (tick_queue), prepared once */
+static SPIPlanPtr visit_plan = NULL;
 static Oid	queue_relid = InvalidOid;
 
 /* relcache callback: pgque.queue changed (or every relation: a cache reset) */
@@ -368,8 +372,15 @@ tick_queue(void *arg)
 	{
 		argtypes[0] = INT4OID;
 		args[0] = Int32GetDatum(st->queue->id);
-		ret = SPI_execute_with_args("select pgque._tick_many(pg_catalog.array_append('{}'::pg_catalog.int4[], $1))",
-									1, argtypes, args, NULL, false, 1);
+		/*
+		 * A plan kept for the process: the statement was parsed and
+		 * planned at every visit, some 10% of a pass that ticks one queue
+		 * (ADR 0108).  The plan cache re-plans it when _tick_many changes.
+		 */
+		if (visit_plan == NULL)
+			visit_plan = pgque_prepare_kept("select pgque._tick_many(pg_catalog.array_append('{}'::pg_catalog.int4[], $1))",
+											1, argtypes);
+		ret = SPI_execute_plan(visit_plan, args, NULL, false, 1);
 		if (ret != SPI_OK_SELECT)
 			elog(ERROR, "ticker failed: %s", SPI_result_code_string(ret));
 		if (SPI_processed == 1)
@@ -556,13 +567,34 @@ visit_failed(TickerState *st)
 		q->recorded = true;
 }
 
+/* is q to be visited in this round of the pass (visit_queues)? */
+static inline bool
+wanted(const TickQueue *q, bool woken_only)
+{
+	return q->visit && (!woken_only || q->woken);
+}
+
 /*
- * Visit the marked queues: one at a time when few, else in chunks of
- * TICK_CHUNK per transaction (_tick_many), a chunk that fails one at a time.
+ * The commit that woke the ticker is served: a round of the pass over
+ * other queues (idle ticks, the probe's) stops between two of its units
+ * when a commit set the wake flag since the pass began; what it leaves
+ * marked the next pass visits, after that commit's queues (ADR 0108).
+ */
+static bool
+commit_waits(void)
+{
+	return pg_atomic_read_u32(&pgque_worker_db->wake) != 0;
+}
+
+/*
+ * Visit the marked queues (only those a commit marked, when woken_only):
+ * one at a time when few, else in chunks of TICK_CHUNK per transaction
+ * (_tick_many), a chunk that fails one at a time.  A round of the other
+ * queues stops early for a commit that waits (commit_waits).
  * -> the number ticked; *nvisits the number visited.
  */
 static int
-visit_queues(TickerState *st, int *nvisits)
+visit_queues(TickerState *st, bool woken_only, int *nvisits)
 {
 	int			nticks = 0;
 	int			marked = 0;
@@ -570,7 +602,7 @@ visit_queues(TickerState *st, int *nvisits)
 	char		what[NAMEDATALEN + 32];
 
 	for (i = 0; i < st->nqueues; i++)
-		if (st->queues[i].visit)
+		if (wanted(&st->queues[i], woken_only))
 			marked++;
 	*nvisits = marked;
 
@@ -587,9 +619,11 @@ visit_queues(TickerState *st, int *nvisits)
 			TimestampTz now;
 			ListCell   *lc;
 
+			if (!woken_only && from > 0 && commit_waits())
+				return nticks;
 			/* a failing queue is visited one by one, below */
 			for (to = from; to < st->nqueues && n < TICK_CHUNK; to++)
-				if (st->queues[to].visit && st->queues[to].failures == 0)
+				if (wanted(&st->queues[to], woken_only) && st->queues[to].failures == 0)
 					ids[n++] = Int32GetDatum(st->queues[to].id);
 			if (n > 0 &&
 				ids_unit(st, "ticking queues", "select pgque._tick_many($1)",
@@ -614,7 +648,7 @@ visit_queues(TickerState *st, int *nvisits)
 					nticks++;
 				}
 				for (i = from; i < to; i++)
-					if (st->queues[i].visit && !st->queues[i].busy &&
+					if (wanted(&st->queues[i], woken_only) && !st->queues[i].busy &&
 						st->queues[i].failures == 0)
 						visited(&st->queues[i], false, now);
 			}
@@ -627,11 +661,13 @@ visit_queues(TickerState *st, int *nvisits)
 	{
 		TickQueue  *q = &st->queues[i];
 
-		if (!q->visit || q->busy)
+		if (!wanted(q, woken_only) || q->busy)
 			continue;
 		st->queue = q;
 		if (backing_off(q, GetCurrentTimestamp()))
 			continue;			/* q->visit stays: at its retry_at */
+		if (!woken_only && commit_waits())
+			break;
 		st->ticked = false;
 		snprintf(what, sizeof(what), "ticking queue \"%s\"", q->name);
 		if (!pgque_run_unit(what, tick_queue, st))
@@ -709,6 +745,7 @@ mark_dirty_queues(TickerState *st)
 		if (st->taken[bit / 32] & ((uint32) 1 << (bit % 32)))
 		{
 			st->queues[i].visit = true;
+			st->queues[i].woken = true;
 			hit[bit / 32] = true;
 		}
 	}
@@ -811,8 +848,19 @@ ticker_pass_body(TickerState *st, MemoryContext cxt)
 		(void) mark_dirty_queues(st);
 
 	for (i = 0; i < st->nqueues; i++)
-	{
 		st->queues[i].busy = false;
+
+	/*
+	 * The queues the commits marked first, before the probe and the idle
+	 * ticks: a pass that also ticked 100 idle queues (64 a transaction, in
+	 * id order) or probed their sequences held the busy queue's tick
+	 * behind them (ADR 0108).
+	 */
+	nticks = visit_queues(st, true, &nvisits);
+
+	for (i = 0; i < st->nqueues; i++)
+	{
+		st->queues[i].woken = false;
 		if (st->probe_all || st->queues[i].idle_due <= now)
 			st->queues[i].visit = true;
 	}
@@ -827,7 +875,12 @@ ticker_pass_body(TickerState *st, MemoryContext cxt)
 			st->probed = false;
 	}
 
-	nticks = visit_queues(st, &nvisits);
+	{
+		int			more;
+
+		nticks += visit_queues(st, false, &more);
+		nvisits += more;
+	}
 	if (st->probed)
 	{
 		publish_probe(st, now);
