@@ -373,9 +373,20 @@ declare
     c           pgque.alert_condition;
     a           pgque.alert;
     skip        int4[];
+    seen        text[];
 begin
     opened := 0;
     cleared := 0;
+    -- The open alerts, read before any condition (ADR 0112): the pass
+    -- clears only these, each as it was then ('alert_id/xmin': its row
+    -- version, by the transaction that wrote it).  Every read of a
+    -- condition below takes a snapshot of its own, later than this one; an
+    -- alert opened (or opened again) after it, by the transaction that is
+    -- its own cause (an unlogged queue's reset) or by another pass, may
+    -- have a condition this pass read before it committed: the next pass,
+    -- whose reads all follow it, decides.
+    seen := array(select x.alert_id::text || '/' || x.xmin::text
+                    from pgque.alert x where x.cleared_at is null);
     -- The pass reads the queues' sequences and event tables, each under
     -- its DDL lock taken shared, held to the end of the pass (ADR 0020).
     -- A queue whose lock is taken (drop_queue at work) is left out, not
@@ -416,14 +427,20 @@ begin
         opened := opened + 1;
     end loop;
 
+    -- what stopped being true (read once, as a set), of the alerts open
+    -- before the conditions were read and not written since (ADR 0112)
     for a in update pgque.alert x set cleared_at = now()
-              where x.cleared_at is null
-                and x.kind <> 'worker_down'     -- _worker_down_pass's (sql/43_worker_alerts.sql)
-                -- a queue left out of this pass keeps its alerts
-                and not exists (select 1 from pgque.queue sq
-                                 where sq.queue_id = any (skip) and sq.queue_name = x.queue_name)
-                and not exists (select 1 from pg_catalog.unnest(conds) n
-                                 where n.kind = x.kind and n.subject = x.subject)
+              where x.alert_id = any (array(
+                        select o.alert_id from pgque.alert o
+                         where o.cleared_at is null
+                           and o.kind <> 'worker_down'  -- _worker_down_pass's (sql/43_worker_alerts.sql)
+                           -- a queue left out of this pass keeps its alerts
+                           and not exists (select 1 from pgque.queue sq
+                                            where sq.queue_id = any (skip) and sq.queue_name = o.queue_name)
+                           and not exists (select 1 from pg_catalog.unnest(conds) n
+                                            where n.kind = o.kind and n.subject = o.subject)))
+                and x.cleared_at is null
+                and x.alert_id::text || '/' || x.xmin::text = any (seen)
              returning x.* loop
         raise log 'pgque_bgw alert % cleared: %, open since %', a.kind, pgque._alert_where(a), a.opened_at;
         perform pg_catalog.pg_notify('pgque_alert', pg_catalog.jsonb_build_object(

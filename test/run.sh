@@ -26,8 +26,17 @@ WORK=$(make_workdir pgque_test)
 cp -r test examples monitoring docs sql src benchmark debian README.md LICENSE CHANGELOG.md META.json pgque_bgw.control "$WORK/"
 [ "$(id -u)" -eq 0 ] && chown -R postgres: "$WORK"
 T="$WORK/test"
-# one port range per major, so suites of different versions can run at once
-PORT_BASE=${PGQUE_TEST_PORT:-$((56500 + (PG - 15) * 10))}
+# The suite's own servers use ports PORT_BASE to PORT_BASE + PORT_SPAN - 1
+# and no other (test/README.md): regress +0, isolation +1, pgTAP +2, the
+# package's smoke test +4.  One range per major by default, so suites of
+# different versions can run at once; PGQUE_TEST_PORT gives another base.
+# A taken port is tried again PORT_STEP further on while that stays in the
+# range (start_free): never in the range of a suite started with the next
+# base.  The TAP files' servers take free ports of their own
+# (PostgreSQL::Test::Cluster).
+PORT_SPAN=20
+PORT_STEP=5
+PORT_BASE=${PGQUE_TEST_PORT:-$((56500 + (PG - 15) * PORT_SPAN))}
 
 passed=0
 failed=0
@@ -70,17 +79,20 @@ PKGDIR=
 #  - the TAP files, in lanes (below).
 IC="$WORK/installcheck"
 # start_free DIR PORT [conf...]: start_cluster, and when PORT is taken (by
-# another suite on this machine, say) the next ports 100 apart; the port
-# goes to DIR/port
+# a server of another run, say) the ports PORT_STEP apart after it that are
+# still in this suite's range; the port goes to DIR/port.  None free: a
+# line that says so, and no DIR/port (the part fails).
 start_free() {
-	local dir=$1 port=$2 i
+	local dir=$1 port=$2 tried
 	shift 2
 	if start_cluster "$dir" "$port" "$@"; then
 		echo "$port" >"$dir/port"
 		return 0
 	fi
-	for i in 1 2 3 4 5; do
-		port=$((port + 100))
+	tried=$port
+	while [ $((port + PORT_STEP)) -lt $((PORT_BASE + PORT_SPAN)) ]; do
+		port=$((port + PORT_STEP))
+		tried="$tried $port"
 		echo "port = $port" | as_pg tee -a "$dir/data/postgresql.conf" >/dev/null
 		if as_pg pg_ctl -D "$dir/data" -l "$dir/server.log" -w start >/dev/null; then
 			echo "== $dir: on port $port"
@@ -88,6 +100,8 @@ start_free() {
 			return 0
 		fi
 	done
+	echo "== $dir: no free port in this suite's range $PORT_BASE-$((PORT_BASE + PORT_SPAN - 1)) (tried $tried):" \
+		"another run holds them; give this one another base (PGQUE_TEST_PORT)"
 	return 1
 }
 # installcheck_start NAME PORT: a server for one half of make installcheck,

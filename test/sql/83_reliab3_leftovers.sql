@@ -144,26 +144,29 @@ select round, string_agg(payload || coalesce('(' || retry_count || ')', ''), ' '
 
 -- the marks go with the rows rotation truncates, and with the subscription
 select pgque.set_queue_config('addr', 'rotation_period', '1 millisecond');
-select pgque.send('addr', 'default', 'r1') > 0 as sent;
-select count(*) as drained from pgque_test.drain('addr', 'c', 10);
-select pg_sleep(0.01);
-select pgque.maint() >= 0 as maint_ran;
-select pgque.send('addr', 'default', 'r2') > 0 as sent;
-select count(*) as drained from pgque_test.drain('addr', 'c', 10);
-select pg_sleep(0.01);
-select pgque.maint() >= 0 as maint_ran;
-select pgque.send('addr', 'default', 'r3') > 0 as sent;
-select count(*) as drained from pgque_test.drain('addr', 'c', 10);
-select pg_sleep(0.01);
-select pgque.maint() >= 0 as maint_ran;
-select pgque.send('addr', 'default', 'r4') > 0 as sent;
-select count(*) as drained from pgque_test.drain('addr', 'c', 10);
-select pg_sleep(0.01);
-select pgque.maint() >= 0 as maint_ran;
-select pgque.send('addr', 'default', 'r5') > 0 as sent;
-select count(*) as drained from pgque_test.drain('addr', 'c', 10);
-select pg_sleep(0.01);
-select pgque.maint() >= 0 as maint_ran;
+-- five rounds of a send, a drain and maint() once the rotation period has
+-- passed, each step in a transaction of its own (as five rounds of
+-- statements would be)
+create temp table rotation_round (round int4, sent boolean, drained int8, maint_ran boolean);
+do $$
+declare
+    sent     boolean;
+    drained  int8;
+    ran      boolean;
+begin
+    for i in 1 .. 5 loop
+        sent := pgque.send('addr', 'default', 'r' || i) > 0;
+        commit;
+        drained := (select count(*) from pgque_test.drain('addr', 'c', 10));
+        commit;
+        perform pg_sleep(0.01);
+        ran := pgque.maint() >= 0;
+        commit;
+        insert into rotation_round values (i, sent, drained, ran);
+        commit;
+    end loop;
+end $$;
+select round, sent, drained, maint_ran from rotation_round order by round;
 select count(*) as marks_after_rotation from pgque.addressed_event where ae_sub = :addr_sub;
 set role addr_admin;
 select pgque.insert_event_raw('addr', null, now(), :addr_sub, null, 'default', 'addressed 2', null, null, null, null) > 0 as addressed;

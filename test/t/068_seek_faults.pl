@@ -154,17 +154,24 @@ $node->safe_psql('postgres', q{
     end $$;
 });
 
-# the consumers: made before the first event, each with a marker
+# the consumers: made before the first event, each with a marker.  The
+# ticker's tick of sk gives the group its new window in the tick's
+# transaction (_coop_sync holds the group's row until it commits), and a
+# seek never waits for that row (busy, 55P03: under load a tick met the
+# seek here): the group's row is taken first, waiting for such a tick to
+# commit, then the seek finds it held by its own transaction.
 $node->safe_psql('postgres', q{
     select pgque.register_subconsumer('sk', 'grp', 'm' || i) from generate_series(1, 3) i;
     begin;
+    select from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
+     where c.co_name = 'grp' for no key update of s;
+    insert into ledger (consumer, kind, tick, target)
+    select 'grp', 'seek', tick_id, 'earliest' from pgque.seek('sk', 'grp', 'earliest');
     select pgque.subscribe_partitioned('sk', 'pc', 4, start => 'earliest');
     insert into ledger (consumer, kind, tick, target)
     select 'pc', 'seek', max(s.sub_last_tick), 'subscribe earliest'
       from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer
      where c.co_name like 'pc#%';
-    insert into ledger (consumer, kind, tick, target)
-    select 'grp', 'seek', tick_id, 'earliest' from pgque.seek('sk', 'grp', 'earliest');
     commit;
 });
 is($node->safe_psql('postgres', q{

@@ -33,14 +33,7 @@ for my $from (1, 51)
 }
 ok($node->wait_for_workers('postgres'), 'the workers run');
 # got(queue, payload): receive a batch of consumer c and ack it; was payload in it?
-$node->safe_psql('postgres', q{
-    create function got(q text, p text) returns boolean language plpgsql as $$
-    declare b bigint; found boolean;
-    begin
-        select max(batch_id), bool_or(payload = p) into b, found from pgque.receive(q, 'c', 1000);
-        if b is not null then perform pgque.ack(b); end if;
-        return coalesce(found, false);
-    end $$;});
+$node->create_got;
 # the first passes of the three workers are over (the ticker's first pass
 # visits every queue)
 ok($node->poll_query_until('postgres', q{
@@ -63,18 +56,8 @@ cmp_ok($s1 - $s0, '<', 100,
 diag(sprintf('figure: %d scans of pgque.tick in 4 s of probes', $s1 - $s0));
 
 # a row written into an event table directly
-sub direct_insert
-{
-    my ($queue, $payload) = @_;
-    $node->safe_psql('postgres', qq{
-        do \$\$ begin
-          execute format('insert into pgque.event_%s_%s (ev_type, ev_data) values (''bypass'', %L)',
-                         (select queue_id from pgque.queue where queue_name = '$queue'),
-                         (select queue_cur_table from pgque.queue where queue_name = '$queue'), '$payload');
-        end \$\$});
-}
 my $t0 = time();
-direct_insert('idle_5', 'x1');
+$node->direct_insert('idle_5', 'x1');
 ok($node->poll_query_until('postgres', q{select got('idle_5', 'x1')}),
    'a row inserted into an event table directly is ticked');
 cmp_ok(time() - $t0, '<', 30, 'within the probe interval (1 s) and a poll, not the idle period (1 hour)');
@@ -83,12 +66,12 @@ cmp_ok(time() - $t0, '<', 30, 'within the probe interval (1 s) and a poll, not t
 my $dropper = $node->background_psql('postgres');
 $dropper->query_safe('begin');
 $dropper->query_safe(q{select pgque.drop_queue('idle_9', true)});
-direct_insert('idle_6', 'x2');
+$node->direct_insert('idle_6', 'x2');
 ok($node->poll_query_until('postgres', q{select got('idle_6', 'x2')}),
    'while a drop_queue holds another queue\'s sequence, a direct row is still ticked');
 $dropper->query_safe('rollback');
 $dropper->quit;
-direct_insert('idle_9', 'x3');
+$node->direct_insert('idle_9', 'x3');
 ok($node->poll_query_until('postgres', q{select got('idle_9', 'x3')}),
    'and that queue\'s own rows once the drop rolled back');
 
@@ -97,12 +80,12 @@ my $qid = $node->safe_psql('postgres', q{select queue_id from pgque.queue where 
 $node->safe_psql('postgres', qq{alter sequence pgque.event_${qid}_id_seq rename to renamed_seq});
 # the ticker reads its list again (pgque.queue changed)
 $node->safe_psql('postgres', q{select pgque.set_queue_config('idle_11', 'ticker_idle_period', '2 hours')});
-direct_insert('idle_7', 'x4');
+$node->direct_insert('idle_7', 'x4');
 ok($node->poll_query_until('postgres', q{select got('idle_7', 'x4')}),
    'with another queue\'s sequence renamed, a direct row is still ticked');
 $node->safe_psql('postgres', qq{alter sequence pgque.renamed_seq rename to event_${qid}_id_seq});
 $node->safe_psql('postgres', q{select pgque.set_queue_config('idle_11', 'ticker_idle_period', '1 hour')});
-direct_insert('idle_10', 'x5');
+$node->direct_insert('idle_10', 'x5');
 ok($node->poll_query_until('postgres', q{select got('idle_10', 'x5')}),
    'and that queue\'s own once its sequence is back');
 

@@ -33,24 +33,7 @@ $node->safe_psql('postgres', q{alter extension pgque_bgw update});
 is($node->safe_psql('postgres', q{select extversion from pg_extension where extname = 'pgque_bgw'}),
    '0.3.0', 'updated from 0.2.0');
 ok($node->wait_for_workers('postgres'), 'the workers run');
-$node->safe_psql('postgres', q{
-    create function got(q text, p text) returns boolean language plpgsql as $$
-    declare b bigint; found boolean;
-    begin
-        select max(batch_id), bool_or(payload = p) into b, found from pgque.receive(q, 'c', 1000);
-        if b is not null then perform pgque.ack(b); end if;
-        return coalesce(found, false);
-    end $$;});
-sub direct_insert
-{
-    my ($queue, $payload) = @_;
-    $node->safe_psql('postgres', qq{
-        do \$\$ begin
-          execute format('insert into pgque.event_%s_%s (ev_type, ev_data) values (''bypass'', %L)',
-                         (select queue_id from pgque.queue where queue_name = '$queue'),
-                         (select queue_cur_table from pgque.queue where queue_name = '$queue'), '$payload');
-        end \$\$});
-}
+$node->create_got;
 sub stalled_rows
 {
     my ($queue) = @_;
@@ -70,7 +53,7 @@ sleep(13);
 # --- the ticker running: rows written directly are its probe's ----------------
 for my $i (1 .. 4)
 {
-    direct_insert("idle_$i", "d$i");
+    $node->direct_insert("idle_$i", "d$i");
     sleep(1.5);
 }
 for my $i (1 .. 4)
@@ -87,7 +70,7 @@ my $ticker = $node->safe_psql('postgres', q{
 ok($ticker, 'the ticker runs');
 kill 'STOP', $ticker;
 my $t0 = time();
-direct_insert('idle_10', 'z');
+$node->direct_insert('idle_10', 'z');
 my $opened;
 while (time() - $t0 < 60)
 {

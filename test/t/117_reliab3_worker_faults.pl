@@ -19,22 +19,9 @@ use PgqueNode;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
-my $node = PgqueNode->new_preloaded('reliab3_worker_faults', conf => q{
-autovacuum = off
-pgque_bgw.tick_interval = '10ms'
-pgque_bgw.watchdog_interval = '1s'
-pgque_bgw.maint_interval = '1s'
-pgque_bgw.ticker_probe_interval = '1s'
-});
-$node->safe_psql('postgres', q{
-    create extension pgque_bgw;
-    select pgque.create_queue('renamed');
-    select pgque.create_queue('other');
-    select pgque.subscribe('renamed', 'c');
-    select pgque.subscribe('other', 'c');
-    -- only the probe ticks 'other' for what is written into it directly
-    select pgque.set_queue_config('other', 'ticker_idle_period', '1 hour');
-});
+my $node = PgqueNode->new_fast_ticker('reliab3_worker_faults', 'renamed', 'other');
+# only the probe ticks 'other' for what is written into it directly
+$node->safe_psql('postgres', q{select pgque.set_queue_config('other', 'ticker_idle_period', '1 hour')});
 ok($node->wait_for_workers('postgres'), 'the three workers run');
 my ($rq, $oq) = split /\|/, $node->safe_psql('postgres', q{
     select (select queue_id from pgque.queue where queue_name = 'renamed') || '|' ||

@@ -23,19 +23,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(time sleep);
 
-my $node = PgqueNode->new_preloaded('ticker_backoff', conf => q{
-autovacuum = off
-pgque_bgw.tick_interval = '10ms'
-pgque_bgw.watchdog_interval = '1s'
-pgque_bgw.maint_interval = '1s'
-pgque_bgw.ticker_probe_interval = '1s'
-});
+my $node = PgqueNode->new_fast_ticker('ticker_backoff', 'good', 'bad');
 $node->safe_psql('postgres', q{
-    create extension pgque_bgw;
-    select pgque.create_queue('good');
-    select pgque.create_queue('bad');
-    select pgque.subscribe('good', 'c');
-    select pgque.subscribe('bad', 'c');
     select pgque.set_queue_config('good', 'ticker_max_lag', '10 ms');
     select pgque.set_queue_config('bad', 'ticker_max_lag', '10 ms');
 });

@@ -47,6 +47,22 @@ sub new_preloaded
 	return $node;
 }
 
+# new_fast_ticker(NAME, QUEUE...): new_preloaded with a ticker polling
+# every 10 ms and probing sequences every second, the watchdog and the
+# maintenance worker every second, no autovacuum; pgque_bgw installed and
+# each QUEUE made with a consumer 'c' (TAP 117, 123: a queue broken beside
+# a healthy one, the ticker's reaction within seconds)
+sub new_fast_ticker
+{
+	my ($class, $name, @queues) = @_;
+	my $node = $class->new_preloaded($name, conf => join("\n",
+		"autovacuum = off", "pgque_bgw.tick_interval = '10ms'", "pgque_bgw.ticker_probe_interval = '1s'",
+		"pgque_bgw.watchdog_interval = '1s'", "pgque_bgw.maint_interval = '1s'", ''));
+	$node->install('postgres');
+	$node->safe_psql('postgres', join("\n", map { "select pgque.create_queue('$_'), pgque.subscribe('$_', 'c');" } @queues));
+	return $node;
+}
+
 # init: the framework's init, with the data directory copied from an initdb
 # template instead of a new initdb when PGQUE_INITDB_TEMPLATE names one
 # (test/run.sh sets it; ADR 0064).  The first file that needs the template
@@ -187,6 +203,39 @@ sub wait_back
 		};
 		return $ok;
 	}, $secs);
+}
+
+# $node->create_got(): the SQL function got(QUEUE, PAYLOAD) in database
+# postgres: receive a batch of consumer 'c' of QUEUE and ack it; was
+# PAYLOAD in it?  (TAP 111, 114)
+sub create_got
+{
+	my ($self) = @_;
+	$self->safe_psql('postgres', q{
+	    create function got(q text, p text) returns boolean language plpgsql as $$
+	    declare b bigint; found boolean;
+	    begin
+	        select max(batch_id), bool_or(payload = p) into b, found from pgque.receive(q, 'c', 1000);
+	        if b is not null then perform pgque.ack(b); end if;
+	        return coalesce(found, false);
+	    end $$;});
+	return;
+}
+
+# $node->direct_insert(QUEUE, PAYLOAD): a row written straight into the
+# queue's current event table (ev_type 'bypass'), past pgque's functions:
+# its event sequence does not move, so only the ticker's probe (or the
+# watchdog's read of the table) finds it (TAP 111, 114; ADR 0031, 0103).
+sub direct_insert
+{
+	my ($self, $queue, $payload) = @_;
+	$self->safe_psql('postgres', qq{
+	    do \$\$ begin
+	      execute format('insert into pgque.event_%s_%s (ev_type, ev_data) values (''bypass'', %L)',
+	                     (select queue_id from pgque.queue where queue_name = '$queue'),
+	                     (select queue_cur_table from pgque.queue where queue_name = '$queue'), '$payload');
+	    end \$\$});
+	return;
 }
 
 # $node->stopped_slot_backlog(QUEUE, [force_tick => 1]): the stopped slot of
