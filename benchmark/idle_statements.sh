@@ -12,6 +12,9 @@
 # the queues without a subscriber (issue #15's shape, benchmark/idle.sh).
 # TICK64=1: queues 1..64 with an idle period of 0, for tk_tick64 (then
 # every queue's idle tick is overdue for the watchdog: run it alone).
+# STOPPED=1: every queue's idle period 1 s, so that every queue's idle tick
+# is overdue, as with the ticker stopped for longer than its idle period
+# (the workers are off: no probe covers a queue; ADR 0113).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . benchmark/lib.sh
@@ -30,6 +33,7 @@ done
 P -c "select count(pgque.ticker(queue_name)) from pgque.queue" >/dev/null
 P -c "select count(pgque._space_reserve_keep(queue_name)) from pgque.queue" >/dev/null
 [ -z "${TICK64:-}" ] || P -c "update pgque.queue set queue_ticker_idle_period = '0' where queue_id <= 64" >/dev/null
+[ -z "${STOPPED:-}" ] || P -c "update pgque.queue set queue_ticker_idle_period = '1s'" >/dev/null
 # the last tick older than the stall lead, as most idle queues' between
 # their idle ticks (the watchdog then reads their sequences)
 sleep 11

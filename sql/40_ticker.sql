@@ -89,6 +89,29 @@ returns boolean language sql as $$
             pg_catalog.pg_current_snapshot(), null, null, null, 1, null, null))
 $$;
 
+-- Of the queues i_queue_ids, those whose latest tick leaves committed events
+-- uncovered: _has_unticked_events of many queues in one call, for the
+-- watchdog's ticker_stalled while the ticker does not probe (ADR 0113).
+-- The read is C (src/window.c): each queue's tables through their ev_txid
+-- index, with no plan per queue (a window read per queue planned 1,000 of
+-- them on every pass).
+create function pgque._queues_unticked_read(i_queue_ids int4[], i_tables regclass[],
+                                            i_los pg_catalog.pg_snapshot[], i_hi pg_catalog.pg_snapshot)
+returns int4[] language c volatile strict as 'MODULE_PATHNAME', 'pgque_queues_unticked_read';
+
+create function pgque._queues_unticked(i_queue_ids int4[])
+returns int4[] language sql volatile as $$
+    select coalesce(pgque._queues_unticked_read(
+               pg_catalog.array_agg(q.queue_id order by q.queue_id),
+               pg_catalog.array_agg(pg_catalog.to_regclass(q.queue_data_pfx) order by q.queue_id),
+               pg_catalog.array_agg(lt.tick_snapshot order by q.queue_id),
+               pg_catalog.pg_current_snapshot()), '{}')
+      from pgque.queue q
+      join lateral (select t.tick_snapshot from pgque.tick t where t.tick_queue = q.queue_id
+                     order by t.tick_id desc limit 1) lt on true
+     where q.queue_id = any (i_queue_ids)
+$$;
+
 -- Is a tick due: new events (the sequence moved, or committed events are
 -- not yet covered), or the idle period passed?  Reads only.
 create function pgque._tick_due(q pgque.queue)

@@ -238,34 +238,43 @@ begin
 
     -- queues with new events and no tick for too long
     return query
-    select 'ticker_stalled'::text, q.queue_name, q.queue_name, null::text, null::int4,
+    with c as materialized (
+        select q, q.queue_id, lt.tick_time, lt.tick_event_seq,
+               -- new events moved the sequence; or a late committer (ADR
+               -- 0005), probed only once the idle tick is overdue too: a
+               -- running ticker ticks it at its commit, and an idle queue is
+               -- not probed on every pass (ADR 0031).  Not read for a skipped
+               -- queue (ADR 0040: _uninspected_conditions speaks for it).
+               -- Nor for a queue the ticker serves whose sequence its probe
+               -- read within the bound and found covered by the latest tick,
+               -- or ticked (ADR 0103): an event appended since is younger
+               -- than the bound, and once the ticker stops probing the
+               -- sequence is read again.  'probe': the late committers' probe
+               -- decides, for all such queues at once (ADR 0113).
+               case when q.queue_id = any (i_skip) then null
+                    when pgque._ticked_by_worker(q) and q.queue_name <> all (stalled)
+                         and pgque._ticker_covered(q.queue_id, now_ts - i_ticker_stalled_after)
+                         then case when lt.tick_time < now_ts - q.queue_ticker_idle_period then 'probe' end
+                    when pgque._event_seq_pos(q) > lt.tick_event_seq then 'moved'
+                    when lt.tick_time < now_ts - q.queue_ticker_idle_period then 'probe' end as why
+          from pgque.queue q
+          join lateral (select * from pgque.tick t where t.tick_queue = q.queue_id
+                         order by t.tick_id desc limit 1) lt on true
+         where not q.queue_external_ticker
+           and lt.tick_time < now_ts - i_ticker_stalled_after),
+    -- one read for all the queues to probe, once (not per row of c)
+    u as materialized (
+        select pgque._queues_unticked(array(select p.queue_id from c p where p.why = 'probe')) as ids)
+    select 'ticker_stalled'::text, (c.q).queue_name, (c.q).queue_name, null::text, null::int4,
            pg_catalog.jsonb_build_object(
-               'last_tick', lt.tick_time,
-               'seconds_since_tick', round(extract(epoch from now_ts - lt.tick_time)::numeric, 1),
-               'new_events', pgque._event_seq_pos(q) - lt.tick_event_seq,
-               'ticker_paused', q.queue_ticker_paused)
-      from pgque.queue q
-      join lateral (select * from pgque.tick t where t.tick_queue = q.queue_id
-                     order by t.tick_id desc limit 1) lt on true
-     where not q.queue_external_ticker
-       and lt.tick_time < now_ts - i_ticker_stalled_after
-       -- new events moved the sequence; or a late committer (ADR 0005),
-       -- probed only once the idle tick is overdue too: a running ticker
-       -- ticks it at its commit, and an idle queue is not probed on every
-       -- pass (ADR 0031).  Not read for a skipped queue (ADR 0040:
-       -- _uninspected_conditions speaks for it).  Nor for a queue the
-       -- ticker serves whose sequence its probe read within the bound and
-       -- found covered by the latest tick, or ticked (ADR 0103): an event
-       -- appended since is younger than the bound, and once the ticker
-       -- stops probing the sequence is read again.
-       and case when q.queue_id = any (i_skip) then false
-                when pgque._ticked_by_worker(q) and q.queue_name <> all (stalled)
-                     and pgque._ticker_covered(q.queue_id, now_ts - i_ticker_stalled_after)
-                     then lt.tick_time < now_ts - q.queue_ticker_idle_period
-                          and pgque._has_unticked_events(q, lt)
-                else pgque._event_seq_pos(q) > lt.tick_event_seq
-                     or (lt.tick_time < now_ts - q.queue_ticker_idle_period
-                         and pgque._has_unticked_events(q, lt)) end;
+               'last_tick', c.tick_time,
+               'seconds_since_tick', round(extract(epoch from now_ts - c.tick_time)::numeric, 1),
+               'new_events', pgque._event_seq_pos(c.q) - c.tick_event_seq,
+               'ticker_paused', (c.q).queue_ticker_paused)
+      from c
+     where c.why = 'moved'
+        or (c.why = 'probe'
+            and c.queue_id in (select pg_catalog.unnest(u.ids) from u));
 end $$;
 
 -- Did this database's ticker, at or after i_since, read the queue's event

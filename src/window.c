@@ -26,11 +26,23 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
+#include "access/nbtree.h"
+#include "access/relation.h"
+#include "access/relscan.h"
+#include "access/table.h"
+#include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_inherits.h"
 #include "catalog/pg_type.h"
 #include "common/hashfn.h"
 #include "executor/spi.h"
+#include "executor/tuptable.h"
 #include "nodes/params.h"
+#include "miscadmin.h"
+#include "storage/lmgr.h"
 #include "storage/proc.h"
 #include "fmgr.h"
 #include "funcapi.h"
@@ -39,7 +51,12 @@
 #include "utils/datum.h"
 #include "utils/fmgrprotos.h"
 #include "utils/guc.h"
+#include "utils/fmgroids.h"
 #include "utils/hsearch.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
@@ -1282,4 +1299,165 @@ pgque_window_rows(PG_FUNCTION_ARGS)
 		tuplestore_puttuple(ts, SPI_tuptable->vals[r]);
 	SPI_finish();
 	return (Datum) 0;
+}
+
+/*
+ * Is the event row in slot (its ev_txid at att) in the window between the
+ * snapshots lo and hi: lo does not see its transaction finished, hi does
+ * (pgque_window_where's predicate; pgque_queues_unticked_read below).
+ */
+static bool
+window_row_unticked(TupleTableSlot *slot, AttrNumber att, Datum lo, Datum hi)
+{
+	bool		isnull;
+	Datum		txid = slot_getattr(slot, att, &isnull);
+
+	if (isnull)
+		return false;
+	return !DatumGetBool(DirectFunctionCall2(pg_visible_in_snapshot, txid, lo)) &&
+		DatumGetBool(DirectFunctionCall2(pg_visible_in_snapshot, txid, hi));
+}
+
+/*
+ * pgque._queues_unticked_read(i_queue_ids int4[], i_tables regclass[],
+ * i_los pg_snapshot[], i_hi pg_snapshot) -> int4[]: of the queues given
+ * (each with its parent event table, pgque.event_<id>, and its latest
+ * tick's snapshot), those with a row in the window between that tick and
+ * i_hi, the current snapshot: committed events the tick does not cover
+ * (ADR 0113).  _has_unticked_events' question for many queues in one call,
+ * for the watchdog's ticker_stalled while the ticker does not probe: each
+ * queue's tables (the parent, its children, their buckets) read through
+ * their ev_txid index from the tick's xmin up, to the first row of the
+ * window, with no plan per queue (a window read plans one per source, and
+ * keeps WINDOW_MAX_PLANS of them: 1,000 queues planned on every pass).
+ * The window's predicate as a row's test: in the window when lo does not
+ * see its xid finished (at or past lo's xmax, or in lo's xip) and hi does
+ * (pg_visible_in_snapshot below hi's xmax): pgque_window_where's
+ * predicate, which says the same with the two bounds spelled out.  A
+ * relation that is gone (a queue dropped since) or that is not a pgque
+ * event table (the schema, an ev_txid column of type xid8) is skipped.
+ */
+PG_FUNCTION_INFO_V1(pgque_queues_unticked_read);
+Datum
+pgque_queues_unticked_read(PG_FUNCTION_ARGS)
+{
+	ArrayType  *ids_a = PG_GETARG_ARRAYTYPE_P(0);
+	ArrayType  *tabs_a = PG_GETARG_ARRAYTYPE_P(1);
+	ArrayType  *los_a = PG_GETARG_ARRAYTYPE_P(2);
+	Datum		hi = PG_GETARG_DATUM(3);
+	Datum	   *ids;
+	Datum	   *tabs;
+	Datum	   *los;
+	bool	   *ids_n;
+	bool	   *tabs_n;
+	bool	   *los_n;
+	int			nids;
+	int			ntabs;
+	int			nlos;
+	Datum	   *found;
+	int			nfound = 0;
+	Oid			nsp = get_namespace_oid("pgque", false);
+	Snapshot	snap = GetActiveSnapshot();
+	int			q;
+
+	deconstruct_array(ids_a, INT4OID, 4, true, TYPALIGN_INT, &ids, &ids_n, &nids);
+	deconstruct_array(tabs_a, REGCLASSOID, 4, true, TYPALIGN_INT, &tabs, &tabs_n, &ntabs);
+	deconstruct_array(los_a, PG_SNAPSHOTOID, -1, false, TYPALIGN_DOUBLE, &los, &los_n, &nlos);
+	if (nids != ntabs || nids != nlos)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("the queue, table and snapshot arrays differ in length")));
+	found = palloc(sizeof(Datum) * Max(nids, 1));
+	for (q = 0; q < nids; q++)
+	{
+		List	   *rels;
+		ListCell   *lc;
+		WindowSnapshot *lo;
+		bool		hit = false;
+
+		if (ids_n[q] || tabs_n[q] || los_n[q])
+			continue;
+		lo = (WindowSnapshot *) PG_DETOAST_DATUM(los[q]);
+		/* the parent and every table under it, locked as a read would */
+		LockRelationOid(DatumGetObjectId(tabs[q]), AccessShareLock);
+		if (!SearchSysCacheExists1(RELOID, tabs[q]))
+		{
+			UnlockRelationOid(DatumGetObjectId(tabs[q]), AccessShareLock);
+			continue;
+		}
+		rels = find_all_inheritors(DatumGetObjectId(tabs[q]), AccessShareLock, NULL);
+		foreach(lc, rels)
+		{
+			Oid			relid = lfirst_oid(lc);
+			Relation	rel;
+			AttrNumber	att;
+			Oid			index = InvalidOid;
+			List	   *indexes;
+			ListCell   *ic;
+			TupleTableSlot *slot;
+			ScanKeyData key;
+
+			rel = try_relation_open(relid, NoLock);
+			if (rel == NULL)
+				continue;
+			att = get_attnum(relid, "ev_txid");
+			if (rel->rd_rel->relkind != RELKIND_RELATION ||
+				RelationGetNamespace(rel) != nsp ||
+				att == InvalidAttrNumber ||
+				TupleDescAttr(RelationGetDescr(rel), att - 1)->atttypid != XID8OID)
+			{
+				relation_close(rel, NoLock);
+				continue;
+			}
+			indexes = RelationGetIndexList(rel);
+			foreach(ic, indexes)
+			{
+				Relation	ix = index_open(lfirst_oid(ic), AccessShareLock);
+
+				if (ix->rd_rel->relam == BTREE_AM_OID &&
+					ix->rd_index->indnatts >= 1 &&
+					ix->rd_index->indkey.values[0] == att &&
+					ix->rd_indexprs == NIL && ix->rd_indpred == NIL &&
+					ix->rd_index->indisvalid)
+					index = RelationGetRelid(ix);
+				index_close(ix, NoLock);
+				if (OidIsValid(index))
+					break;
+			}
+			list_free(indexes);
+			slot = table_slot_create(rel, NULL);
+			if (OidIsValid(index))
+			{
+				Relation	ix = index_open(index, AccessShareLock);
+				IndexScanDesc scan;
+
+				ScanKeyInit(&key, 1, BTGreaterEqualStrategyNumber, F_XID8GE,
+							FullTransactionIdGetDatum(lo->xmin));
+				scan = index_beginscan(rel, ix, snap, 1, 0);
+				index_rescan(scan, &key, 1, NULL, 0);
+				while (!hit && index_getnext_slot(scan, ForwardScanDirection, slot))
+					hit = window_row_unticked(slot, att, PointerGetDatum(lo), hi);
+				index_endscan(scan);
+				index_close(ix, NoLock);
+			}
+			else
+			{
+				/* no index (a parent, empty): its rows one by one */
+				TableScanDesc scan = table_beginscan(rel, snap, 0, NULL);
+
+				while (!hit && table_scan_getnextslot(scan, ForwardScanDirection, slot))
+					hit = window_row_unticked(slot, att, PointerGetDatum(lo), hi);
+				table_endscan(scan);
+			}
+			ExecDropSingleTupleTableSlot(slot);
+			relation_close(rel, NoLock);
+			CHECK_FOR_INTERRUPTS();
+			if (hit)
+				break;
+		}
+		list_free(rels);
+		if (hit)
+			found[nfound++] = ids[q];
+	}
+	PG_RETURN_ARRAYTYPE_P(construct_array(found, nfound, INT4OID, 4, true, TYPALIGN_INT));
 }
