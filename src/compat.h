@@ -90,6 +90,18 @@
 #define pgque_bt_rightmost_leaf(rel) _bt_get_endpoint((rel), 0, true, NULL)
 #endif
 
+/*
+ * An index scan (window_direct.c's read, ADR 0110): PostgreSQL 18 added
+ * the instrumentation argument (NULL: none).  Needs access/genam.h.
+ */
+#if PG_VERSION_NUM >= 180000
+#define pgque_index_beginscan(heap, index, snapshot, nkeys) \
+	index_beginscan((heap), (index), (snapshot), NULL, (nkeys), 0)
+#else
+#define pgque_index_beginscan(heap, index, snapshot, nkeys) \
+	index_beginscan((heap), (index), (snapshot), (nkeys), 0)
+#endif
+
 /* PG18 moved the module magic to carry name and version. */
 #if PG_VERSION_NUM >= 180000
 #define PGQUE_MODULE_MAGIC() PG_MODULE_MAGIC_EXT(.name = "pgque_bgw", .version = PGQUE_VERSION)

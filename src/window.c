@@ -19,6 +19,11 @@
  * enable_seqscan off (for this read only), and with enable_indexscan off:
  * a bitmap scan returns the rows in the order they lie.
  *
+ * The plain receive's read of a whole window into its part cache goes
+ * without a plan when the relations allow it (window_direct.c, ADR 0110):
+ * the executor's start of an Append of 33 scans cost a 32-bucket window
+ * more than its rows.
+ *
  * A plan dropped from the cache (a full cache, a hash collision) while a
  * read up the stack is still executing it, say from a row-level security
  * policy on an event table that reads another window, is freed only when

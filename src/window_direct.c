@@ -51,6 +51,7 @@
 #include "utils/snapmgr.h"
 #include "utils/xid8.h"
 
+#include "compat.h"
 #include "window.h"
 
 /* at most this many relations in one source (256 buckets, two tables, their heaps) */
@@ -217,7 +218,11 @@ open_direct(DirectRel *d, Oid nsp)
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 		return false;			/* the plan raises the error */
 
-	/* a btree on ev_txid alone, valid, without a predicate */
+	/*
+	 * a btree on ev_txid alone, valid, without a predicate, and usable by
+	 * this transaction's snapshots (one built over broken HOT chains is not
+	 * until its creator is older than every one of them: the planner's test)
+	 */
 	indexes = RelationGetIndexList(rel);
 	foreach(lc, indexes)
 	{
@@ -227,7 +232,9 @@ open_direct(DirectRel *d, Oid nsp)
 		if (irel->rd_rel->relam == BTREE_AM_OID && ix->indisvalid && ix->indisready && ix->indislive &&
 			ix->indnatts == 1 && ix->indkey.values[0] == EV_TXID + 1 &&
 			irel->rd_opfamily[0] == xid8_btree_family() &&
-			heap_attisnull(irel->rd_indextuple, Anum_pg_index_indpred, NULL))
+			heap_attisnull(irel->rd_indextuple, Anum_pg_index_indpred, NULL) &&
+			(!ix->indcheckxmin ||
+			 TransactionIdPrecedes(HeapTupleHeaderGetXmin(irel->rd_indextuple->t_data), TransactionXmin)))
 		{
 			d->irel = irel;
 			break;
@@ -254,7 +261,7 @@ scan_direct(DirectRel *d, Snapshot snapshot, ScanKey keys, int nkeys, Datum *arg
 	int32		owner = has_owner ? DatumGetInt32(args[WA_OWNER]) : 0;
 	int64		after = has_after ? DatumGetInt64(args[WA_AFTER]) : 0;
 
-	scan = index_beginscan(d->rel, d->irel, snapshot, nkeys, 0);
+	scan = pgque_index_beginscan(d->rel, d->irel, snapshot, nkeys);
 	index_rescan(scan, keys, nkeys, NULL, 0);
 	while (index_getnext_slot(scan, ForwardScanDirection, slot))
 	{

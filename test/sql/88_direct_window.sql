@@ -182,7 +182,7 @@ select * from dw88.drained(6);
 
 -- A relation the executor reads otherwise is read by the plan, whole:
 -- row security on one bucket (the owner's read ignores it, but the policy
--- belongs to the executor), a bucket without its ev_txid index, ev_txid
+-- belongs to the executor), a bucket whose only ev_txid index is partial, ev_txid
 -- without its NOT NULL (an owner's ALTER), a table that inherits a bucket
 -- (the executor reads it with the bucket).
 select dw88.on_bucket(5, 'alter table %s enable row level security');
@@ -191,6 +191,7 @@ select dw88.tick();
 select * from dw88.drained(7);
 select dw88.on_bucket(5, 'alter table %s disable row level security');
 select dw88.on_bucket(7, 'drop index %s_txid_idx');
+select dw88.on_bucket(7, 'create index on %s (ev_txid) where ev_id > 0');
 select dw88.send('r8', 40);
 select dw88.tick();
 select * from dw88.drained(8);
