@@ -34,6 +34,46 @@ ok($node->safe_psql('postgres',
     q{select count(*) from pg_available_extension_versions where name = 'pgque_bgw' and version = '0.1.0'}) eq '1',
    "version 0.1.0 is installable beside $new");
 
+# ADR 0113: a 0.2.0 database holds no event addressed to a consumer for the
+# update to mark in pgque.addressed_event (ADR 0105): 0.2.0 has no
+# insert_event_raw, and nothing that writes an event's owner is granted to
+# a pgque role, PUBLIC or a LOGIN role that may create in the database (the
+# internal _insert_event, whose only callers with an owner are the
+# extension's copy paths, and the event tables' INSERT)
+$node->safe_psql('postgres', 'create database v020');
+$node->safe_psql('v020', q{
+    create extension pgque_bgw version '0.2.0';
+    select pgque.create_queue('q');
+    create role v020_app login;
+    grant create on database v020 to v020_app;
+});
+is($node->safe_psql('v020', q{select pg_catalog.to_regproc('pgque.insert_event_raw') is null}), 't',
+   '0.2.0 has no insert_event_raw');
+is($node->safe_psql('v020', q{
+    select pg_catalog.string_agg(p.oid::regprocedure::text || ' ' || r.rolname, ', ')
+      from pg_catalog.pg_proc p
+      join pg_catalog.pg_roles r on r.rolname in ('pgque_reader', 'pgque_writer', 'pgque_admin', 'v020_app')
+     where p.pronamespace = 'pgque'::regnamespace
+       and exists (select from pg_catalog.unnest(p.proargnames) a where a like '%owner%')
+       and (pg_catalog.has_function_privilege(r.oid, p.oid, 'execute')
+            or exists (select from pg_catalog.aclexplode(p.proacl) x where x.grantee = 0))
+       and p.proname <> 'get_partition_slot_info'}), '',
+   '... no function that takes an owner is any role\'s to call (get_partition_slot_info only reads)');
+is($node->safe_psql('v020', q{
+    select count(*) from pg_catalog.pg_class c
+      join pg_catalog.pg_roles r on r.rolname in ('pgque_reader', 'pgque_writer', 'pgque_admin', 'v020_app')
+     where c.relnamespace = 'pgque'::regnamespace and c.relname ~ '^event_'
+       and pg_catalog.has_table_privilege(r.oid, c.oid, 'insert')}), '0',
+   '... nor an INSERT into an event table');
+$node->safe_psql('v020', q{alter extension pgque_bgw update});
+is($node->safe_psql('v020', q{
+    select e.extversion = (select default_version from pg_available_extensions where name = 'pgque_bgw')
+           and (select count(*) from pgque.addressed_event) = 0
+      from pg_extension e where e.extname = 'pgque_bgw'}), 't',
+   'updated from 0.2.0, with no addressed event to mark');
+$node->safe_psql('postgres', 'drop database v020');
+$node->safe_psql('postgres', 'drop role v020_app');
+
 $node->safe_psql('postgres', 'create database up');
 $node->safe_psql('up', q{
     create extension pgque_bgw version '0.1.0';
