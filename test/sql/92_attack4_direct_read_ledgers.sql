@@ -213,6 +213,30 @@ select * from a4.unticked();
 -- ids repeated, unknown, null: each queue once
 select pgque._queues_unticked(array[q.queue_id, q.queue_id, -5, null]) as repeated
   from pgque.queue q where q.queue_name = 'a4b';
+-- the read lets go of each queue's tables and indexes once it has read
+-- them (ADR 0114): the watchdog asks it of every probed queue in one
+-- statement, and held to the end of its transaction they were some 200
+-- locks a 32-bucket queue (1,000 queues and 61 of 32 buckets: out of
+-- shared memory, the pass failed).  A lock the transaction held before
+-- stays.
+create function a4.event_locks() returns bigint language sql as $$
+    select count(*) from pg_catalog.pg_locks l join pg_catalog.pg_class c on c.oid = l.relation
+     where l.pid = pg_catalog.pg_backend_pid() and l.locktype = 'relation'
+       and c.relnamespace = 'pgque'::regnamespace and c.relname like 'event\_%'
+$$;
+begin;
+select cardinality(pgque._queues_unticked(array(select queue_id from pgque.queue
+                                                  where queue_name in ('a4b', 'a4p')))) as unticked;
+select a4.event_locks() as event_relations_locked_after;
+commit;
+begin;
+select pgque.send('a4b', 'held') > 0 as sent;
+select a4.event_locks() > 0 as locked_by_the_send;
+select a4.event_locks() as before_read \gset
+select cardinality(pgque._queues_unticked(array(select queue_id from pgque.queue
+                                                  where queue_name in ('a4b', 'a4p')))) as unticked;
+select a4.event_locks() = :before_read as send_locks_kept;
+commit;
 select a4.tick();
 select a4.drain() >= 0 as drained;
 select q, c, count(*) as acked from a4.acked where payload like 'late-%' group by 1, 2 order by 1, 2;
