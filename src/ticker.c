@@ -579,6 +579,8 @@ wanted(const TickQueue *q, bool woken_only)
  * other queues (idle ticks, the probe's) stops between two of its units
  * when a commit set the wake flag since the pass began; what it leaves
  * marked the next pass visits, after that commit's queues (ADR 0108).
+ * Each round runs at least one unit first, so that a storm of commits
+ * delays the other queues' visits, never starves them.
  */
 static bool
 commit_waits(void)
@@ -598,6 +600,7 @@ visit_queues(TickerState *st, bool woken_only, int *nvisits)
 {
 	int			nticks = 0;
 	int			marked = 0;
+	int			units = 0;		/* units this round ran */
 	int			i;
 	char		what[NAMEDATALEN + 32];
 
@@ -619,12 +622,14 @@ visit_queues(TickerState *st, bool woken_only, int *nvisits)
 			TimestampTz now;
 			ListCell   *lc;
 
-			if (!woken_only && from > 0 && commit_waits())
+			if (!woken_only && units > 0 && commit_waits())
 				return nticks;
 			/* a failing queue is visited one by one, below */
 			for (to = from; to < st->nqueues && n < TICK_CHUNK; to++)
 				if (wanted(&st->queues[to], woken_only) && st->queues[to].failures == 0)
 					ids[n++] = Int32GetDatum(st->queues[to].id);
+			if (n > 0)
+				units++;
 			if (n > 0 &&
 				ids_unit(st, "ticking queues", "select pgque._tick_many($1)",
 						 construct_array(ids, n, INT4OID, sizeof(int32), true, TYPALIGN_INT)))
@@ -666,8 +671,10 @@ visit_queues(TickerState *st, bool woken_only, int *nvisits)
 		st->queue = q;
 		if (backing_off(q, GetCurrentTimestamp()))
 			continue;			/* q->visit stays: at its retry_at */
-		if (!woken_only && commit_waits())
+		/* at least one unit per round: a commit storm delays, never starves */
+		if (!woken_only && units > 0 && commit_waits())
 			break;
+		units++;
 		st->ticked = false;
 		snprintf(what, sizeof(what), "ticking queue \"%s\"", q->name);
 		if (!pgque_run_unit(what, tick_queue, st))
