@@ -250,11 +250,14 @@ begin
     -- the producers' insert (C: it routes rows to partition buckets), in
     -- ev_id order, in this transaction: one window, handed out in order
     with w as materialized (
-        select distinct on (e.ev_id) e.*
+        -- one row per event: its original or the slot's retry copy (same
+        -- columns), never one of two events an admin gave one id (ADR 0113)
+        select distinct on (e.ev_id, e.ev_type, e.ev_data, e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4) e.*
           from pgque._pause_passed_rows(i_sub, i_n, i_slot, lo, ptick, ppos, pnext) e
           join pgque.blocked_key k on k.bk_sub = i_sub and k.bk_key = e.ev_extra1 and e.ev_id > k.bk_head
          where k.bk_key = any(i_keys)
-         order by e.ev_id, (e.ev_owner is null)),
+         order by e.ev_id, e.ev_type, e.ev_data, e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4,
+                  (e.ev_owner is null)),
     ins as (
         select count(pgque._insert_event(q.queue_name, w2.ev_id, w2.ev_time,
                                          pgque._retry_owner(i_sub, w2.ev_extra1), w2.ev_retry,

@@ -144,10 +144,13 @@ begin
         return 0;
     end if;
     with w as materialized (
-        select distinct on (e.ev_id) e.*
+        -- one row per event: its original or the slot's retry copy (same
+        -- columns), never one of two events an admin gave one id (ADR 0113)
+        select distinct on (e.ev_id, e.ev_type, e.ev_data, e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4) e.*
           from pgque._pause_passed_rows(i_sub, r.from_n, i_slot, lo, r.boundary_tick, null, null) e
           join pgque.blocked_key k on k.bk_sub = i_sub and k.bk_key = e.ev_extra1 and e.ev_id > k.bk_head
-         order by e.ev_id, (e.ev_owner is null))
+         order by e.ev_id, e.ev_type, e.ev_data, e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4,
+                  (e.ev_owner is null))
     select count(pgque._insert_event(q.queue_name, w2.ev_id, w2.ev_time,
                                      r.new_subs[pgque._slot_of(w2.ev_extra1, r.to_n) + 1], w2.ev_retry,
                                      w2.ev_type, w2.ev_data, w2.ev_extra1, w2.ev_extra2,

@@ -160,10 +160,29 @@ create function pgque._nack_event(s pgque.subscription, i_ev_id bigint, i_retry_
 returns int4 language plpgsql as $$
 declare
     e    pgque.event_template;
+    r    pgque.event_template;
+    k    int4 := 0;
     q    pgque.queue;
 begin
-    select * into e from pgque._batch_rows(s.sub_batch, 1, i_ev_id, i_n, i_slot);
-    if not found then
+    -- every row of the id (a reader's read ends after the last of its id,
+    -- ADR 0105): an id an admin repeated (insert_event_raw, ADR 0101) for
+    -- another event is refused, as the id alone cannot say which of them
+    -- the caller nacks and the retry queue holds one event per id and
+    -- consumer; rows of one event (an original and its retry still owed
+    -- after a seek, or an identical repeat) are one nack, as before (ADR 0113)
+    for r in select * from pgque._batch_rows(s.sub_batch, 1, i_ev_id, i_n, i_slot) loop
+        k := k + 1;
+        if k = 1 then
+            e := r;
+        elsif (r.ev_type, r.ev_data, r.ev_extra1, r.ev_extra2, r.ev_extra3, r.ev_extra4)
+              is distinct from (e.ev_type, e.ev_data, e.ev_extra1, e.ev_extra2, e.ev_extra3, e.ev_extra4) then
+            raise exception 'msg_id % names more than one event of batch %', i_ev_id, s.sub_batch
+                using errcode = 'cardinality_violation',
+                      detail = 'An admin gave two different events this id (insert_event_raw); the id alone cannot say which one is nacked, and a consumer''s retries hold one event per id.',
+                      hint = 'Handle both and ack the batch; to have one delivered again, an admin may append it anew with pgque.insert_event_raw (ev_id NULL, ev_owner the subscription).';
+        end if;
+    end loop;
+    if k = 0 then
         raise exception 'msg_id % not found in batch %', i_ev_id, s.sub_batch
             using errcode = 'invalid_parameter_value';
     end if;

@@ -95,6 +95,12 @@ ok($node->poll_query_until('postgres', q{
    'and ticker_stalled clears');
 
 # --- the read's surface --------------------------------------------------------------
+is(q1(q{begin;
+         select cardinality(pgque._queues_unticked(array(select queue_id from pgque.queue))) >= 0;
+         select count(*) from pg_locks l join pg_class c on c.oid = l.relation
+          where l.pid = pg_backend_pid() and c.relnamespace = 'pgque'::regnamespace
+            and c.relname ~ '^event_';
+         commit;}), "t\n0", 'the read holds no lock of an event table once it is done (41 queues read)');
 is(q1(q{select pgque._queues_unticked_read('{1}', '{pg_catalog.pg_class}',
                                            array[pg_catalog.pg_current_snapshot()], pg_catalog.pg_current_snapshot())}),
    '{}', 'a relation that is not a pgque event table is skipped');
