@@ -1471,21 +1471,6 @@ pgque_queues_unticked_read(PG_FUNCTION_ARGS)
 			relation_close(rel, AccessShareLock);
 			CHECK_FOR_INTERRUPTS();
 		}
-
-		/*
-		 * Done with this queue's relations: their locks go now, not at the
-		 * end of the watchdog's transaction (ADR 0114).  Every table under
-		 * the parent and its indexes is about 200 locks a 32-bucket queue
-		 * (14 an unbucketed one), against the window read's 73 (9) it
-		 * replaced; held for all the queues the pass probes at once, 1,000
-		 * queues and 61 of 32 buckets ran out of the lock table ("out of
-		 * shared memory"), and the pass that should say the ticker stopped
-		 * failed instead.  Each listed relation holds one lock of this
-		 * read: the parent's LockRelationOid, the others find_all_inheritors'.
-		 * A lock the transaction held before stays (the local count).
-		 */
-		foreach(lc, rels)
-			UnlockRelationOid(lfirst_oid(lc), AccessShareLock);
 		list_free(rels);
 		if (hit)
 			found[nfound++] = ids[q];
