@@ -3,7 +3,9 @@
 --  1. slot readers and a plain reader of a 32-bucket queue against an
 --     unbucketed twin (the plain reader's windows read without the
 --     executor, ADR 0110; the slots' through the kept plan while their
---     source names the child table's own heap, filtered): writers in prepared
+--     source names the child table's own heap, filtered, and without it in
+--     the last round, once no writer older than the buckets' step 2 is
+--     left): writers in prepared
 --     transactions (committed between ticks, rolled back, across ticks), a
 --     subtransaction rolled back, a takeover of a slot mid-batch, a
 --     rotation; every committed event acked once per slot consumer.
@@ -162,6 +164,14 @@ select a4.tick();
 select a4.send('r6', 20);
 select a4.tick();
 select a4.drain() >= 0 as drained_round4;
+-- round 5: no writer older than the buckets' step 2 left; the slots'
+-- windows are their buckets alone, read without the executor too (rows
+-- fetched through the ev_txid indexes)
+select a4.send('r7', 40);
+select a4.tick();
+select a4.send('r8', 40);
+select a4.tick();
+select a4.drain() > 0 as slots_read_direct;
 
 -- the ledger: every committed event acked once per consumer and queue, the
 -- slot consumer's four slots together; nothing rolled back (pb, su)
