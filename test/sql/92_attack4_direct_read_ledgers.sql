@@ -167,11 +167,41 @@ select a4.drain() >= 0 as drained_round4;
 -- round 5: no writer older than the buckets' step 2 left; the slots'
 -- windows are their buckets alone, read without the executor too (rows
 -- fetched through the ev_txid indexes)
+select pg_catalog.clock_timestamp() as before_round5 \gset
+select pg_catalog.pg_sleep(0.01);
 select a4.send('r7', 40);
 select a4.tick();
 select a4.send('r8', 40);
 select a4.tick();
 select a4.drain() > 0 as slots_read_direct;
+-- a seek replay of c to before round 5 on both queues: the windows are
+-- read again (without the executor on the bucketed queue), every event of
+-- rounds 5 once more, once, in both queues alike; then nothing more
+create table a4.replayed (q text, payload text);
+create function a4.replay(qn text) returns int4 language plpgsql as $$
+declare
+    b bigint;
+    n int4 := 0;
+    m pgque.message;
+begin
+    loop
+        b := null;
+        for m in select * from pgque.receive(qn, 'c', 5) loop
+            b := m.batch_id;
+            n := n + 1;
+            insert into a4.replayed values (qn, m.payload);
+        end loop;
+        exit when b is null;
+        perform pgque.ack(b);
+    end loop;
+    return n;
+end $$;
+select q, (select clamped from pgque.seek(q, 'c', :'before_round5'::timestamptz)) as clamped
+  from unnest(array['a4b', 'a4p']) q;
+select a4.replay('a4b') as replayed_b, a4.replay('a4p') as replayed_p;
+select q, split_part(payload, '-', 1) as sent_by, count(*) as events, count(distinct payload) as distinct_payloads
+  from a4.replayed group by 1, 2 order by 1, 2;
+select a4.replay('a4b') as again_b, a4.replay('a4p') as again_p;
 
 -- the ledger: every committed event acked once per consumer and queue, the
 -- slot consumer's four slots together; nothing rolled back (pb, su)
