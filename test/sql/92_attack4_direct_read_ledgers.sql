@@ -15,7 +15,8 @@
 --  3. the internal functions the branches added are nobody's to call.
 --  4. receive_wait's per-session queue id (ADR 0108): a queue dropped and
 --     made again under the name, and a role without the right after a call
---     of one with it.
+--     of one with it;
+--  5. repeated ids across buckets read without the executor in parts.
 create schema a4;
 create table a4.acked (seq serial, q text, c text, slot int4, batch_id bigint, payload text, key text);
 select pgque.create_queue('a4b'), pgque.set_queue_config('a4b', 'partition_buckets', '32');
@@ -344,6 +345,52 @@ select * from a4.wait_take('1 second');
 revoke all on schema a4 from a4_nobody;
 revoke all on function a4.wait_take(interval) from a4_nobody;
 drop role a4_nobody;
+
+-- 5. repeated ids (insert_event_raw, ADR 0101) across buckets, read
+-- without the executor in parts of 3 (a part ends after the last row of
+-- its id, ADR 0105): every event once, in the same parts as the
+-- unbucketed twin's
+select pgque.create_queue('a4rb'), pgque.set_queue_config('a4rb', 'partition_buckets', '32');
+select pgque.create_queue('a4rp');
+select pgque.subscribe(q, 'c') from unnest(array['a4rb', 'a4rp']) q;
+select pgque.maint_rotate_tables_step2() >= 0 as stamped;
+select pgque.ticker(q) is not null as ticked from unnest(array['a4rb', 'a4rp']) q;
+create table a4.ids as
+select q, e as id, 'p' || row_number() over (partition by q order by e) as tag
+  from unnest(array['a4rb', 'a4rp']) q,
+       unnest(pgque.send_batch(q, 't', array(select 'a' || i from generate_series(1, 12) i),
+                               array(select 'ka' || i from generate_series(1, 12) i))) e;
+select count(pgque.insert_event_raw(q, id, pg_catalog.now(), null, null, 't', 'b-' || tag, 'kb' || tag,
+                                    null, null, null)) as repeated
+  from a4.ids;
+select pgque.ticker(q) is not null as ticked from unnest(array['a4rb', 'a4rp']) q;
+create table a4.rgot (q text, part int4, payload text, msg_id bigint);
+create function a4.rdrain(qn text) returns bigint language plpgsql as $$
+declare
+    b  bigint;
+    p  int4 := 0;
+    m  pgque.message;
+    f0 bigint := a4.index_fetched(qn);
+begin
+    loop
+        b := null;
+        p := p + 1;
+        for m in select * from pgque.receive(qn, 'c', 3) loop
+            b := m.batch_id;
+            insert into a4.rgot values (qn, p, m.payload, m.msg_id);
+        end loop;
+        exit when b is null;
+        perform pgque.ack(b);
+    end loop;
+    return a4.index_fetched(qn) - f0;
+end $$;
+select a4.rdrain('a4rb') > 0 as bucketed_read_direct, a4.rdrain('a4rp') >= 0 as drained;
+select q, count(*) as events, count(distinct payload) as distinct_payloads,
+       count(distinct msg_id) as ids, max(part) as parts
+  from a4.rgot group by q order by q;
+select (select array_agg(part || ':' || payload order by part, payload) from a4.rgot where q = 'a4rb')
+     = (select array_agg(part || ':' || payload order by part, payload) from a4.rgot where q = 'a4rp') as same_parts;
+select pgque.drop_queue(q, true) from unnest(array['a4rb', 'a4rp']) q;
 
 select pgque.drop_queue(q, true) from unnest(array['a4b', 'a4p', 'a4w']) q;
 drop schema a4 cascade;
