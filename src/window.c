@@ -1450,7 +1450,7 @@ pgque_queues_unticked_read(PG_FUNCTION_ARGS)
 
 				ScanKeyInit(&key, 1, BTGreaterEqualStrategyNumber, F_XID8GE,
 							FullTransactionIdGetDatum(lo->xmin));
-				scan = index_beginscan(rel, ix, snap, 1, 0);
+				scan = pgque_index_beginscan(rel, ix, snap, 1);
 				index_rescan(scan, &key, 1, NULL, 0);
 				while (!hit && index_getnext_slot(scan, ForwardScanDirection, slot))
 					hit = window_row_unticked(slot, att, PointerGetDatum(lo), hi);
