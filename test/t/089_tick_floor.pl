@@ -33,6 +33,7 @@ pgque_bgw.ticker_stalled_after = '3600s'
 $node->install('postgres');
 ok($node->wait_for_workers('postgres'), 'the workers run');
 
+$node->make_ledger('q');
 $node->safe_psql('postgres', q{
     select pgque.create_queue('q');
     select pgque.set_queue_config('q', 'ticker_idle_period', '1 hour');
@@ -40,9 +41,6 @@ $node->safe_psql('postgres', q{
     select pgque.create_queue('idle_' || i) from generate_series(1, 40) i;
     select pgque.set_queue_config('idle_' || i, 'ticker_idle_period', '1 hour')
       from generate_series(1, 40) i;
-
-    create table sent (ev_id bigint primary key);
-    create table acked (ev_id bigint);
 
     -- one event per transaction, each with its ledger row, for secs seconds
     create procedure burst(secs float8) language plpgsql as $$
@@ -53,25 +51,6 @@ $node->safe_psql('postgres', q{
             insert into sent values (pgque.send('q', 'burst'));
             commit;
         end loop;
-    end $$;
-
-    -- every batch there is, each acked in the transaction of its ledger rows
-    create function drain() returns int8 language plpgsql as $$
-    declare
-        n  int8 := 0;
-        b  bigint;
-    begin
-        loop
-            create temp table if not exists got (like pgque.message);
-            truncate got;
-            insert into got select * from pgque.receive('q', 'c', 10000);
-            b := (select max(batch_id) from got);
-            exit when b is null;
-            insert into acked select msg_id from got;
-            perform pgque.ack(b);
-            n := n + (select count(*) from got);
-        end loop;
-        return n;
     end $$;
 });
 my $qid = $node->safe_psql('postgres', q{select queue_id from pgque.queue where queue_name = 'q'});

@@ -40,6 +40,7 @@ pgque_bgw.ticker_stalled_after = '3600s'
 $node->install('postgres');
 ok($node->wait_for_workers('postgres'), 'the workers run');
 
+$node->make_ledger('busy');
 $node->safe_psql('postgres', q{
     select count(pgque.create_queue('idle_' || i)) from generate_series(1, 200) i;
     select count(pgque.set_queue_config('idle_' || i, 'ticker_idle_period', '1 second'))
@@ -47,9 +48,6 @@ $node->safe_psql('postgres', q{
     select pgque.create_queue('busy');
     select pgque.set_queue_config('busy', 'ticker_idle_period', '1 hour');
     select pgque.subscribe('busy', 'c');
-
-    create table sent (ev_id bigint primary key);
-    create table acked (ev_id bigint);
 
     -- one event per transaction, each with its ledger row, for secs
     -- seconds, a pause of pause_s seconds after each
@@ -64,25 +62,6 @@ $node->safe_psql('postgres', q{
                 perform pg_sleep(pause_s);
             end if;
         end loop;
-    end $$;
-
-    -- every batch there is, each acked in the transaction of its ledger rows
-    create function drain() returns int8 language plpgsql as $$
-    declare
-        n  int8 := 0;
-        b  bigint;
-    begin
-        loop
-            create temp table if not exists got (like pgque.message);
-            truncate got;
-            insert into got select * from pgque.receive('busy', 'c', 10000);
-            b := (select max(batch_id) from got);
-            exit when b is null;
-            insert into acked select msg_id from got;
-            perform pgque.ack(b);
-            n := n + (select count(*) from got);
-        end loop;
-        return n;
     end $$;
 });
 my $qid = $node->safe_psql('postgres', q{select queue_id from pgque.queue where queue_name = 'busy'});

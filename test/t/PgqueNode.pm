@@ -222,6 +222,36 @@ sub create_got
 	return;
 }
 
+# $node->make_ledger(QUEUE): tables sent(ev_id) and acked(ev_id) and a
+# function drain() that receives every batch of QUEUE's consumer 'c' and
+# acks each in the transaction of its ledger rows, returning the events it
+# got (TAP 089, 125: a producer's ledger against what the consumer acked).
+sub make_ledger
+{
+	my ($self, $queue) = @_;
+	$self->safe_psql('postgres', qq{
+    create table sent (ev_id bigint primary key);
+    create table acked (ev_id bigint);
+    create function drain() returns int8 language plpgsql as \$\$
+    declare
+        n  int8 := 0;
+        b  bigint;
+    begin
+        loop
+            create temp table if not exists got (like pgque.message);
+            truncate got;
+            insert into got select * from pgque.receive('$queue', 'c', 10000);
+            b := (select max(batch_id) from got);
+            exit when b is null;
+            insert into acked select msg_id from got;
+            perform pgque.ack(b);
+            n := n + (select count(*) from got);
+        end loop;
+        return n;
+    end \$\$;});
+	return;
+}
+
 # $node->direct_insert(QUEUE, PAYLOAD): a row written straight into the
 # queue's current event table (ev_type 'bypass'), past pgque's functions:
 # its event sequence does not move, so only the ticker's probe (or the
