@@ -196,10 +196,20 @@ select dw88.send('r8', 40);
 select dw88.tick();
 select * from dw88.drained(8);
 select dw88.on_bucket(7, 'create index on %s (ev_txid)');
-select dw88.on_bucket(2, 'alter table %s alter column ev_txid drop not null');
+-- (PostgreSQL 18 keeps a bucket's NOT NULL, inherited from event_template,
+-- and refuses the owner's ALTER with 42P16: there the read stays direct)
+create function dw88.drop_txid_not_null(b int4) returns bool language plpgsql as $$
+begin
+    perform dw88.on_bucket(b, 'alter table %s alter column ev_txid drop not null');
+    return true;
+exception when invalid_table_definition then
+    return false;
+end $$;
+create table dw88.nullable as select dw88.drop_txid_not_null(2) as nullable;
 select dw88.send('r9', 40);
 select dw88.tick();
-select * from dw88.drained(9);
+select d.fetched_dp, (d.fetched_db = 0) = n.nullable as plan_read_iff_nullable
+  from dw88.drained(9) d, dw88.nullable n;
 select dw88.on_bucket(2, 'alter table %s alter column ev_txid set not null');
 -- the inheriting table holds a copy of one of the bucket's rows of the
 -- window under another id: the plan delivers it, as it always did
