@@ -1319,8 +1319,7 @@ window_row_unticked(TupleTableSlot *slot, AttrNumber att, Datum lo, Datum hi)
 
 	if (isnull)
 		return false;
-	return !DatumGetBool(DirectFunctionCall2(pg_visible_in_snapshot, txid, lo)) &&
-		DatumGetBool(DirectFunctionCall2(pg_visible_in_snapshot, txid, hi));
+	return !pgque_window_row_visible(txid, lo) && pgque_window_row_visible(txid, hi);
 }
 
 /*
@@ -1332,8 +1331,9 @@ window_row_unticked(TupleTableSlot *slot, AttrNumber att, Datum lo, Datum hi)
  * (ADR 0113).  _has_unticked_events' question for many queues in one call,
  * for the watchdog's ticker_stalled while the ticker does not probe: each
  * queue's tables (the parent, its children, their buckets) read through
- * their ev_txid index from the tick's xmin up, to the first row of the
- * window, with no plan per queue (a window read plans one per source, and
+ * their ev_txid index (pgque_event_txid_index's rule, the direct window
+ * read's; a table without one scanned whole) from the tick's xmin up, to
+ * the first row of the window, with no plan per queue (a window read plans one per source, and
  * keeps WINDOW_MAX_PLANS of them: 1,000 queues planned on every pass).
  * The window's predicate as a row's test: in the window when lo does not
  * see its xid finished (at or past lo's xmax, or in lo's xip) and hi does
@@ -1399,9 +1399,7 @@ pgque_queues_unticked_read(PG_FUNCTION_ARGS)
 			Oid			relid = lfirst_oid(lc);
 			Relation	rel;
 			AttrNumber	att;
-			Oid			index = InvalidOid;
-			List	   *indexes;
-			ListCell   *ic;
+			Relation	ix;
 			TupleTableSlot *slot;
 			ScanKeyData key;
 
@@ -1426,26 +1424,10 @@ pgque_queues_unticked_read(PG_FUNCTION_ARGS)
 				relation_close(rel, AccessShareLock);
 				continue;
 			}
-			indexes = RelationGetIndexList(rel);
-			foreach(ic, indexes)
-			{
-				Relation	ix = index_open(lfirst_oid(ic), AccessShareLock);
-
-				if (ix->rd_rel->relam == BTREE_AM_OID &&
-					ix->rd_index->indnatts >= 1 &&
-					ix->rd_index->indkey.values[0] == att &&
-					ix->rd_indexprs == NIL && ix->rd_indpred == NIL &&
-					ix->rd_index->indisvalid)
-					index = RelationGetRelid(ix);
-				index_close(ix, AccessShareLock);
-				if (OidIsValid(index))
-					break;
-			}
-			list_free(indexes);
+			ix = pgque_event_txid_index(rel, att, false);
 			slot = table_slot_create(rel, NULL);
-			if (OidIsValid(index))
+			if (ix != NULL)
 			{
-				Relation	ix = index_open(index, AccessShareLock);
 				IndexScanDesc scan;
 
 				ScanKeyInit(&key, 1, BTGreaterEqualStrategyNumber, F_XID8GE,
@@ -1459,7 +1441,7 @@ pgque_queues_unticked_read(PG_FUNCTION_ARGS)
 			}
 			else
 			{
-				/* no index (a parent, empty): its rows one by one */
+				/* no such index (a parent, empty): its rows one by one */
 				TableScanDesc scan = table_beginscan(rel, snap, 0, NULL);
 
 				while (!hit && table_scan_getnextslot(scan, ForwardScanDirection, slot))

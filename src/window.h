@@ -126,6 +126,12 @@ extern int	pgque_window_read(const char *source, Datum *args, char *nulls, bool 
 extern bool pgque_window_read_direct(const char *source, Datum *args, char *nulls,
 									 DestReceiver *dest, uint64 *nrows);
 
+/*
+ * The ev_txid index a window is read through, one rule for both C readers
+ * (window_direct.c): opened, or NULL when rel has none that qualifies.
+ */
+extern Relation pgque_event_txid_index(Relation rel, AttrNumber att, bool keep_locks);
+
 /* the predicate's last test, for a row's ev_txid: hi (a pg_snapshot) sees it finished */
 extern bool pgque_window_row_visible(Datum txid, Datum hi);
 

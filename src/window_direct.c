@@ -169,6 +169,45 @@ xid8_btree_family(void)
 }
 
 /*
+ * The index an event table's window is read through (this reader, and
+ * window.c's stopped-ticker probe): a btree on ev_txid (att) alone in
+ * xid8's default operator family, valid, ready and live, without a
+ * predicate, and usable by this transaction's snapshots (one built over
+ * broken HOT chains is not until its creator is older than every one of
+ * them: the planner's test).  Opened under AccessShareLock; NULL when rel
+ * has none (then the caller reads otherwise).  The locks of the indexes
+ * passed over are kept to the transaction's end as the planner keeps them
+ * (keep_locks), or released.
+ */
+Relation
+pgque_event_txid_index(Relation rel, AttrNumber att, bool keep_locks)
+{
+	List	   *indexes = RelationGetIndexList(rel);
+	ListCell   *lc;
+	Relation	found = NULL;
+
+	foreach(lc, indexes)
+	{
+		Relation	irel = index_open(lfirst_oid(lc), AccessShareLock);
+		Form_pg_index ix = irel->rd_index;
+
+		if (irel->rd_rel->relam == BTREE_AM_OID && ix->indisvalid && ix->indisready && ix->indislive &&
+			ix->indnatts == 1 && ix->indkey.values[0] == att &&
+			irel->rd_opfamily[0] == xid8_btree_family() &&
+			heap_attisnull(irel->rd_indextuple, Anum_pg_index_indpred, NULL) &&
+			(!ix->indcheckxmin ||
+			 TransactionIdPrecedes(HeapTupleHeaderGetXmin(irel->rd_indextuple->t_data), TransactionXmin)))
+		{
+			found = irel;
+			break;
+		}
+		index_close(irel, keep_locks ? NoLock : AccessShareLock);
+	}
+	list_free(indexes);
+	return found;
+}
+
+/*
  * The relation opened and locked as the executor locks a scanned one, with
  * its ev_txid index; false (the plan reads the source) when the executor
  * would read it otherwise than this reader does.
@@ -179,8 +218,6 @@ open_direct(DirectRel *d, Oid nsp)
 	Oid			relid = get_relname_relid(d->name, nsp);
 	Relation	rel;
 	TupleDesc	desc;
-	List	   *indexes;
-	ListCell   *lc;
 	int			i;
 
 	if (!OidIsValid(relid))
@@ -218,30 +255,7 @@ open_direct(DirectRel *d, Oid nsp)
 	if (pg_class_aclcheck(relid, GetUserId(), ACL_SELECT) != ACLCHECK_OK)
 		return false;			/* the plan raises the error */
 
-	/*
-	 * a btree on ev_txid alone, valid, without a predicate, and usable by
-	 * this transaction's snapshots (one built over broken HOT chains is not
-	 * until its creator is older than every one of them: the planner's test)
-	 */
-	indexes = RelationGetIndexList(rel);
-	foreach(lc, indexes)
-	{
-		Relation	irel = index_open(lfirst_oid(lc), AccessShareLock);
-		Form_pg_index ix = irel->rd_index;
-
-		if (irel->rd_rel->relam == BTREE_AM_OID && ix->indisvalid && ix->indisready && ix->indislive &&
-			ix->indnatts == 1 && ix->indkey.values[0] == EV_TXID + 1 &&
-			irel->rd_opfamily[0] == xid8_btree_family() &&
-			heap_attisnull(irel->rd_indextuple, Anum_pg_index_indpred, NULL) &&
-			(!ix->indcheckxmin ||
-			 TransactionIdPrecedes(HeapTupleHeaderGetXmin(irel->rd_indextuple->t_data), TransactionXmin)))
-		{
-			d->irel = irel;
-			break;
-		}
-		index_close(irel, NoLock);
-	}
-	list_free(indexes);
+	d->irel = pgque_event_txid_index(rel, EV_TXID + 1, true);
 	return d->irel != NULL;
 }
 
