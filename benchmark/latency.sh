@@ -61,8 +61,12 @@ begin
                 perform pgq.finish_batch(b);
             end if;
         else
-            with d as (delete from lat_jobs where id in (select id from lat_jobs order by id
-                                                         for update skip locked limit 100)
+            -- the ids locked once (an InitPlan): "id in (select ...)" may
+            -- plan as a semi join that runs the locking scan again for
+            -- every row of the table (quadratic: at saturation the
+            -- consumer fell 100 s behind and the bench ran 100 s longer)
+            with d as (delete from lat_jobs where id = any (array(select id from lat_jobs order by id
+                                                                  for update skip locked limit 100))
                        returning created)
             insert into lat select sys, ld, extract(epoch from clock_timestamp() - d.created) * 1000 from d;
             if found then b := 1; end if;

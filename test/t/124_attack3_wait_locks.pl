@@ -72,6 +72,22 @@ sub waiters
 	               and query like '%receive_wait%' and pid <> pg_backend_pid()});
 }
 
+# until n waiters sleep; when they do not, what every backend does and
+# the locks waited for (PostgreSQL 18 under load once saw no waiter for
+# 180 s, and the waiter outlived its 20 s timeout: say where it was)
+sub wait_for_waiters
+{
+	my ($n, $name) = @_;
+	return pass($name) if PgqueNode::poll_until(sub { waiters() == $n });
+	fail($name);
+	diag(psql(q{select pid, backend_type, state, wait_event_type, wait_event, backend_xid,
+	                   left(regexp_replace(query, '\s+', ' ', 'g'), 80)
+	              from pg_stat_activity where pid <> pg_backend_pid()}));
+	diag(psql(q{select locktype, relation::regclass, transactionid, mode, pid,
+	                   pg_blocking_pids(pid) from pg_locks where not granted}));
+	return 0;
+}
+
 # an idle tick: a window without events; then until every waiter it woke
 # has finished the window (it ended, or it wrote and sleeps again)
 sub idle_tick
@@ -86,7 +102,7 @@ sub idle_tick
 
 # ---- an idle tick does not leave a waiter holding rotation's lock ----
 my $w = start_wait('c', '20 s');
-ok(PgqueNode::poll_until(sub { waiters() == 1 }), 'a consumer waits');
+wait_for_waiters(1, 'a consumer waits');
 is(psql(q{set lock_timeout = '2s'; select 1 from pgque.queue where queue_name = 'r' for update}), '1',
    'while it waits and nothing came, rotation\'s lock of the queue row is taken at once');
 idle_tick();
@@ -101,7 +117,7 @@ cmp_ok($secs, '<', 15, "and returns it at once, not at its timeout ($secs s)");
 psql(q{select count(*) from pgque.receive('r', 'd', 10)});
 my $wc = start_wait('c', '20 s');
 my $wd = start_wait('d', '20 s');
-ok(PgqueNode::poll_until(sub { waiters() == 2 }), 'two consumers wait');
+wait_for_waiters(2, 'two consumers wait');
 idle_tick();
 $r = $node->psql('postgres', q{set lock_timeout = '3s'; select 1 from pgque.queue where queue_name = 'r' for update});
 is($r, 0, 'the queue row is free for rotation after the idle tick woke both');
@@ -120,7 +136,7 @@ sub looks
 my $before = looks();
 $wc = start_wait('c', '8 s');
 $wd = start_wait('d', '8 s');
-ok(PgqueNode::poll_until(sub { waiters() == 2 }), 'two consumers wait');
+wait_for_waiters(2, 'two consumers wait');
 my $loop = join('', map { "begin; prepare transaction 'x'; commit prepared 'x';\n" } 1 .. 100);
 my ($out, $errs) = ('', '');
 IPC::Run::run(['psql', '-X', '-q', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('elsewhere'), '-U', 'outsider'],
@@ -138,7 +154,7 @@ cmp_ok($looks, '<=', 8, "they looked $looks times, not once per two-phase commit
 # to wake anyone today; PREPARED_TICKS stays 0); the waiter is woken by the
 # next committed tick
 $w = start_wait('c', '20 s');
-ok(PgqueNode::poll_until(sub { waiters() == 1 }), 'c waits');
+wait_for_waiters(1, 'c waits');
 my ($rc, $o2, $e2) = $node->psql('postgres',
 	q{begin; select pgque.force_tick('r'); select pgque.ticker('r'); prepare transaction 'tick';});
 like($e2, qr/cannot PREPARE a transaction that has executed LISTEN, UNLISTEN, or NOTIFY/,
@@ -150,7 +166,7 @@ cmp_ok($secs, '<', 15, "a committed tick wakes it ($secs s)");
 
 # ---- a waiter whose consumer is unsubscribed while it waits ----
 $w = start_wait('c', '20 s');
-ok(PgqueNode::poll_until(sub { waiters() == 1 }), 'c waits');
+wait_for_waiters(1, 'c waits');
 $r = $node->psql('postgres', q{set lock_timeout = '3s'; select pgque.unsubscribe('r', 'c')});
 is($r, 0, 'its unsubscribe does not wait for it');
 psql(q{select pgque.send('r', 'second')});
