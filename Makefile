@@ -120,6 +120,20 @@ pgque_proxy.control: sql/proxy/pgque_proxy.control.in pgque_bgw.control
 	sed 's/@PGQUE_VERSION@/$(EXTVERSION)/g' $< > $@
 all: pgque_proxy.control
 
+# pgque_proxy.so, pgque_proxy's C routing layer linked with libpq (ADR 0115):
+# a second PGXS invocation in src/proxy/, so that libpq stays out of the
+# preloaded pgque_bgw.so.
+.PHONY: pgque-proxy-lib pgque-proxy-install pgque-proxy-clean
+all: pgque-proxy-lib
+install: pgque-proxy-install
+clean: pgque-proxy-clean
+pgque-proxy-lib:
+	$(MAKE) -C src/proxy PG_CONFIG=$(PG_CONFIG)
+pgque-proxy-install: pgque-proxy-lib
+	$(MAKE) -C src/proxy PG_CONFIG=$(PG_CONFIG) install
+pgque-proxy-clean:
+	$(MAKE) -C src/proxy PG_CONFIG=$(PG_CONFIG) clean
+
 # PgQ's way: every function, procedure and view of the parts again as
 # "create or replace", between the hand-written steps for what that cannot
 # express (tables, columns, types, dropped or re-typed functions), then the

@@ -55,7 +55,7 @@ run() {
 	for f in $(ls "$CG"); do
 		grep -qx "$f" <<<"$before" && continue
 		ir=$(awk '/^(summary|totals):/ {print $2; exit}' "$CG/$f")
-		if grep -q 'plproxy_exec' "$CG/$f"; then proxy=$ir
+		if grep -q 'plproxy_exec\|pgque_proxy_send_keyed' "$CG/$f"; then proxy=$ir
 		elif grep -q 'pgque_send' "$CG/$f"; then shard=$ir; fi
 	done
 	echo "$proxy $shard"

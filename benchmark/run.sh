@@ -84,7 +84,7 @@ want() { [[ ",$ONLY," == *",$1,"* ]]; }
 . benchmark/targets.sh
 # PGQUE_BENCH_NO_INSTALL=1: use the server of PG_CONFIG as it is (a private
 # copy without PgQ: the PgQ rows are left out)
-bench_install postgresql-15 postgresql-server-dev-15 postgresql-15-pgq3 postgresql-15-plproxy pgqd gnuplot-nox make gcc
+bench_install postgresql-15 postgresql-server-dev-15 libpq-dev postgresql-15-pgq3 postgresql-15-plproxy pgqd gnuplot-nox make gcc
 HAVE_PGQ=0
 have_pgq && HAVE_PGQ=1
 pgq() { [ "$HAVE_PGQ" = 1 ]; }

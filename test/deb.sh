@@ -40,7 +40,7 @@ if [ "${1:-}" = builddir ]; then
 fi
 
 ensure_packages dpkg-dev debhelper build-essential postgresql-server-dev-all lintian postgresql-$PG \
-	postgresql-server-dev-$PG make gcc perl || exit 1
+	postgresql-server-dev-$PG libpq-dev make gcc perl || exit 1
 
 # build DIR: a clean copy of the tree in DIR/src, dpkg-buildpackage there;
 # the .deb ends in DIR

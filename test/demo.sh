@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . test/lib.sh
-ensure_packages postgresql-$PG postgresql-server-dev-$PG make gcc
+ensure_packages postgresql-$PG postgresql-server-dev-$PG libpq-dev make gcc
 build_and_install
 WORK=$(make_workdir pgque_demo)
 PORT=${PGQUE_DEMO_PORT:-56600}

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 . test/lib.sh
 use_chroot && exec test/chroot.sh "$PG"
 
-ensure_packages postgresql-$PG postgresql-server-dev-$PG libipc-run-perl \
+ensure_packages postgresql-$PG postgresql-server-dev-$PG libpq-dev libipc-run-perl \
 	postgresql-$PG-pgtap pgtap postgresql-$PG-cron postgresql-$PG-plproxy \
 	prometheus-postgres-exporter make gcc || exit 1
 echo "== PostgreSQL $("$PG_CONFIG" --version | sed 's/^PostgreSQL //')"

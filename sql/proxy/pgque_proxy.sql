@@ -261,12 +261,14 @@ $$;
 -- Why a call to a shard failed: 'refused' (no connection: nothing was
 -- sent), 'lost' (the link broke or the shard shut down during the call: it
 -- may have committed), NULL (the shard answered with an error of its own).
--- PL/Proxy reports a failed or a lost connection as XX000; a shard
--- shutting down answers 57P01..57P03, a broken link is class 08.
+-- PL/Proxy reports a failed or a lost connection as XX000; the keyed send's
+-- C path (pgque._send_keyed, ADR 0115) a failed connection as 08001 and a
+-- lost one as 08006; a shard shutting down answers 57P01..57P03, a broken
+-- link is class 08.
 create function pgque._unreachable(i_state text, i_msg text)
 returns text language sql immutable
 set search_path = pg_catalog, pg_temp as $$
-    select case when i_state = 'XX000' and i_msg like '%PQconnect%' then 'refused'
+    select case when (i_state = 'XX000' and i_msg like '%PQconnect%') or i_state = '08001' then 'refused'
                 when i_state = 'XX000' or i_state like '08%' or i_state like '57P%' then 'lost' end
 $$;
 
@@ -398,6 +400,21 @@ returns setof jsonb language plproxy as $$
     select pg_catalog.to_jsonb(r) from pgque.alerts r where i_what = 'alerts';
 $$;
 
+-- The keyed send through pgque_proxy.so (ADR 0115): pgque.send(i_queue,
+-- i_type, i_payload, i_key) on shard i_hash mod S over a libpq connection
+-- the backend keeps per shard and user, with the statement prepared once
+-- per connection; committed on the shard when it returns, as PL/Proxy's
+-- call.  The shard is reached exactly as PL/Proxy reaches it: the current
+-- user's user mapping (PL/Proxy's default user; PUBLIC's as fallback),
+-- USAGE on the server, only the mapping's user and password, the
+-- partition's string checked again by _check_shard_conninfo at every
+-- connect.  A failure goes
+-- through _shard_failed as PL/Proxy's does (08001: refused, 08006: lost).
+-- i_hash is pgque._key_hash(key), the one definition of the routing hash.
+create function pgque._send_keyed(i_hash int4, i_queue text, i_type text, i_payload text, i_key text)
+returns bigint language c
+as 'MODULE_PATHNAME', 'pgque_proxy_send_keyed';
+
 -- ---------------------------------------------------------------- producers
 
 -- One event.  Keyed: to the key's shard (RUN ON its hash: no catalog read
@@ -416,11 +433,11 @@ declare
     dt     text;
     ht     text;
 begin
+    if i_key is not null then       -- the C path raises through _shard_failed itself
+        return pgque._send_keyed(h, i_queue, i_type, i_payload, i_key);
+    end if;
     for i in 0 .. 2147483646 loop
         begin
-            if i_key is not null then
-                return pgque._on_send_keyed(s, i_queue, i_type, i_payload, i_key);
-            end if;
             return pgque._on_send(s, i_queue, i_type, i_payload, i_key, i_typed);
         exception when others then
             get stacked diagnostics st = returned_sqlstate, msg = message_text,
@@ -448,9 +465,14 @@ returns bigint language sql as $$
     select pgque._route_send(queue_name, type_name, payload, null, true)
 $$;
 
+-- A keyed send goes straight to the C path (no plpgsql, no subtransaction:
+-- ADR 0115); a NULL key is a keyless send.
 create function pgque.send(queue_name text, type_name text, payload text, partition_key text)
 returns bigint language sql as $$
-    select pgque._route_send(queue_name, type_name, payload, partition_key, true)
+    select case when partition_key is null
+                then pgque._route_send(queue_name, type_name, payload, null, true)
+                else pgque._send_keyed(pgque._key_hash(partition_key), queue_name, type_name, payload,
+                                       partition_key) end
 $$;
 
 create function pgque.send(queue_name text, payload jsonb)
@@ -465,7 +487,10 @@ $$;
 
 create function pgque.send(queue_name text, type_name text, payload jsonb, partition_key text)
 returns bigint language sql as $$
-    select pgque._route_send(queue_name, type_name, payload::pg_catalog.text, partition_key, true)
+    select case when partition_key is null
+                then pgque._route_send(queue_name, type_name, payload::pg_catalog.text, null, true)
+                else pgque._send_keyed(pgque._key_hash(partition_key), queue_name, type_name,
+                                       payload::pg_catalog.text, partition_key) end
 $$;
 
 -- A batch.  Keyless, or not splittable (bad arrays: the shard says what is
