@@ -34,6 +34,7 @@ cd "$(dirname "$0")/.."
 . benchmark/lib.sh
 WINDOWS=${1:-12}
 WINDOW=${2:-10000}
+DRAIN_WINDOW=$WINDOW	# pgque_window: receive hands out a whole window (benchmark/lib.sh)
 WARM=$((2 * WINDOW))
 ALL=$((WINDOWS * WINDOW))
 TOOL=${TOOL:-callgrind}

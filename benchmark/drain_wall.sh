@@ -19,6 +19,7 @@ cd "$(dirname "$0")/.."
 . benchmark/lib.sh
 WINDOWS=${1:-50}
 WINDOW=${2:-10000}
+DRAIN_WINDOW=$WINDOW	# pgque_window: receive hands out a whole window (benchmark/lib.sh)
 ROUNDS=${3:-3}
 # benchmark/server.conf's settings; autovacuum off unless AUTOVACUUM=on
 bench_server drain_wall 56703 "autovacuum = ${AUTOVACUUM:-off}"

@@ -69,10 +69,29 @@ TICKER_PID=$("${PSQL[@]}" -c "select pid from pg_stat_activity where backend_typ
 CONSUMER_PID=$("${PSQL[@]}" -c "select pid from pg_stat_activity where query like 'call steps_consume%' limit 1")
 read -r t_cpu0 t_wait0 _ < "/proc/$TICKER_PID/schedstat"
 read -r c_cpu0 c_wait0 _ < "/proc/$CONSUMER_PID/schedstat"
+# every server process's voluntary context switches (its wake-ups) and,
+# with perf, the ticker's and the consumer's instructions (ADR 0118)
+ctxt() {
+	local p
+	for p in $(pgrep -P "$(head -1 "$WORK/data/postmaster.pid")"); do
+		printf '%s %s %s\n' "$p" "$(tr '\0' ' ' < "/proc/$p/cmdline" | sed 's/ *$//; s/ /_/g')" \
+			"$(awk '/^voluntary_ctxt_switches/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)"
+	done
+}
+ctxt > "$WORK/ctxt0"
+PERF_PIDS=()
+# perf counts instructions only where the CPU's counters are there (not in
+# every VM): benchmark/latency_callgrind.sh counts them under valgrind
+if command -v perf >/dev/null && perf stat -e instructions -x, true 2>&1 | grep -q '^[0-9]'; then
+	perf stat -e instructions -x, -o "$WORK/perf_ticker" -p "$TICKER_PID" & PERF_PIDS+=($!)
+	perf stat -e instructions -x, -o "$WORK/perf_consumer" -p "$CONSUMER_PID" & PERF_PIDS+=($!)
+fi
 as_pg env PATH="$PGBIN:$PATH" pgbench -n -h "$WORK" -p "$PORT" -c 1 -j 1 -T "$SECS" --rate="$RATE" \
 	-f "$WORK/send.sql" postgres >/dev/null 2>&1
 read -r t_cpu1 t_wait1 _ < "/proc/$TICKER_PID/schedstat"
 read -r c_cpu1 c_wait1 _ < "/proc/$CONSUMER_PID/schedstat"
+ctxt > "$WORK/ctxt1"
+for p in "${PERF_PIDS[@]}"; do kill -INT "$p"; done
 wait
 echo "load average $(cut -d' ' -f1-3 /proc/loadavg), ${SECS} s at ${RATE} ev/s$([ "${STEPS_IDLE:-0}" = 1 ] && echo ', beside 100 idle queues and 1,000 slots')"
 "${PSQL[@]}" -F ' ' <<'SQL' | column -t
@@ -103,3 +122,13 @@ N=$("${PSQL[@]}" -c "select count(*) from steps")
 TICKS=$("${PSQL[@]}" -c "select count(*) from pgque.tick t join pgque.queue q on q.queue_id = t.tick_queue where q.queue_name = 'lat'")
 echo "per event ($N events, $TICKS ticks of the queue): ticker CPU $(( (t_cpu1 - t_cpu0) / N )) ns, run-queue wait $(( (t_wait1 - t_wait0) / N )) ns;" \
 	"consumer CPU $(( (c_cpu1 - c_cpu0) / N )) ns, run-queue wait $(( (c_wait1 - c_wait0) / N )) ns"
+if [ ${#PERF_PIDS[@]} -gt 0 ]; then
+	ti=$(awk -F, '/instructions/ {print $1}' "$WORK/perf_ticker")
+	ci=$(awk -F, '/instructions/ {print $1}' "$WORK/perf_consumer")
+	echo "instructions per event (perf stat, user and kernel): ticker $(( ti / N )), consumer $(( ci / N ))"
+fi
+# wake-ups per event by process (voluntary context switches; the producer's
+# backend is new in the run and not counted)
+echo "wake-ups per event:"
+join <(sort "$WORK/ctxt0") <(sort "$WORK/ctxt1") |
+	awk -v n="$N" '{ d = $5 - $3; if (d > 0) w[$2] += d } END { for (k in w) printf "  %-60s %.2f\n", k, w[k] / n }' | sort

@@ -133,8 +133,9 @@ have_pgq() { [ -f "$("$PG_CONFIG" --sharedir)/extension/pgq.control" ]; }
 
 # The drain backlog of make bench (run.sh), drain_wall.sh and
 # drain_instructions.sh: queue "drain" (pgque, unbucketed), "drain_b"
-# (pgque, 32 partition buckets, keys over 2,000 tenants) and "drain" of PgQ,
-# each with consumer "c".
+# (pgque, 32 partition buckets, keys over 2,000 tenants), "drain_w" (pgque,
+# unbucketed, drained a tick window a batch as PgQ is: ADR 0116) and
+# "drain" of PgQ, each with consumer "c".
 # drain_queues [pgq]: make them (PgQ's only when asked)
 drain_queues() {
 	"${PSQL[@]}" >/dev/null <<'SQL'
@@ -143,6 +144,8 @@ select pgque.create_queue('drain');
 select pgque.subscribe('drain', 'c');
 select pgque.create_queue('drain_b'), pgque.set_queue_config('drain_b', 'partition_buckets', '32');
 select pgque.subscribe('drain_b', 'c');
+select pgque.create_queue('drain_w');
+select pgque.subscribe('drain_w', 'c');
 SQL
 	if [ "${1:-}" = pgq ]; then
 		"${PSQL[@]}" >/dev/null -c "create extension if not exists pgq" -c "select pgq.create_queue('drain')" \
@@ -150,11 +153,14 @@ SQL
 	fi
 }
 # drain_window SYSTEM EVENTS: the statements of one tick window of EVENTS
-# events for SYSTEM (pgque, pgque_32_buckets, pgq), one a line
+# events for SYSTEM (pgque, pgque_32_buckets, pgque_window, pgq), one a
+# line
 drain_window() {
 	case $1 in
-	pgque) echo "select count(pgque.send_batch('drain', 'default', array_fill('payload-abcdefghij'::text, array[$2])));"
-	       echo "select pgque.ticker('drain');" ;;
+	pgque|pgque_window) local q=drain
+	       [ "$1" = pgque_window ] && q=drain_w
+	       echo "select count(pgque.send_batch('$q', 'default', array_fill('payload-abcdefghij'::text, array[$2])));"
+	       echo "select pgque.ticker('$q');" ;;
 	pgque_32_buckets) echo "select count(pgque.send_batch('drain_b', 'default', array_fill('payload-abcdefghij'::text, array[$2]), array(select 'tenant-' || (g % 2000) from generate_series(1, $2) g)));"
 	       echo "select pgque.ticker('drain_b');" ;;
 	pgq) echo "select count(pgq.insert_event('drain', 'default', 'payload-abcdefghij')) from generate_series(1, $2);"
@@ -162,14 +168,19 @@ drain_window() {
 	esac
 }
 # drain_do SYSTEM [LIMIT]: the DO block (one line) that drains SYSTEM's
-# queue, 1,000 events a batch (PgQ: a tick window a batch), one transaction
-# per batch; with LIMIT, it stops once LIMIT events were handed out
+# queue, one transaction per batch: pgque and pgque_32_buckets 1,000 events
+# a batch (a tick window handed out in parts), pgque_window and PgQ a tick
+# window a batch (receive's max_return DRAIN_WINDOW, default 10,000: the
+# backlog's window, so that each receive hands out one whole window as
+# PgQ's next_batch does, and both commit as often; ADR 0116); with LIMIT,
+# it stops once LIMIT events were handed out
 drain_do() {
-	local q=drain stop=""
+	local q=drain stop="" max=1000
 	[ "$1" = pgque_32_buckets ] && q=drain_b
+	[ "$1" = pgque_window ] && q=drain_w max=${DRAIN_WINDOW:-10000}
 	[ -n "${2:-}" ] && stop=" t := t + n; exit when t >= $2;"
 	case $1 in
-	pgque|pgque_32_buckets) echo "do \$\$ declare b bigint; n bigint; t bigint := 0; begin loop select max(batch_id), count(*) into b, n from pgque.receive('$q', 'c', 1000); exit when b is null; perform pgque.ack(b); commit;$stop end loop; end \$\$;" ;;
+	pgque|pgque_32_buckets|pgque_window) echo "do \$\$ declare b bigint; n bigint; t bigint := 0; begin loop select max(batch_id), count(*) into b, n from pgque.receive('$q', 'c', $max); exit when b is null; perform pgque.ack(b); commit;$stop end loop; end \$\$;" ;;
 	pgq) echo "do \$\$ declare b bigint; n bigint; t bigint := 0; begin loop b := pgq.next_batch('drain', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b); perform pgq.finish_batch(b); commit;$stop end loop; end \$\$;" ;;
 	esac
 }
@@ -177,7 +188,7 @@ drain_do() {
 # WINDOWS tick windows of WINDOW events in each, the systems' windows
 # interleaved in one session; DRAIN_SYSTEMS: the systems made
 drain_backlog() {
-	DRAIN_SYSTEMS=(pgque pgque_32_buckets)
+	DRAIN_SYSTEMS=(pgque pgque_32_buckets pgque_window)
 	have_pgq && DRAIN_SYSTEMS+=(pgq)
 	drain_queues "$(have_pgq && echo pgq)"
 	local sys n=0

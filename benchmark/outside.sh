@@ -51,13 +51,17 @@ bad_knob() { echo "$0: $1=$2: $3" >&2; exit 2; }
 [[ $PORT =~ ^[1-9][0-9]*$ ]] && [ "$PORT" -le 65535 ] || bad_knob OUTSIDE_PORT "$PORT" "a TCP port number"
 
 # The figures: label | numerator system | clients | denominator system |
-# clients | the same two rows in a make bench CSV (workload,system,clients)
+# clients | the same two rows in a make bench CSV (workload,system,clients).
+# The drain here is like with like (a tick every 1,000 events, batches of
+# 1,000 on both sides): its make bench row is the one drained a window a
+# batch as PgQ is, not the one of 1,000 a batch against PgQ's windows of
+# 10,000 (ADR 0116)
 FIGURES='send, 1 ev/txn, 1 client / unindexed INSERT|pgque send|1|unindexed INSERT|1|produce_1,pgque send,1|produce_1,plain INSERT,1
 send, 1 ev/txn, 2 clients / unindexed INSERT|pgque send|2|unindexed INSERT|2|produce_1,pgque send,2|produce_1,plain INSERT,2
 send / PgQ insert_event, 1 client|pgque send|1|PgQ insert_event|1|produce_1,pgque send,1|produce_1,PgQ insert_event,1
 send / PgQ insert_event, 2 clients|pgque send|2|PgQ insert_event|2|produce_1,pgque send,2|produce_1,PgQ insert_event,2
 send_batch of 100 / multi-row INSERT|pgque send_batch|1|multi-row INSERT|1|produce_100,pgque send_batch,1|produce_100,plain multi-row INSERT,1
-drain, one consumer / PgQ|pgque receive/ack|1|PgQ next/get/finish|1|drain,pgque receive/ack,1|drain,PgQ next/get/finish,1'
+drain, one consumer / PgQ|pgque receive/ack|1|PgQ next/get/finish|1|drain,pgque receive/ack per window,1|drain,PgQ next/get/finish,1'
 
 # report CSV MAIN: the markdown table of the figures.  CSV rows:
 # round,system,clients,events_per_sec (lines starting with # are notes);

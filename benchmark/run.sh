@@ -198,14 +198,15 @@ if want drain; then
 echo "== consumer drain of a $BACKLOG-event backlog"
 drain_queues "$(pgq && echo pgq)"
 # the backlog is produced with ticks every 10,000 events, as a running
-# ticker would; one session per queue, the three at once (benchmark/lib.sh:
-# drain_window; the 32-bucket queue's events keyed over 2,000 tenants)
+# ticker would; one session per queue, all at once (benchmark/lib.sh:
+# drain_window; the 32-bucket queue's events keyed over 2,000 tenants;
+# drain_w, unbucketed, for the drain a window a batch)
 backlog() {
 	local i
 	for i in $(seq 1 $((BACKLOG / 10000))); do drain_window "$1" 10000; done | "${PSQL[@]}" >/dev/null
 }
 bp=()
-for sys in pgque pgque_32_buckets $(pgq && echo pgq); do
+for sys in pgque pgque_32_buckets pgque_window $(pgq && echo pgq); do
 	backlog "$sys" &
 	bp+=($!)
 done
@@ -224,6 +225,10 @@ drain() {
 }
 drain "pgque receive/ack" "$BACKLOG" "$(drain_do pgque)"
 drain "pgque receive/ack 32 buckets" "$BACKLOG" "$(drain_do pgque_32_buckets)"
+# like with like against PgQ (ADR 0116): a tick window a batch and a commit
+# a window, as PgQ's next_batch / finish_batch below; the two rows above
+# hand each window out in 10 batches of 1,000 (10 commits a window)
+drain "pgque receive/ack per window" "$BACKLOG" "$(drain_do pgque_window)"
 pgq && drain "PgQ next/get/finish" "$BACKLOG" "$(drain_do pgq)"
 drain "SKIP LOCKED, 1 per txn" "$JOBS" "do \$\$ declare i bigint; begin loop delete from jobs where id = (select id from jobs order by id for update skip locked limit 1) returning id into i; exit when i is null; commit; end loop; end \$\$"
 lap drain

@@ -6,10 +6,15 @@
  *		already run; pgque._state_held() (sql/86_restore.sql) says why they
  *		must wait, or NULL.
  *
- * Each loop asks at the top of its pass and skips the pass while held.  The
- * answer "whole" is kept for the extension's OID: a state once whole stays
- * whole, and a DROP and CREATE EXTENSION (pg_restore --clean) makes a new
- * OID, so it is asked again.  Until then every pass asks (index probes).
+ * The maintenance and watchdog loops ask at the top of their pass, in a
+ * transaction of its own, and skip the pass while held.  The ticker asks in
+ * the first unit of its pass, before that unit's work and in its
+ * transaction (the gate, ADR 0118): a pass that ticks one queue is one
+ * transaction, not two, and a held state still stops the whole pass before
+ * anything of it (the list read, a visit, the probe) is done.  The answer
+ * "whole" is kept for the extension's OID: a state once whole stays whole,
+ * and a DROP and CREATE EXTENSION (pg_restore --clean) makes a new OID, so
+ * it is asked again.  Until then every pass asks (index probes).
  */
 #include "postgres.h"
 
@@ -28,14 +33,22 @@ typedef struct HeldCheck
 	char	   *why;			/* NULL: whole */
 } HeldCheck;
 
+/* what a failed check holds for: acting on a state not checked is what this guards against */
+#define CHECK_FAILED "the check failed (see the server log)"
+
+/* the check, inside a unit (SPI connected, a snapshot pushed) */
 static void
 check_held(void *arg)
 {
 	HeldCheck  *check = arg;
-	Oid			ext = get_extension_oid("pgque_bgw", false);
+	Oid			ext;
 	bool		null;
 	Datum		d;
 
+	/* an older SQL, not updated yet, has no check (ADR 0019) */
+	if (!PGQUE_SQL_HAS(PGQUE_SQL_0_2_0))
+		return;
+	ext = get_extension_oid("pgque_bgw", false);
 	if (ext == whole_extension)
 		return;
 	if (SPI_execute("select pgque._state_held()", true, 1) != SPI_OK_SELECT || SPI_processed != 1)
@@ -45,6 +58,35 @@ check_held(void *arg)
 		whole_extension = ext;
 	else
 		check->why = MemoryContextStrdup(check->cxt, TextDatumGetCString(d));
+}
+
+/* the gate of the pass under way (NULL: none) */
+PgqueStateGate *pgque_state_gate = NULL;
+
+/*
+ * The gate's check, run by pgque_run_unit inside the unit that consumes it,
+ * before the unit's work.  An error here is the unit's (it aborts); the
+ * caller then holds the pass as a failed check does.
+ */
+void
+pgque_state_gate_check(PgqueStateGate *gate)
+{
+	HeldCheck	check = {gate->cxt, NULL};
+
+	gate->armed = false;
+	/* until the check says "whole", a failure of it holds */
+	gate->held = true;
+	gate->why = CHECK_FAILED;
+	check_held(&check);
+	gate->held = check.why != NULL;
+	gate->why = check.why;
+}
+
+/* the worker's status says why its pass did nothing */
+void
+pgque_state_gate_report(PgqueStateGate *gate)
+{
+	pgque_worker_report("holding: %s", gate->why ? gate->why : CHECK_FAILED);
 }
 
 /*
@@ -61,7 +103,7 @@ pgque_state_held(MemoryContext cxt)
 	if (!PGQUE_SQL_HAS(PGQUE_SQL_0_2_0))
 		return false;
 	if (!pgque_run_unit("checking that the queue state is whole", check_held, &check))
-		check.why = "the check failed (see the server log)";
+		check.why = CHECK_FAILED;
 	if (check.why == NULL)
 		return false;
 	pgque_worker_report("holding: %s", check.why);

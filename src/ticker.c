@@ -810,7 +810,7 @@ woken_idle(TickerState *st, TimestampTz *at)
 }
 
 static void
-ticker_pass_body(TickerState *st, MemoryContext cxt)
+ticker_pass_body(TickerState *st, MemoryContext cxt, PgqueStateGate *gate)
 {
 	TimestampTz now;
 	int			nticks;
@@ -834,16 +834,16 @@ ticker_pass_body(TickerState *st, MemoryContext cxt)
 	st->pass_cxt = cxt;
 	st->retry = false;
 
-	/* a unit: it also takes the invalidations (a changed pgque.queue) */
-	if (pgque_state_held(cxt))
-	{
-		/* nothing done: the next pass, at the poll, probes everything */
-		st->probe_all = true;
-		st->next_probe = TimestampTzPlusMilliseconds(now, st->poll_ms);
-		return;
-	}
+	/*
+	 * The state check (ADR 0022) runs in the pass's first unit, whichever
+	 * it is, before that unit's work (the gate, ADR 0118): a held state
+	 * stops the pass there.  The invalidations (a changed pgque.queue) are
+	 * taken at that unit's start, so a stale list is read in it.
+	 */
 	if (st->stale && !pgque_run_unit("listing queues", list_queues, st))
 	{
+		if (gate->held)
+			goto held;
 		st->retry = true;
 		st->probe_all = true;
 		st->next_probe = TimestampTzPlusMilliseconds(now, st->poll_ms);
@@ -853,6 +853,8 @@ ticker_pass_body(TickerState *st, MemoryContext cxt)
 	if (any_dirty && !mark_dirty_queues(st) &&
 		pgque_run_unit("listing queues", list_queues, st))
 		(void) mark_dirty_queues(st);
+	if (gate->held)
+		goto held;
 
 	for (i = 0; i < st->nqueues; i++)
 		st->queues[i].busy = false;
@@ -864,6 +866,8 @@ ticker_pass_body(TickerState *st, MemoryContext cxt)
 	 * behind them (ADR 0108).
 	 */
 	nticks = visit_queues(st, true, &nvisits);
+	if (gate->held)
+		goto held;
 
 	for (i = 0; i < st->nqueues; i++)
 	{
@@ -880,6 +884,8 @@ ticker_pass_body(TickerState *st, MemoryContext cxt)
 		st->probed = false;
 		if (!pgque_run_unit("probing event sequences", probe_sequences, st))
 			st->probed = false;
+		if (gate->held)
+			goto held;
 	}
 
 	{
@@ -888,6 +894,8 @@ ticker_pass_body(TickerState *st, MemoryContext cxt)
 		nticks += visit_queues(st, false, &more);
 		nvisits += more;
 	}
+	if (gate->held)
+		goto held;
 	if (st->probed)
 	{
 		publish_probe(st, now);
@@ -918,17 +926,32 @@ ticker_pass_body(TickerState *st, MemoryContext cxt)
 	/* the watchdog is down: its own worker_down alert is the ticker's to write */
 	if (pgque_worker_alerts_due(false))
 		pgque_worker_alerts_pass();
+	if (gate->held)
+		goto held;
 	pgque_worker_report("tick_interval=%dms probe=%ds queues=%d last pass visited %d, ticked %d",
 						pgque_tick_interval, pgque_ticker_probe_interval, st->nqueues,
 						nvisits, nticks);
+	return;
+
+held:
+	/* nothing done: the next pass, at the poll, probes everything */
+	pgque_state_gate_report(gate);
+	st->probe_all = true;
+	st->next_probe = TimestampTzPlusMilliseconds(now, st->poll_ms);
 }
 
 static void
 ticker_pass(void *state, MemoryContext cxt)
 {
 	TickerState *st = state;
+	/* the pass's state check, armed for its first unit (ADR 0118) */
+	PgqueStateGate gate = {PGQUE_SQL_HAS(PGQUE_SQL_0_2_0), false, NULL, cxt};
+	PgqueStateGate *outer = pgque_state_gate;
 
-	ticker_pass_body(st, cxt);
+	/* a pass of the combined worker may run between another loop's units */
+	pgque_state_gate = &gate;
+	ticker_pass_body(st, cxt, &gate);
+	pgque_state_gate = outer;
 	/* the idle floor counts from here */
 	st->last_end = GetCurrentTimestamp();
 }

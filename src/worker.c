@@ -660,8 +660,16 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	volatile bool ok = true;
+	PgqueStateGate *gate = pgque_state_gate;
+	volatile bool checking = false;
 
 	pgque_unit_abandoned = false;
+	/* the pass's gate found the state held: nothing more of it runs */
+	if (gate != NULL && gate->held)
+	{
+		pgque_unit_abandoned = true;
+		return false;
+	}
 	SetCurrentStatementStartTimestamp();
 	StartTransactionCommand();
 	PG_TRY();
@@ -683,7 +691,15 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 		PushActiveSnapshot(GetTransactionSnapshot());
 		pgstat_report_activity(STATE_RUNNING, what);
 
-		fn(arg);
+		/* the pass's state check, in its first unit (ADR 0118) */
+		if (gate != NULL && gate->armed)
+		{
+			checking = true;
+			pgque_state_gate_check(gate);
+			checking = false;
+		}
+		if (gate == NULL || !gate->held)
+			fn(arg);
 
 		SPI_finish();
 		PopActiveSnapshot();
@@ -696,18 +712,22 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 		ErrorData  *edata;
 		PgqueWorkerEntry *entry;
 		char	   *msg;
+		const char *failed = what;
 
 		MemoryContextSwitchTo(oldcxt);
 		edata = CopyErrorData();
 		FlushErrorState();
 		AbortCurrentTransaction();
 
+		/* the gate's check failed: logged as the check, and the pass holds */
+		if (checking)
+			failed = "checking that the queue state is whole";
 		if (unit_stale)
 		{
 			/* not a failure: the SQL it was for is gone or older */
 			ereport(DEBUG1,
 					(errmsg("pgque_bgw %s: %s abandoned: %s",
-							pgque_kind_name(pgque_worker_kind), what, edata->message)));
+							pgque_kind_name(pgque_worker_kind), failed, edata->message)));
 			unit_stale = false;
 			pgque_unit_abandoned = true;
 		}
@@ -717,10 +737,10 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 			pgque_unit_sqlerrcode = edata->sqlerrcode;
 			ereport(WARNING,
 					(errmsg("pgque_bgw %s: %s failed: %s",
-							pgque_kind_name(pgque_worker_kind), what, edata->message),
+							pgque_kind_name(pgque_worker_kind), failed, edata->message),
 					 edata->detail ? errdetail_internal("%s", edata->detail) : 0));
 
-			msg = psprintf("%s: %s", what, edata->message);
+			msg = psprintf("%s: %s", failed, edata->message);
 			LWLockAcquire(pgque_shared->lock, LW_EXCLUSIVE);
 			entry = &pgque_worker_db->workers[pgque_worker_kind];
 			copy_clipped(entry->last_error, msg);
@@ -735,6 +755,12 @@ pgque_run_unit(const char *what, pgque_unit_fn fn, void *arg)
 	/* abandoned: exit when the extension is gone, else read its version */
 	if (pgque_unit_abandoned)
 		pgque_worker_exit_if_gone();
+	/* held by the gate: the unit did nothing, which is no failure */
+	if (gate != NULL && gate->held && !pgque_unit_abandoned)
+	{
+		pgque_unit_abandoned = true;
+		ok = false;
+	}
 	pgstat_report_activity(STATE_IDLE, NULL);
 	MemoryContextSwitchTo(oldcxt);
 	if (pgque_worker_combined && in_pass)

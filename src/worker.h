@@ -78,6 +78,25 @@ extern void pgque_record_step(const char *step, const char *queue, bool failed);
 /* ---- restore.c: act only on a whole queue state (ADR 0022) ---- */
 extern bool pgque_state_held(MemoryContext cxt);
 
+/*
+ * The check folded into a pass's first unit (ADR 0118): a pass sets
+ * pgque_state_gate to a gate of its own, armed; the next unit checks the
+ * state in its transaction before its work, and when the state is held
+ * that unit and every later one of the pass do nothing (they return false
+ * with pgque_unit_abandoned set: not a failure) and the gate says why.
+ */
+typedef struct PgqueStateGate
+{
+	bool		armed;			/* the next unit checks first */
+	bool		held;			/* it found the state held: the pass stops */
+	const char *why;			/* ... why (in cxt) */
+	MemoryContext cxt;
+} PgqueStateGate;
+
+extern PgqueStateGate *pgque_state_gate;
+extern void pgque_state_gate_check(PgqueStateGate *gate);
+extern void pgque_state_gate_report(PgqueStateGate *gate);
+
 /* ---- the loops: ticker.c, maint.c, watchdog.c ---- */
 extern const PgqueLoop pgque_ticker_loop;
 extern const PgqueLoop pgque_maint_loop;

@@ -42,6 +42,7 @@ produce_1,plain INSERT,1,1000,1
 produce_1,pgque send,2,900,1
 produce_1,plain INSERT,2,1000,1
 drain,pgque receive/ack,1,300,
+drain,pgque receive/ack per window,1,250,
 drain,PgQ next/get/finish,1,100,
 drain,pgque receive/ack 32 buckets,1,94,
 partition_buffers_per_event,pk_bucketed N=32,1,0.24,
@@ -82,7 +83,10 @@ target_is('#30 send, 1 event/txn, 2 client(s), vs unindexed INSERT', '0.90x (900
 target_is('#15 send, 1 event/txn, 2 client(s), vs plain INSERT', '0.90x (900 / 1000)', 'met',
 	'the same ratio against the lower goal of #15');
 target_is('#30 send_batch of 100 vs multi-row INSERT', '', 'not run', 'a pair without rows');
-target_is('#30 drain of the backlog, one consumer, vs PgQ', '3.00x (300 / 100)', 'met', 'drain vs PgQ');
+target_is('#30 drain of the backlog, one consumer, vs PgQ, a window a batch', '2.50x (250 / 100)', 'met',
+	'drain vs PgQ: the row drained a window a batch as PgQ is, not the one of 1,000 a batch (ADR 0116)');
+target_is('#15 drain of the backlog, one consumer, vs PgQ, a window a batch', '2.50x (250 / 100)', 'met',
+	'the same pair for #15');
 target_is('#15/#30 plain consumer of a 32-bucket queue vs unbucketed', '0.31x (94 / 300)', 'not met',
 	'buckets vs unbucketed');
 target_is('#30 buffers per event, N = 32 slots vs N = 1', '1.20x (0.24 / 0.2)', 'met',
@@ -141,7 +145,8 @@ produce_1,plain INSERT,2,1000,1
 produce_100,pgque send_batch,1,40000,1
 produce_100,pgque send_batch,1,60000,1
 produce_100,plain multi-row INSERT,1,100000,1
-drain,pgque receive/ack,1,450,
+drain,pgque receive/ack,1,150,
+drain,pgque receive/ack per window,1,450,
 drain,PgQ next/get/finish,1,100,
 time,producer,1,100,
 CSV
