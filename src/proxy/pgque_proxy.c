@@ -161,6 +161,11 @@ init_cache(void)
 	shard_conns = hash_create("pgque_proxy connections", 16, &ctl, HASH_ELEM | HASH_BLOBS);
 	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, inval_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(USERMAPPINGOID, inval_callback, (Datum) 0);
+	/* a role renamed (the name a mapping without user sends) or a
+	 * membership revoked (USAGE through it): connect again, and check
+	 * again (ADR 0119) */
+	CacheRegisterSyscacheCallback(AUTHOID, inval_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHMEMMEMROLE, inval_callback, (Datum) 0);
 	RegisterXactCallback(xact_callback, NULL);
 	on_proc_exit(close_all_at_exit, (Datum) 0);
 }
@@ -194,6 +199,29 @@ shard_failed(int partition, const char *state, const char *msg, const char *deta
 						  5, types, vals, nulls, false, 0);
 	/* not reached: it raises */
 	elog(ERROR, "pgque._shard_failed returned for shard %d (%s: %s)", partition, state, msg);
+}
+
+/*
+ * A shard's notice or warning goes to the caller, as PL/Proxy relays it
+ * (plproxy_remote_error): NOTICE for class 00, WARNING otherwise, naming
+ * the shard.  libpq's default would print it raw to this server's stderr,
+ * past log_min_messages and out of the client's sight (ADR 0119).
+ */
+static void
+relay_notice(void *arg, const PGresult *res)
+{
+	const char *ss = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	const char *det = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+	const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+
+	if (ss == NULL || strlen(ss) != 5)
+		ss = "01000";
+	ereport(strncmp(ss, "00", 2) == 0 ? NOTICE : WARNING,
+			(errcode(MAKE_SQLSTATE(ss[0], ss[1], ss[2], ss[3], ss[4])),
+			 errmsg("shard %d: %s", (int) (intptr_t) arg, msg ? msg : ""),
+			 det ? errdetail_internal("%s", det) : 0,
+			 hint ? errhint("%s", hint) : 0));
 }
 
 /* libpq's message without its trailing newline */
@@ -366,6 +394,7 @@ connect_shard(ShardConn *sc)
 	sc->conn = PQconnectStartParams(kw, val, 0);
 	if (sc->conn == NULL)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	PQsetNoticeReceiver(sc->conn, relay_notice, (void *) (intptr_t) sc->key.partition);
 	if (PQstatus(sc->conn) != CONNECTION_BAD)
 	{
 		PostgresPollingStatusType st = PGRES_POLLING_WRITING;
