@@ -9,8 +9,10 @@
 # file per backend).  Each workload is pgbench with prepared statements, as
 # drivers use them, run twice, for 50 and for 50 + N transactions; the
 # difference divided by N leaves connection start-up out.  A backend is
-# told apart by what it ran: the proxy's calls plproxy, the shard's and the
-# direct one run pgque_bgw's send, pgbench's first connection neither.
+# told apart by what it ran: the proxy's calls plproxy or the keyed send's
+# C path (pgque_proxy_send_keyed itself: the backend that created the
+# extension ran only its pg_finfo_ function, ADR 0115), the shard's and
+# the direct one run pgque_bgw's send, pgbench's first connection neither.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . benchmark/lib.sh
@@ -55,7 +57,7 @@ run() {
 	for f in $(ls "$CG"); do
 		grep -qx "$f" <<<"$before" && continue
 		ir=$(awk '/^(summary|totals):/ {print $2; exit}' "$CG/$f")
-		if grep -q 'plproxy_exec\|pgque_proxy_send_keyed' "$CG/$f"; then proxy=$ir
+		if grep -qE 'plproxy_exec|[ =)]pgque_proxy_send_keyed$' "$CG/$f"; then proxy=$ir
 		elif grep -q 'pgque_send' "$CG/$f"; then shard=$ir; fi
 	done
 	echo "$proxy $shard"

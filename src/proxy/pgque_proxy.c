@@ -82,6 +82,9 @@ typedef struct ShardConn
 
 static HTAB *shard_conns = NULL;
 
+/* a callback marked connections stale: sweep them at the next call */
+static bool stale_pending = false;
+
 /* the server's oid and partition count, reread after any server change */
 static Oid	cached_server = InvalidOid;
 static int	cached_partitions = 0;
@@ -112,6 +115,23 @@ inval_callback(Datum arg, int cacheid, uint32 hashvalue)
 	hash_seq_init(&seq, shard_conns);
 	while ((sc = hash_seq_search(&seq)) != NULL)
 		sc->stale = true;
+	stale_pending = true;
+}
+
+/* Close every stale connection, outside any callback and with no call in
+ * flight: a dropped and recreated server or a user the backend no longer
+ * sends as keeps none open. */
+static void
+sweep_stale(void)
+{
+	HASH_SEQ_STATUS seq;
+	ShardConn  *sc;
+
+	stale_pending = false;
+	hash_seq_init(&seq, shard_conns);
+	while ((sc = hash_seq_search(&seq)) != NULL)
+		if (sc->stale)
+			close_conn(sc);
 }
 
 static void
@@ -510,6 +530,8 @@ pgque_proxy_send_keyed(PG_FUNCTION_ARGS)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("the routing hash of a keyed send must not be negative")));
 	init_cache();
+	if (stale_pending)
+		sweep_stale();
 	load_server();
 
 	memset(&key, 0, sizeof(key));

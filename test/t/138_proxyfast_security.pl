@@ -174,6 +174,10 @@ $node->safe_psql('proxy', qq{alter server pgque_shards options (set p0 '$base db
 $at = log_at();
 like($s->query_safe(q{select pgque.send('orders', 't', 'moved', 'k5')}), qr/^\d+$/, 'after ALTER SERVER the open session sends');
 is(shard_logins($at), 'shard_w/shard1', 'to the shard\'s new place');
+ok(PgqueNode::poll_until(sub {
+        $node->safe_psql('shard0', q{select count(*) from pg_stat_activity
+                                      where usename = 'shard_w' and datname = 'shard0'}) eq '0' }, 30),
+   'and the connection to its old place was closed (at that call, not left open)');
 is($node->safe_psql('shard1', q{select count(*) from pgque.event_template where ev_data = 'moved'}), '1',
    'the event is there');
 
