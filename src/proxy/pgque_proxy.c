@@ -23,9 +23,9 @@
  * connection is never reused with a call in flight: an error or interrupt
  * between sending and reading the result closes it (PostgreSQL 15 has no
  * non-blocking cancel; the call may have committed on the shard, and the
- * error says so).  Changes of the server or of a user mapping (syscache
- * callbacks) mark every connection stale, closed at its next use, never
- * inside the callback.
+ * error says so).  Changes of the server, of a user mapping or of a role
+ * (syscache callbacks; a role: ADR 0119) mark every connection stale,
+ * closed at its next use, never inside the callback.
  *
  * The failure classification stays in SQL (pgque._unreachable, through
  * pgque._shard_failed): this file raises a refused connection as 08001 and
@@ -225,19 +225,30 @@ shard_failed(int partition, const char *state, const char *msg, const char *deta
  * A shard's notice or warning goes to the caller, as PL/Proxy relays it
  * (plproxy_remote_error): NOTICE for class 00, WARNING otherwise, naming
  * the shard.  libpq's default would print it raw to this server's stderr,
- * past log_min_messages and out of the client's sight (ADR 0119).
+ * past log_min_messages and out of the client's sight (ADR 0119).  What
+ * says the connection is ending (an error outside a call, a FATAL, the
+ * WARNING of an immediate shutdown: class 57P) goes to this server's log
+ * only: the call that finds the connection gone reports that itself.
  */
 static void
 relay_notice(void *arg, const PGresult *res)
 {
 	const char *ss = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
 	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
 	const char *det = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
 	const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+	int			elevel;
 
 	if (ss == NULL || strlen(ss) != 5)
 		ss = "01000";
-	ereport(strncmp(ss, "00", 2) == 0 ? NOTICE : WARNING,
+	if (strncmp(ss, "57P", 3) == 0 ||
+		(sev != NULL && (strcmp(sev, "ERROR") == 0 || strcmp(sev, "FATAL") == 0 ||
+						 strcmp(sev, "PANIC") == 0)))
+		elevel = LOG_SERVER_ONLY;
+	else
+		elevel = strncmp(ss, "00", 2) == 0 ? NOTICE : WARNING;
+	ereport(elevel,
 			(errcode(MAKE_SQLSTATE(ss[0], ss[1], ss[2], ss[3], ss[4])),
 			 errmsg("shard %d: %s", (int) (intptr_t) arg, msg ? msg : ""),
 			 det ? errdetail_internal("%s", det) : 0,
