@@ -324,6 +324,36 @@ wait_socket(PGconn *conn, bool for_write)
 }
 
 /*
+ * Read the results of the statement sent on conn, waiting in the latch
+ * loop; *resp holds the last one as it comes (the caller's, so that an
+ * interrupt in the wait leaves nothing it cannot free).  Ends early when
+ * the connection breaks.
+ */
+static void
+read_result(PGconn *conn, PGresult *volatile *resp)
+{
+	for (;;)
+	{
+		PGresult   *r;
+
+		while (PQisBusy(conn))
+		{
+			wait_socket(conn, false);
+			if (!PQconsumeInput(conn))
+				break;
+		}
+		r = PQgetResult(conn);
+		if (r == NULL)
+			break;
+		if (*resp)
+			PQclear(*resp);
+		*resp = r;
+		if (PQstatus(conn) == CONNECTION_BAD)
+			break;
+	}
+}
+
+/*
  * Connect sc to its partition, the checks of PL/Proxy first.  Any failure
  * of the connection itself is 08001 through pgque._shard_failed (nothing
  * was sent).  The caller holds sc in PG_TRY: an interrupt here closes it.
@@ -348,7 +378,7 @@ connect_shard(ShardConn *sc)
 	ListCell   *lc;
 	Oid			checkargs[1] = {TEXTOID};
 	Oid			checkfn;
-	PGresult   *res;
+	PGresult   *volatile res;
 
 	srv = GetForeignServer(sc->key.serverid);
 	aclresult = pg_foreign_server_aclcheck(srv->serverid, userid, ACL_USAGE);
@@ -457,25 +487,7 @@ connect_shard(ShardConn *sc)
 					 NULL, NULL);
 	}
 	res = NULL;
-	for (;;)
-	{
-		PGresult   *r;
-
-		while (PQisBusy(sc->conn))
-		{
-			wait_socket(sc->conn, false);
-			if (!PQconsumeInput(sc->conn))
-				break;
-		}
-		r = PQgetResult(sc->conn);
-		if (r == NULL)
-			break;
-		if (res)
-			PQclear(res);
-		res = r;
-		if (PQstatus(sc->conn) == CONNECTION_BAD)
-			break;
-	}
+	read_result(sc->conn, &res);
 	if (res == NULL || PQresultStatus(res) != PGRES_COMMAND_OK)
 	{
 		char	   *state = res && PQresultErrorField(res, PG_DIAG_SQLSTATE)
@@ -578,25 +590,7 @@ pgque_proxy_send_keyed(PG_FUNCTION_ARGS)
 						 psprintf("could not send to shard %d: %s", key.partition, m), NULL, NULL);
 		}
 		sc->in_flight = true;
-		for (;;)
-		{
-			PGresult   *r;
-
-			while (PQisBusy(sc->conn))
-			{
-				wait_socket(sc->conn, false);
-				if (!PQconsumeInput(sc->conn))
-					break;
-			}
-			r = PQgetResult(sc->conn);
-			if (r == NULL)
-				break;
-			if (res)
-				PQclear(res);
-			res = r;
-			if (PQstatus(sc->conn) == CONNECTION_BAD)
-				break;
-		}
+		read_result(sc->conn, &res);
 		sc->in_flight = false;
 	}
 	PG_CATCH();

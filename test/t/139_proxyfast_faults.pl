@@ -98,16 +98,13 @@ close($listener);
 my ($in, $o, $e) = ('', '', '');
 my $h = IPC::Run::start([ 'psql', '-X', '-A', '-t', '-v', 'VERBOSITY=verbose', '-d', $proxy->connstr('postgres') ],
                         '<', \$in, '>', \$o, '2>', \$e);
+# feed(SQL): run it in that session and return its output;
+# feed_nowait(SQL) and wait_done(): the same in two steps
 sub feed
 {
-    my ($sql, $until) = @_;
-    $in .= "$sql\n\\echo DONE\n";
-    my $deadline = time + 60;
-    $h->pump_nb while $o !~ /DONE\n/ && time < $deadline && usleep(20000) >= 0;
-    my $got = $o;
-    $got =~ s/DONE\n//;
-    $o = '';
-    return $got;
+    my ($sql) = @_;
+    feed_nowait($sql);
+    return wait_done();
 }
 sub feed_nowait
 {
