@@ -28,7 +28,13 @@
 # apart), ROUNDS rounds whose order of the systems turns round by round,
 # ns per event of the later windows in each round (a loaded machine slows
 # each instruction: read the ratios within a round, not the absolute
-# figures).
+# figures).  TOOL=sim: callgrind with its cache and branch simulation
+# (bench_callgrind's BENCH_CALLGRIND_SIM): per event of the later windows,
+# instructions, first-level instruction and data cache misses, last-level
+# misses and mispredicted branches (conditional + indirect): what sets an
+# instruction's cost where this VM counts no cycles (ADR 0116).  Each
+# system also runs as pgque_window: the unbucketed queue drained a tick
+# window a batch, as PgQ is (benchmark/lib.sh; ADR 0116).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . benchmark/lib.sh
@@ -39,7 +45,7 @@ WARM=$((2 * WINDOW))
 ALL=$((WINDOWS * WINDOW))
 TOOL=${TOOL:-callgrind}
 ROUNDS=${ROUNDS:-5}
-case $TOOL in callgrind|cpu) ;; *) echo "TOOL is callgrind or cpu, not $TOOL" >&2; exit 2 ;; esac
+case $TOOL in callgrind|cpu|sim) ;; *) echo "TOOL is callgrind, cpu or sim, not $TOOL" >&2; exit 2 ;; esac
 case ${XIP:-0} in 0|1|2) ;; *) echo "XIP is 0, 1 or 2, not $XIP" >&2; exit 2 ;; esac
 [ "$WINDOWS" -gt 2 ] || { echo "WINDOWS must be more than the 2 of the warm-up" >&2; exit 2; }
 # benchmark/server.conf's settings; autovacuum off: the counts repeat
@@ -59,9 +65,23 @@ count() {
 	if [ "$TOOL" = cpu ]; then
 		drain_do "$1" "$2" | bench_cputime
 	else
-		drain_do "$1" "$2" | bench_callgrind "$3$([ "$2" = "$ALL" ] || echo .warm)"
+		drain_do "$1" "$2" | BENCH_CALLGRIND_SIM=$([ "$TOOL" = sim ] && echo 1 || echo 0) \
+			bench_callgrind "$3$([ "$2" = "$ALL" ] || echo .warm)"
 	fi
 }
+if [ "$TOOL" = sim ]; then
+	printf '%-18s %9s %8s %8s %8s %10s\n' "drain ($WINDOWS x $WINDOW$([ "${XIP:-0}" != 0 ] && echo ", XIP=$XIP"))" \
+		"instr/ev" "I1 miss" "D1 miss" "LL miss" "mispredict"
+	for sys in "${systems[@]}"; do
+		warm=$(count "$sys" "$WARM" "$sys")
+		all=$(count "$sys" "$ALL" "$sys")
+		# fields: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw Bc Bcm Bi Bim
+		awk -v w="$warm" -v a="$all" -v n="$((ALL - WARM))" -v s="$sys" 'BEGIN {
+			split(w, x, " "); split(a, y, " "); for (i = 1; i <= 13; i++) d[i] = (y[i] - x[i]) / n
+			printf "%-18s %9.0f %8.1f %8.1f %8.1f %10.1f\n", s, d[1], d[4], d[5] + d[6], d[7] + d[8] + d[9], d[11] + d[13]}'
+	done
+	exit 0
+fi
 if [ "$TOOL" = cpu ]; then
 	echo "drain ($WINDOWS windows of $WINDOW$([ "${XIP:-0}" != 0 ] && echo ", XIP=$XIP")): CPU ns per event (user + system, and system), rounds in turned order; load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 	printf '%-6s' round; printf ' %18s' "${systems[@]}"; echo

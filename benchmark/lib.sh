@@ -66,15 +66,25 @@ bench_restore() {
 # WORK/data running the statements on stdin (one a line), by valgrind's
 # callgrind; an ERROR in its output stops the script.  With CALLGRIND_KEEP
 # set and KEEP_AS given, the callgrind file is kept as
-# $CALLGRIND_KEEP/KEEP_AS.cg.
+# $CALLGRIND_KEEP/KEEP_AS.cg.  With BENCH_CALLGRIND_SIM=1, callgrind also
+# simulates the caches and the branch predictor (--cache-sim --branch-sim:
+# what an instruction costs where the machine has no hardware counters,
+# ADR 0116) and the output is every event's total, in callgrind's order:
+# Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw Bc Bcm Bi Bim.
 bench_callgrind() {
 	command -v valgrind >/dev/null || { echo "valgrind is needed" >&2; exit 1; }
+	local sim=()
+	[ "${BENCH_CALLGRIND_SIM:-0}" = 1 ] && sim=(--cache-sim=yes --branch-sim=yes)
 	cat > "$WORK/run.sql"
-	as_pg valgrind --tool=callgrind --callgrind-out-file="$WORK/cg.out" \
+	as_pg valgrind --tool=callgrind "${sim[@]}" --callgrind-out-file="$WORK/cg.out" \
 		"$PGBIN/postgres" --single -D "$WORK/data" postgres < "$WORK/run.sql" > "$WORK/single.log" 2>&1
 	bench_single_ok
 	if [ -n "${CALLGRIND_KEEP:-}" ] && [ -n "${1:-}" ]; then cp "$WORK/cg.out" "$CALLGRIND_KEEP/$1.cg"; fi
-	awk '/^(summary|totals):/ {print $2; exit}' "$WORK/cg.out"
+	if [ ${#sim[@]} -gt 0 ]; then
+		awk '/^(summary|totals):/ {$1 = ""; print substr($0, 2); exit}' "$WORK/cg.out"
+	else
+		awk '/^(summary|totals):/ {print $2; exit}' "$WORK/cg.out"
+	fi
 }
 # bench_cputime: "USER SYSTEM", the CPU time in nanoseconds of a
 # single-user backend on WORK/data running the statements on stdin (one a

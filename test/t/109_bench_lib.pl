@@ -10,6 +10,7 @@ use warnings;
 use PostgreSQL::Test::Utils;
 use PostgreSQL::Test::Cluster;
 use Test::More;
+use PgqueNode;
 
 my $root = "$ENV{PGQUE_SRC}/..";
 my @scripts = sort glob("$root/benchmark/*.sh");
@@ -79,15 +80,7 @@ for my $doc (sort(glob("$root/docs/*.md"), glob("$root/docs/adr/*.md")))
 cmp_ok($cited, '>', 20, 'the docs\' command lines with options were found');
 
 # ---- lib.sh: bench_server's settings, port, and its exit ---------------------
-my $port = PostgreSQL::Test::Cluster::get_free_port();
-my $bindir = `pg_config --bindir`;
-chomp $bindir;
-my $dir = PostgreSQL::Test::Utils::tempdir;
-open my $fh, '>', "$dir/probe.sh" or die "$dir/probe.sh: $!";
-print $fh <<'SH';
-set -euo pipefail
-cd "$ROOT"
-. benchmark/lib.sh
+my ($out, $rc, $port, $bindir) = PgqueNode::bench_probe(<<'SH');
 bench_server lib_probe 1 "autovacuum = off" "work_mem = '7MB'"
 echo "work=$WORK"
 as_pg pg_isready -q -h 127.0.0.1 -p "$PORT" && echo "tcp=open" || echo "tcp=closed"
@@ -158,9 +151,7 @@ bench_snapshot
 echo "cpu=$(echo "select count(*) from generate_series(1, 300000);" | bench_cputime)"
 (echo "select 1/0;" | bench_cputime >/dev/null 2>&1) && echo "cpu_error=went on" || echo "cpu_error=stopped"
 SH
-close $fh;
-my $out = `ROOT='$root' PGBIN='$bindir' PG_CONFIG='$bindir/pg_config' PGQUE_BENCH_PORT=$port bash '$dir/probe.sh' 2>&1`;
-is($?, 0, 'bench_server starts a server') or diag($out);
+is($rc, 0, 'bench_server starts a server') or diag($out);
 my %show = $out =~ /^show ([\w.]+)=(.*)$/mg;
 is($show{port}, $port, 'on PGQUE_BENCH_PORT, not the script\'s default');
 is($show{shared_buffers}, '512MB', 'shared_buffers from server.conf');

@@ -12,19 +12,10 @@
 use strict;
 use warnings;
 use PostgreSQL::Test::Utils;
-use PostgreSQL::Test::Cluster;
 use Test::More;
+use PgqueNode;
 
-my $root = "$ENV{PGQUE_SRC}/..";
-my $port = PostgreSQL::Test::Cluster::get_free_port();
-my $bindir = `pg_config --bindir`;
-chomp $bindir;
-my $dir = PostgreSQL::Test::Utils::tempdir;
-open my $fh, '>', "$dir/probe.sh" or die "$dir/probe.sh: $!";
-print $fh <<'SH';
-set -euo pipefail
-cd "$ROOT"
-. benchmark/lib.sh
+my ($out, $rc) = PgqueNode::bench_probe(<<'SH');
 bench_server drain_like 1 "autovacuum = off" "track_functions = all" "max_prepared_transactions = 4"
 DRAIN_WINDOW=2000
 # make bench's case: producers' transactions in progress at every tick
@@ -59,9 +50,7 @@ fi
 # a drain with a limit stops at a whole window (drain_instructions.sh's warm-up)
 echo "limited=$(unset DRAIN_WINDOW; drain_do pgque_window 4000)"
 SH
-close $fh;
-my $out = `ROOT='$root' PGBIN='$bindir' PG_CONFIG='$bindir/pg_config' PGQUE_BENCH_PORT=$port bash '$dir/probe.sh' 2>&1`;
-is($?, 0, 'the probe ran') or diag($out);
+is($rc, 0, 'the probe ran') or diag($out);
 my %v = $out =~ /^(\w+)=(.*)$/mg;
 my $pgq = ($v{systems} // '') =~ /\bpgq\b/;
 like($v{systems}, qr/^pgque pgque_32_buckets pgque_window\b/,

@@ -318,4 +318,25 @@ sub poll_until
 	}
 }
 
+# bench_probe(SCRIPT): run SCRIPT, bash with benchmark/lib.sh sourced
+# (`set -euo pipefail`, in the repository's root), against this build's
+# server binaries (pg_config of PATH) and a free port as PGQUE_BENCH_PORT;
+# returns (its output, stdout and stderr together; its exit status; the
+# port; the bin directory).  The start of TAP 109's and 140's probes of the
+# bench's scripts, written once.  A function, not a method.
+sub bench_probe
+{
+	my ($script) = @_;
+	my $root = "$ENV{PGQUE_SRC}/..";
+	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	my $bindir = `pg_config --bindir`;
+	chomp $bindir;
+	my $dir = PostgreSQL::Test::Utils::tempdir;
+	open my $fh, '>', "$dir/probe.sh" or die "$dir/probe.sh: $!";
+	print $fh "set -euo pipefail\ncd \"\$ROOT\"\n. benchmark/lib.sh\n$script";
+	close $fh;
+	my $out = `ROOT='$root' PGBIN='$bindir' PG_CONFIG='$bindir/pg_config' PGQUE_BENCH_PORT=$port bash '$dir/probe.sh' 2>&1`;
+	return ($out, $?, $port, $bindir);
+}
+
 1;
