@@ -123,6 +123,22 @@ check_send_right(text *queue_name, const QueueInfo *q, Oid producer)
 									 q->anchored, q->nsenders);
 }
 
+/*
+ * The queue's next event id.  No right check on the sequence
+ * (check_permissions false), as core's identity columns draw theirs
+ * (ExecEvalNextValueExpr): every append runs as the extension owner, who
+ * owns the queue's sequence, after the checks that decide whether the
+ * caller may produce at all (EXECUTE, the queue's "send" right, ADR 0047);
+ * the sequence's own ACL decides nothing there, and its check was a
+ * catalog lookup per event (ADR 0117: 0.68k of a send_batch's 11.7k
+ * instructions per event).
+ */
+static inline int64
+next_event_id(const QueueInfo *q)
+{
+	return nextval_internal(q->event_seq, false);
+}
+
 /* one event: args/isnull are indexed by the INS_* positions */
 typedef struct AppendOne
 {
@@ -154,7 +170,7 @@ append_one(void *arg)
 	/* the next id of the queue's sequence, unless the caller chose one */
 	if (a->isnull[INS_EV_ID])
 	{
-		a->args[INS_EV_ID] = Int64GetDatum(nextval_internal(q.event_seq, true));
+		a->args[INS_EV_ID] = Int64GetDatum(next_event_id(&q));
 		a->isnull[INS_EV_ID] = false;
 	}
 	a->ev_id = DatumGetInt64(a->args[INS_EV_ID]);
@@ -446,7 +462,7 @@ append_batch(void *arg)
 	/* the ids, drawn in input order before anything is inserted */
 	a->ids = MemoryContextAlloc(a->caller_cxt, sizeof(int64) * n);
 	for (i = 0; i < n; i++)
-		a->ids[i] = nextval_internal(q.event_seq, true);
+		a->ids[i] = next_event_id(&q);
 
 	deconstruct_array(a->payloads, TEXTOID, -1, false, TYPALIGN_INT, &pdat, &pnull, &np);
 	if (a->keys != NULL)
