@@ -55,10 +55,18 @@ stop_cluster "$WORK"
 echo "pgque_bgw.enabled = on" | as_pg tee -a "$WORK/data/postgresql.conf" >/dev/null
 as_pg cp -a "$WORK/data" "$WORK/clean"
 
+# ctxt: "pid wake-ups" of each process of WORK/kinds (voluntary context switches)
+ctxt() {
+	local p
+	for p in $(awk '{print $1}' "$WORK/kinds"); do
+		printf '%s %s\n' "$p" "$(awk '/^voluntary_ctxt_switches/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)"
+	done
+}
+
 # one_run N OUT: the server under callgrind for N events; OUT gets a line
 # "kind instructions wakeups" per process kind
 one_run() {
-	local n=$1 out=$2 pid kind f ir w0 w1 p
+	local n=$1 out=$2 pid kind f ir w0 w1
 	as_pg rm -rf "$WORK/data" "$WORK"/cg.*
 	as_pg cp -a "$WORK/clean" "$WORK/data"
 	as_pg valgrind --tool=callgrind --trace-children=yes --callgrind-out-file="$WORK/cg.%p" \
@@ -80,14 +88,10 @@ one_run() {
 	                                          when query like 'select pg_sleep%' then 'producer'
 	                                          else replace(backend_type, ' ', '_') end
 	                                   from pg_stat_activity where pid <> pg_backend_pid()"
-	for p in $(awk '{print $1}' "$WORK/kinds"); do
-		printf '%s %s\n' "$p" "$(awk '/^voluntary_ctxt_switches/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)"
-	done > "$WORK/ctxt0"
+	ctxt > "$WORK/ctxt0"
 	wait "$producer"
 	wait "$consumer"
-	for p in $(awk '{print $1}' "$WORK/kinds"); do
-		printf '%s %s\n' "$p" "$(awk '/^voluntary_ctxt_switches/ {print $2}' "/proc/$p/status" 2>/dev/null || echo 0)"
-	done > "$WORK/ctxt1"
+	ctxt > "$WORK/ctxt1"
 	echo "load average $(cut -d' ' -f1-3 /proc/loadavg) (run of $n events)" >&2
 	stop_cluster "$WORK"
 	: > "$out"

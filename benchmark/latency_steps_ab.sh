@@ -17,7 +17,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		make -s -C "$tree" install PG_CONFIG="$PG_CONFIG" >/dev/null
 		for idle in 0 1; do
 			echo "== round $r tree $tree idle=$idle $(date -u +%T)"
-			STEPS_IDLE=$idle PGQUE_BENCH_NO_INSTALL=1 benchmark/latency_steps.sh "$SECS" | tail -7
+			STEPS_IDLE=$idle PGQUE_BENCH_NO_INSTALL=1 benchmark/latency_steps.sh "$SECS" | sed -n '/^load average/,$p'
 		done
 	done
 done

@@ -837,8 +837,8 @@ ticker_pass_body(TickerState *st, MemoryContext cxt, PgqueStateGate *gate)
 	/*
 	 * The state check (ADR 0022) runs in the pass's first unit, whichever
 	 * it is, before that unit's work (the gate, ADR 0118): a held state
-	 * stops the pass there.  The invalidations (a changed pgque.queue) are
-	 * taken at that unit's start, so a stale list is read in it.
+	 * stops the pass there.  A list known stale (a unit of an earlier pass
+	 * took the invalidation) is read first.
 	 */
 	if (st->stale && !pgque_run_unit("listing queues", list_queues, st))
 	{
@@ -868,6 +868,20 @@ ticker_pass_body(TickerState *st, MemoryContext cxt, PgqueStateGate *gate)
 	nticks = visit_queues(st, true, &nvisits);
 	if (gate->held)
 		goto held;
+
+	/*
+	 * The invalidations are taken at a unit's start: a pgque.queue changed
+	 * since the last pass is seen in this pass's first unit, not before it
+	 * (there is no unit of its own for the check any more).  Seen in round
+	 * 1, the list is read again before the other rounds; seen later, the
+	 * next pass comes at the poll and reads it first (ticker_next_pass).
+	 */
+	if (st->stale && !pgque_run_unit("listing queues", list_queues, st))
+	{
+		if (gate->held)
+			goto held;
+		st->retry = true;
+	}
 
 	for (i = 0; i < st->nqueues; i++)
 	{
