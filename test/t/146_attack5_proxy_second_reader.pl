@@ -20,6 +20,8 @@
 #  - connection strings injected through a key and a queue name: data;
 #  - connections never closed: none left on the shards after sessions end,
 #    none kept by a session for a server dropped and made again;
+#  - a user's mapping dropped while its connection is cached: the next
+#    call goes by the PUBLIC mapping, never on the cached connection;
 #  - memory per call flat over thousands of sends and of shard errors.
 use strict;
 use warnings;
@@ -326,6 +328,15 @@ my $per_shard = $shard->safe_psql('postgres', q{
         select datname, count(*) n from pg_stat_activity
          where datname in ('s0', 's1') and usename = 'shard_w' group by 1) x});
 unlike($per_shard, qr/[2-9]|\d\d/, "no shard holds more than one connection of the session ($per_shard)");
+# its mapping dropped while its connection is cached: PUBLIC's (no user) is
+# taken, as its own name, which the shard does not know
+$proxy->safe_psql('proxy', q{drop user mapping for direct_u server pgque_shards});
+$at = log_at();
+like(q_err($long, q{select pgque.send('orders', 't', 'unmapped', 'k1')}), qr/^08006 shard \d is unavailable/,
+     'its mapping dropped: the next call goes by the PUBLIC mapping, as direct_u, whom the shard refuses');
+unlike(shard_logins($at), qr/shard_w/, 'not on the cached shard_w connection');
+$proxy->safe_psql('proxy', q{create user mapping for direct_u server pgque_shards options (user 'shard_w')});
+like(q_err($long, q{select pgque.send('orders', 't', 'mapped-again', 'k1')}), qr/^ok \d+/, 'mapped again: it sends');
 $long->quit;
 
 # ---- memory per call flat: thousands of sends, thousands of shard errors
