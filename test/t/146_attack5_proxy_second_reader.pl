@@ -17,6 +17,9 @@
 #    clear errors, no crash, and the connection still sends after each;
 #  - a shard's notice and warning: relayed to the caller as PL/Proxy
 #    does, not printed raw to the proxy's stderr (ADR 0119: a fix);
+#  - sslkey, sslpassword, service, an upper-case PASSFILE and a URI as
+#    dbname put into a shard's string past set_shards: refused at connect,
+#    or a database name (expand_dbname = 0), nothing connects as another;
 #  - connection strings injected through a key and a queue name: data;
 #  - connections never closed: none left on the shards after sessions end,
 #    none kept by a session for a server dropped and made again;
@@ -285,6 +288,30 @@ like($plogtext, qr/WARNING:  shard 0: a warning from the shard/, 'the warning is
 like($plogtext, qr/LOG:  shard 0: the shard is going away/, 'it goes to the proxy\'s log');
 $o->quit;
 is($proxy->safe_psql('proxy', 'select 1'), '1', 'the proxy is up');
+
+# ---- what TAP 138 does not try past set_shards: sslkey, sslpassword, service, passfile
+# in another case, a URI in dbname (never expanded: expand_dbname = 0)
+for my $smuggled ("sslkey=/etc/ssl/private/x.key", "sslpassword=x", "service=other", "PASSFILE=/tmp/x",
+                  "dbname=postgresql://postgres@/postgres")
+{
+    $proxy->safe_psql('proxy_odd', qq{alter server pgque_shards options (set p0 '$base dbname=odd $smuggled')});
+    my $s = session('proxy_odd', undef);
+    $at = log_at();
+    my $r = q_err($s, q{select pgque.send('q', 't', 'p', 'k')});
+    $s->quit;
+    if ($smuggled =~ /^dbname/)
+    {
+        like($r, qr/^08006 shard 0 is unavailable/, "a URI as dbname is a database name, not a connection string: refused by the shard");
+        like(slurp_file($shard->logfile, $at), qr{database "postgresql://postgres\@/postgres" does not exist},
+             'the shard was asked for a database of that name (never expanded)');
+    }
+    else
+    {
+        like($r, qr/^22023 set_shards: (connection option "\w+" is not allowed|cannot read)/, "a string with $smuggled is refused at connect (22023)");
+        is(shard_logins($at), '', 'and nothing connected');
+    }
+}
+$proxy->safe_psql('proxy_odd', qq{alter server pgque_shards options (set p0 '$base dbname=odd')});
 
 # ---- connection strings through a key and a queue name: data
 my $inj = q{k' host=/tmp user=postgres dbname=postgres options='-c role=pg_read_all_data};
