@@ -128,11 +128,11 @@ all: pgque-proxy-lib
 install: pgque-proxy-install
 clean: pgque-proxy-clean
 pgque-proxy-lib:
-	$(MAKE) -C src/proxy PG_CONFIG=$(PG_CONFIG)
+	$(MAKE) -C src/proxy PG_CONFIG=$(PG_CONFIG) EXTVERSION=$(EXTVERSION)
 pgque-proxy-install: pgque-proxy-lib
-	$(MAKE) -C src/proxy PG_CONFIG=$(PG_CONFIG) install
+	$(MAKE) -C src/proxy PG_CONFIG=$(PG_CONFIG) EXTVERSION=$(EXTVERSION) install
 pgque-proxy-clean:
-	$(MAKE) -C src/proxy PG_CONFIG=$(PG_CONFIG) clean
+	$(MAKE) -C src/proxy PG_CONFIG=$(PG_CONFIG) EXTVERSION=$(EXTVERSION) clean
 
 # PgQ's way: every function, procedure and view of the parts again as
 # "create or replace", between the hand-written steps for what that cannot

@@ -37,6 +37,7 @@
 #include <poll.h>
 
 #include "access/xact.h"
+#include "catalog/pg_foreign_server.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
 #include "executor/spi.h"
@@ -56,7 +57,17 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
+#if PG_VERSION_NUM >= 180000
+PG_MODULE_MAGIC_EXT(.name = "pgque_proxy", .version = PGQUE_VERSION);
+#else
 PG_MODULE_MAGIC;
+#endif
+
+/* PostgreSQL 16 folded the per-kind ACL checks into object_aclcheck */
+#if PG_VERSION_NUM >= 160000
+#define pg_foreign_server_aclcheck(srv, role, mode) \
+	object_aclcheck(ForeignServerRelationId, (srv), (role), (mode))
+#endif
 
 /* the server PL/Proxy's functions name (cluster 'pgque_shards') */
 #define SHARD_SERVER "pgque_shards"
@@ -192,9 +203,6 @@ init_cache(void)
 
 /* pgque._shard_failed(shard, state, msg, detail, hint): raises, always
  * (i_retry is false): the classification and the words are SQL's. */
-static void
-shard_failed(int partition, const char *state, const char *msg, const char *detail,
-			 const char *hint) pg_attribute_noreturn();
 static void
 shard_failed(int partition, const char *state, const char *msg, const char *detail,
 			 const char *hint)
