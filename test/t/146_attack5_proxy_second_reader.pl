@@ -65,13 +65,23 @@ $proxy->safe_psql('postgres', qq{
     create database proxy;
     create database proxy_odd;
 });
-$proxy->safe_psql('proxy', qq{
+# the shard set of database proxy (dropped first with $drop): PUBLIC's
+# mapping without user, and each of @users mapped to shard_w
+sub shard_set
+{
+    my ($drop, @users) = @_;
+    $proxy->safe_psql('proxy', join("\n", 'set client_min_messages = warning;',
+        $drop ? 'drop server pgque_shards cascade;' : (),
+        "select pgque.set_shards(array['$base dbname=s0', '$base dbname=s1']);",
+        'create user mapping for public server pgque_shards;',
+        map { "create user mapping for $_ server pgque_shards options (user 'shard_w');" } @users));
+}
+$proxy->safe_psql('proxy', q{
     set client_min_messages = warning;
     create extension pgque_proxy cascade;
-    select pgque.set_shards(array['$base dbname=s0', '$base dbname=s1']);
-    create user mapping for public server pgque_shards;
-    create user mapping for mem_u server pgque_shards options (user 'shard_w');
-    create user mapping for direct_u server pgque_shards options (user 'shard_w');
+});
+shard_set(0, 'mem_u', 'direct_u');
+$proxy->safe_psql('proxy', q{
     grant usage on foreign server pgque_shards to ren_a, grp_usage, direct_u;
     grant usage on schema pgque to public;
     grant select on pg_backend_memory_contexts to direct_u;
@@ -339,14 +349,8 @@ my $long = session('proxy', 'direct_u');
 like(q_err($long, q{select pgque.send('orders', 't', 'long-0', 'k1')}), qr/^ok \d+/, 'a session that stays sends');
 for my $i (1 .. 3)
 {
-    $proxy->safe_psql('proxy', qq{
-        set client_min_messages = warning;
-        drop server pgque_shards cascade;
-        select pgque.set_shards(array['$base dbname=s0', '$base dbname=s1']);
-        create user mapping for public server pgque_shards;
-        create user mapping for direct_u server pgque_shards options (user 'shard_w');
-        grant usage on foreign server pgque_shards to direct_u;
-    });
+    shard_set(1, 'direct_u');
+    $proxy->safe_psql('proxy', q{grant usage on foreign server pgque_shards to direct_u});
     like(q_err($long, "select pgque.send('orders', 't', 'long-$i', 'k1')"), qr/^ok \d+/,
          "server dropped and made again ($i): the session sends");
 }
