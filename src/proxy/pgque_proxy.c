@@ -546,6 +546,7 @@ pgque_proxy_send_keyed(PG_FUNCTION_ARGS)
 	ShardConnKey key;
 	ShardConn  *sc;
 	bool		found;
+	bool		prepared_again = false;
 	const char *v[4];
 	int			i;
 	PGresult   *volatile res = NULL;
@@ -582,6 +583,7 @@ pgque_proxy_send_keyed(PG_FUNCTION_ARGS)
 		sc->in_flight = false;
 		sc->stale = false;
 	}
+again:
 	if (sc->conn && (sc->stale || sc->in_flight || !sc->prepared || idle_conn_is_dead(sc->conn)))
 		close_conn(sc);
 
@@ -646,6 +648,23 @@ pgque_proxy_send_keyed(PG_FUNCTION_ARGS)
 			shard_failed(key.partition, "08006",
 						 psprintf("lost the connection to shard %d during the call: %s", key.partition, m),
 						 NULL, NULL);
+		}
+		/*
+		 * The prepared statement is gone on the shard (a pooler between
+		 * that moved the connection, a DEALLOCATE or DISCARD there): the
+		 * Bind failed and nothing ran, so the connection is dropped and
+		 * the call made once more on a new one, prepared again; kept, it
+		 * failed every later call of the session (ADR 0119).
+		 */
+		if (strcmp(state, "26000") == 0)
+		{
+			close_conn(sc);
+			if (!prepared_again)
+			{
+				prepared_again = true;
+				res = NULL;
+				goto again;
+			}
 		}
 		/* the shard's own error; the connection is idle and stays */
 		shard_failed(key.partition, state, m, dt, ht);

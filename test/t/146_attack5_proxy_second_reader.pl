@@ -15,6 +15,9 @@
 #  - a shard that answers with a result of another shape (two rows, none,
 #    not a number, NULL, an overflow, a notice, an error of class 08):
 #    clear errors, no crash, and the connection still sends after each;
+#  - the prepared statement gone on the shard (DEALLOCATE there, as a
+#    pooler between would lose it): the next call prepares again on a new
+#    connection and succeeds, not 26000 at every later call (ADR 0119);
 #  - a shard's notice and warning: relayed to the caller as PL/Proxy
 #    does, not printed raw to the proxy's stderr (ADR 0119: a fix);
 #  - sslkey, sslpassword, service, an upper-case PASSFILE and a URI as
@@ -247,6 +250,7 @@ $shard->safe_psql('odd', q{
         elsif m = 'w57' then raise warning 'the shard is going away' using errcode = '57P01'; return next '45';
         elsif m = 'err08' then raise exception 'the shard''s own 08001' using errcode = '08001';
         elsif m = 'long' then return next repeat('9', 100000);
+        elsif m = 'dealloc' then execute 'deallocate pgque_proxy_send'; return next '46';
         end if;
     end $$;
 });
@@ -261,7 +265,8 @@ like(q_err($o, q{select pgque.send('q', 't', 'p', 'k')}), qr/^ok 42$/, 'the odd 
 my %odd = (two => qr/^08P01 shard 0 answered a send with 2 rows of 1 columns/,
            zero => qr/^08P01 shard 0 answered a send with 0 rows/,
            abc => qr/^22P02 /, null => qr/^ok $/, big => qr/^22003 /,
-           notice => qr/^ok 43$/, err08 => qr/^08001 |^\w{5} .*shard 0/, long => qr/^22003 /);
+           notice => qr/^ok 43$/, err08 => qr/^08001 |^\w{5} .*shard 0/, long => qr/^22003 /,
+           dealloc => qr/^ok 46$/);
 for my $mode (sort keys %odd)
 {
     $shard->safe_psql('odd', "update pgque.mode set m = '$mode'");
