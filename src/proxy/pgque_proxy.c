@@ -23,9 +23,9 @@
  * connection is never reused with a call in flight: an error or interrupt
  * between sending and reading the result closes it (PostgreSQL 15 has no
  * non-blocking cancel; the call may have committed on the shard, and the
- * error says so).  Changes of the server or of a user mapping (syscache
- * callbacks) mark every connection stale, closed at its next use, never
- * inside the callback.
+ * error says so).  Changes of the server, of a user mapping or of a role
+ * (syscache callbacks; a role: ADR 0119) mark every connection stale,
+ * closed at its next use, never inside the callback.
  *
  * The failure classification stays in SQL (pgque._unreachable, through
  * pgque._shard_failed): this file raises a refused connection as 08001 and
@@ -192,6 +192,11 @@ init_cache(void)
 	shard_conns = hash_create("pgque_proxy connections", 16, &ctl, HASH_ELEM | HASH_BLOBS);
 	CacheRegisterSyscacheCallback(FOREIGNSERVEROID, inval_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(USERMAPPINGOID, inval_callback, (Datum) 0);
+	/* a role renamed (the name a mapping without user sends) or a
+	 * membership revoked (USAGE through it): connect again, and check
+	 * again (ADR 0119) */
+	CacheRegisterSyscacheCallback(AUTHOID, inval_callback, (Datum) 0);
+	CacheRegisterSyscacheCallback(AUTHMEMMEMROLE, inval_callback, (Datum) 0);
 	RegisterXactCallback(xact_callback, NULL);
 	on_proc_exit(close_all_at_exit, (Datum) 0);
 }
@@ -222,6 +227,40 @@ shard_failed(int partition, const char *state, const char *msg, const char *deta
 						  5, types, vals, nulls, false, 0);
 	/* not reached: it raises */
 	elog(ERROR, "pgque._shard_failed returned for shard %d (%s: %s)", partition, state, msg);
+}
+
+/*
+ * A shard's notice or warning goes to the caller, as PL/Proxy relays it
+ * (plproxy_remote_error): NOTICE for class 00, WARNING otherwise, naming
+ * the shard.  libpq's default would print it raw to this server's stderr,
+ * past log_min_messages and out of the client's sight (ADR 0119).  What
+ * says the connection is ending (an error outside a call, a FATAL, the
+ * WARNING of an immediate shutdown: class 57P) goes to this server's log
+ * only: the call that finds the connection gone reports that itself.
+ */
+static void
+relay_notice(void *arg, const PGresult *res)
+{
+	const char *ss = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+	const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
+	const char *det = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
+	const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+	int			elevel;
+
+	if (ss == NULL || strlen(ss) != 5)
+		ss = "01000";
+	if (strncmp(ss, "57P", 3) == 0 ||
+		(sev != NULL && (strcmp(sev, "ERROR") == 0 || strcmp(sev, "FATAL") == 0 ||
+						 strcmp(sev, "PANIC") == 0)))
+		elevel = LOG_SERVER_ONLY;
+	else
+		elevel = strncmp(ss, "00", 2) == 0 ? NOTICE : WARNING;
+	ereport(elevel,
+			(errcode(MAKE_SQLSTATE(ss[0], ss[1], ss[2], ss[3], ss[4])),
+			 errmsg("shard %d: %s", (int) (intptr_t) arg, msg ? msg : ""),
+			 det ? errdetail_internal("%s", det) : 0,
+			 hint ? errhint("%s", hint) : 0));
 }
 
 /* libpq's message without its trailing newline */
@@ -424,6 +463,7 @@ connect_shard(ShardConn *sc)
 	sc->conn = PQconnectStartParams(kw, val, 0);
 	if (sc->conn == NULL)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
+	PQsetNoticeReceiver(sc->conn, relay_notice, (void *) (intptr_t) sc->key.partition);
 	if (PQstatus(sc->conn) != CONNECTION_BAD)
 	{
 		PostgresPollingStatusType st = PGRES_POLLING_WRITING;
@@ -506,6 +546,7 @@ pgque_proxy_send_keyed(PG_FUNCTION_ARGS)
 	ShardConnKey key;
 	ShardConn  *sc;
 	bool		found;
+	bool		prepared_again = false;
 	const char *v[4];
 	int			i;
 	PGresult   *volatile res = NULL;
@@ -542,6 +583,7 @@ pgque_proxy_send_keyed(PG_FUNCTION_ARGS)
 		sc->in_flight = false;
 		sc->stale = false;
 	}
+again:
 	if (sc->conn && (sc->stale || sc->in_flight || !sc->prepared || idle_conn_is_dead(sc->conn)))
 		close_conn(sc);
 
@@ -606,6 +648,23 @@ pgque_proxy_send_keyed(PG_FUNCTION_ARGS)
 			shard_failed(key.partition, "08006",
 						 psprintf("lost the connection to shard %d during the call: %s", key.partition, m),
 						 NULL, NULL);
+		}
+		/*
+		 * The prepared statement is gone on the shard (a pooler between
+		 * that moved the connection, a DEALLOCATE or DISCARD there): the
+		 * Bind failed and nothing ran, so the connection is dropped and
+		 * the call made once more on a new one, prepared again; kept, it
+		 * failed every later call of the session (ADR 0119).
+		 */
+		if (strcmp(state, "26000") == 0)
+		{
+			close_conn(sc);
+			if (!prepared_again)
+			{
+				prepared_again = true;
+				res = NULL;
+				goto again;
+			}
 		}
 		/* the shard's own error; the connection is idle and stays */
 		shard_failed(key.partition, state, m, dt, ht);
