@@ -2,7 +2,7 @@
 # state it keeps (one libpq connection per shard and session user, a call
 # in flight on it) against the ways it can break.
 #  - a shard that accepts the connection and never answers (a listener on a
-#    port of this suite's range): statement_timeout ends the connect and the
+#    loopback port the kernel picks): statement_timeout ends the connect and the
 #    call, and so do pg_cancel_backend and pg_terminate_backend;
 #  - a shard backend killed mid-call: 08006 naming the shard (the call may
 #    have committed), and the next call of the same session reconnects;
@@ -39,15 +39,11 @@ $proxy->safe_psql('postgres', qq{
     create user mapping for public server pgque_shards;
 });
 
-# ---- a listener that accepts and never answers, on a port of the range
-my $listener;
-my $lport;
-for my $p (reverse 57210 .. 57219)
-{
-    $listener = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => $p,
-                                      Listen => 16, ReuseAddr => 1, Proto => 'tcp');
-    if ($listener) { $lport = $p; last; }
-}
+# ---- a listener that accepts and never answers, on a port the kernel
+# picks (a fixed one could be another run's)
+my $listener = IO::Socket::INET->new(LocalAddr => '127.0.0.1', LocalPort => 0,
+                                     Listen => 16, Proto => 'tcp');
+my $lport = $listener ? $listener->sockport : 0;
 ok($listener, "a listener that never answers on 127.0.0.1:$lport");
 $proxy->safe_psql('postgres', qq{
     create database hang;
