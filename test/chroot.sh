@@ -33,7 +33,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 # what the suite needs, the same list as test/run.sh's ensure_packages
-PACKAGES="postgresql-$PG postgresql-server-dev-$PG libpq-dev postgresql-$PG-pgtap postgresql-$PG-cron postgresql-$PG-plproxy"
+PACKAGES="postgresql-$PG postgresql-server-dev-$PG libpq-dev postgresql-$PG-pgtap postgresql-$PG-cron postgresql-$PG-plproxy postgresql-$PG-pgq3"
 PACKAGES="$PACKAGES pgtap libtap-parser-sourcehandler-pgtap-perl libipc-run-perl make gcc"
 PACKAGES="$PACKAGES prometheus-postgres-exporter util-linux perl"
 # the package test (test/deb.sh)

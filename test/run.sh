@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 use_chroot && exec test/chroot.sh "$PG"
 
 ensure_packages postgresql-$PG postgresql-server-dev-$PG libpq-dev libipc-run-perl \
-	postgresql-$PG-pgtap pgtap postgresql-$PG-cron postgresql-$PG-plproxy \
+	postgresql-$PG-pgtap pgtap postgresql-$PG-cron postgresql-$PG-plproxy postgresql-$PG-pgq3 \
 	prometheus-postgres-exporter make gcc || exit 1
 echo "== PostgreSQL $("$PG_CONFIG" --version | sed 's/^PostgreSQL //')"
 build_and_install || { echo "build failed"; echo "0 passed, 1 failed"; exit 1; }

@@ -90,7 +90,7 @@ is(shard_logins($at), 'shard_w/shard0', 'as its mapping\'s user, on its shard');
 # ---- no mapping, no USAGE: the checks before any connection
 $at = log_at();
 like(err_of('app_nomap', q{select pgque.send('orders', 't', 'x', 'k1')}),
-     qr/^42704 user mapping not found for "app_nomap"/,
+     qr/^42704 user mapping not found for (?:user )?"app_nomap"/,
      'a LOGIN role with EXECUTE and no mapping (no PUBLIC one): 42704');
 like(err_of('app_nomap', q{select pgque._on_send_keyed(0, 'orders', 't', 'x', 'k1')}),
      qr/^42704 /, 'as through PL/Proxy');
