@@ -546,7 +546,7 @@ pgque_proxy_send_keyed(PG_FUNCTION_ARGS)
 	ShardConnKey key;
 	ShardConn  *sc;
 	bool		found;
-	bool		prepared_again = false;
+	volatile bool prepared_again = false;	/* set after PG_TRY, read after the next */
 	const char *v[4];
 	int			i;
 	PGresult   *volatile res = NULL;
