@@ -65,10 +65,20 @@ $node->safe_psql('postgres', q{insert into pgque.state_seal default values});
 $node->safe_psql('postgres', q{select pgque.send('q', 'after-seal')});
 ok(PgqueNode::poll_until(sub { $node->safe_psql('postgres', $ticks_q) > $before }),
 	'sealed: the next commit is ticked');
-is($node->safe_psql('postgres', q{
-    select string_agg(payload, ',' order by msg_id) from pgque.receive('q', 'c', 100)}),
-	'held-1,held-2,held-3,after-seal', 'sealed: the events sent while held are delivered, once');
-$node->safe_psql('postgres', q{select pgque.ack(max(batch_id)) from pgque.receive('q', 'c', 100)});
+# the first tick after the seal may come from a pass the seal's own
+# commit woke, before 'after-seal' commits: its event is then in the next
+# batch (PostgreSQL 17 under load), so the batches are read until it came
+my @got;
+PgqueNode::poll_until(sub {
+	my ($p, $b) = split /\|/, $node->safe_psql('postgres', q{
+	    with m as materialized (select * from pgque.receive('q', 'c', 100))
+	    select coalesce(string_agg(payload, ',' order by msg_id), '') || '|' || coalesce(max(batch_id)::text, '')
+	      from m}), 2;
+	push @got, split(/,/, $p) if $p ne '';
+	$node->safe_psql('postgres', "select pgque.ack($b)") if defined $b && $b ne '';
+	return grep { $_ eq 'after-seal' } @got;
+});
+is(join(',', @got), 'held-1,held-2,held-3,after-seal', 'sealed: the events sent while held are delivered, once');
 
 # ---- 2. a pass that ticks one woken queue is one transaction ----
 my $ticker_pid = $node->safe_psql('postgres', q{
