@@ -83,10 +83,16 @@ pgque_state_gate_check(PgqueStateGate *gate)
 }
 
 /* the worker's status says why its pass did nothing */
+static void
+report_holding(const char *why)
+{
+	pgque_worker_report("holding: %s", why ? why : CHECK_FAILED);
+}
+
 void
 pgque_state_gate_report(PgqueStateGate *gate)
 {
-	pgque_worker_report("holding: %s", gate->why ? gate->why : CHECK_FAILED);
+	report_holding(gate->why);
 }
 
 /*
@@ -106,6 +112,6 @@ pgque_state_held(MemoryContext cxt)
 		check.why = CHECK_FAILED;
 	if (check.why == NULL)
 		return false;
-	pgque_worker_report("holding: %s", check.why);
+	report_holding(check.why);
 	return true;
 }

@@ -958,8 +958,9 @@ static void
 ticker_pass(void *state, MemoryContext cxt)
 {
 	TickerState *st = state;
-	/* the pass's state check, armed for its first unit (ADR 0118) */
-	PgqueStateGate gate = {PGQUE_SQL_HAS(PGQUE_SQL_0_2_0), false, NULL, cxt};
+	/* the pass's state check, armed for its first unit (ADR 0118; an
+	 * older SQL without the check: check_held says whole) */
+	PgqueStateGate gate = {true, false, NULL, cxt};
 	PgqueStateGate *outer = pgque_state_gate;
 
 	/* a pass of the combined worker may run between another loop's units */
