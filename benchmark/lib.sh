@@ -231,3 +231,19 @@ drain_xip_window() {
 	echo "select pg_catalog.pg_current_xact_id();"
 	drain_window "$1" "$2" | sed -n '2,$p'
 }
+
+# producer_medians FILE: FILE's rows "workload,system,clients,ev/s,WAL B/ev"
+# (a row a round) as one row each (workload, system, clients), in the order
+# first seen, with the median of its rounds' ev/s and WAL bytes (the mean
+# of the two middle ones for an even count)
+producer_medians() {
+	awk -F, '
+		function med(list,   a, n, i, j, t) {
+			n = split(list, a, " ")
+			for (i = 2; i <= n; i++) { t = a[i] + 0; for (j = i - 1; j >= 1 && a[j] + 0 > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+		}
+		{ k = $1 FS $2 FS $3; if (!(k in eps)) order[++n] = k; eps[k] = eps[k] " " $4; wal[k] = wal[k] " " $5 }
+		END { for (i = 1; i <= n; i++) printf "%s,%.0f,%.0f\n", order[i], med(eps[order[i]]), med(wal[order[i]]) }
+	' "$1"
+}

@@ -44,6 +44,12 @@ else DUR=8; BACKLOG=500000; JOBS=50000; PK_EVENTS=200000; fi
 # BENCH_DUR=s: seconds per pgbench workload (a shorter look on a shared machine)
 DUR=${BENCH_DUR:-$DUR}
 PAY_DUR=$(( DUR / 3 > 0 ? DUR / 3 : 1 ))
+# the producer's systems alternate round by round (PROD_ROUNDS rounds of
+# PROD_DUR s; one round in QUICK), each row the median of its rounds: a
+# ratio of two systems measured once each, minutes apart, was the machine's
+# drift (ADR 0124)
+PROD_ROUNDS=$([ "$QUICK" = 1 ] && echo 1 || echo 3)
+PROD_DUR=$(( (DUR + PROD_ROUNDS - 1) / PROD_ROUNDS ))
 LAT_SECS=$([ "$QUICK" = 1 ] && echo 2 || echo 12)
 ONLY=${ONLY:-producer,drain,drain_payload,drain_fanout,partition,lease,latency,sustained,coop,proxy,pause,idle}
 PAUSE_EVENTS=$([ "$QUICK" = 1 ] && echo 10000 || echo 50000)
@@ -66,7 +72,7 @@ IDLE_POINTS=100
 PROXY_CURVE_DUR=$(( DUR / 2 > 0 ? DUR / 2 : 1 ))
 # --plan: these knobs, one name=value a line, and nothing run (TAP 109)
 if [ "${1:-}" = --plan ]; then
-	for v in QUICK DUR PAY_DUR BACKLOG JOBS PK_EVENTS LAT_SECS LAT_SAT_SECS PAUSE_EVENTS IDLE_SECS IDLE_POINTS \
+	for v in QUICK DUR PAY_DUR PROD_ROUNDS PROD_DUR BACKLOG JOBS PK_EVENTS LAT_SECS LAT_SAT_SECS PAUSE_EVENTS IDLE_SECS IDLE_POINTS \
 	         COOP_EVENTS PROXY_CURVE_DUR SUS_SECS SUS_STOP_AT SUS_STOP_FOR SUS_CATCH_UP SUS_EVERY SUS_ROTATION ONLY; do
 		echo "$v=${!v}"
 	done
@@ -166,21 +172,34 @@ bench() {
 
 if want producer; then
 "${PSQL[@]}" -c "select pgque.create_queue('bench_pk'), pgque.set_queue_config('bench_pk', 'partition_buckets', '32')" >/dev/null
-echo "== producer, 1 event per transaction"
-for c in 1 2; do
-	bench produce_1 "plain INSERT" $c 1 "insert into plain (typ, data) values ('default', 'payload-abcdefghij');"
-	bench produce_1 "pgque send" $c 1 "select pgque.send('bench', 'payload-abcdefghij');"
-	bench produce_1 "pgque send keyed" $c 1 "\\set k random(1, 2000)
+echo "== producer, 1 and 100 events per transaction: $PROD_ROUNDS rounds of $PROD_DUR s, the systems alternated"
+# producer_rounds: every system once a round, the rows written to a file
+# of their own; then each (workload, system, clients) row is the median of
+# its rounds' events per second and WAL bytes per event
+producer_rounds() {
+	local r c all=$RESULTS
+	RESULTS=$WORK/producer_rounds.csv
+	: >"$RESULTS"
+	for r in $(seq 1 "$PROD_ROUNDS"); do
+		echo "-- round $r"
+		for c in 1 2; do
+			DUR=$PROD_DUR bench produce_1 "plain INSERT" $c 1 "insert into plain (typ, data) values ('default', 'payload-abcdefghij');"
+			DUR=$PROD_DUR bench produce_1 "pgque send" $c 1 "select pgque.send('bench', 'payload-abcdefghij');"
+			DUR=$PROD_DUR bench produce_1 "pgque send keyed" $c 1 "\\set k random(1, 2000)
 select pgque.send('bench', 'default', 'payload-abcdefghij', 'tenant-' || :k);"
-	bench produce_1 "pgque send keyed 32 buckets" $c 1 "\\set k random(1, 2000)
+			DUR=$PROD_DUR bench produce_1 "pgque send keyed 32 buckets" $c 1 "\\set k random(1, 2000)
 select pgque.send('bench_pk', 'default', 'payload-abcdefghij', 'tenant-' || :k);"
-	pgq && bench produce_1 "PgQ insert_event" $c 1 "select pgq.insert_event('bench', 'default', 'payload-abcdefghij');"
-	bench produce_1 "SKIP LOCKED table" $c 1 "insert into jobs (payload) values ('payload-abcdefghij');"
-done
-
-echo "== producer, 100 events per transaction"
-bench produce_100 "plain multi-row INSERT" 1 100 "insert into plain (typ, data) select 'default', 'payload-abcdefghij' from generate_series(1, 100);"
-bench produce_100 "pgque send_batch" 1 100 "select pgque.send_batch('bench', 'default', array_fill('payload-abcdefghij'::text, array[100]));"
+			pgq && DUR=$PROD_DUR bench produce_1 "PgQ insert_event" $c 1 "select pgq.insert_event('bench', 'default', 'payload-abcdefghij');"
+			DUR=$PROD_DUR bench produce_1 "SKIP LOCKED table" $c 1 "insert into jobs (payload) values ('payload-abcdefghij');"
+		done
+		DUR=$PROD_DUR bench produce_100 "plain multi-row INSERT" 1 100 "insert into plain (typ, data) select 'default', 'payload-abcdefghij' from generate_series(1, 100);"
+		DUR=$PROD_DUR bench produce_100 "pgque send_batch" 1 100 "select pgque.send_batch('bench', 'default', array_fill('payload-abcdefghij'::text, array[100]));"
+	done
+	RESULTS=$all
+	echo "-- the median of each row's rounds"
+	producer_medians "$WORK/producer_rounds.csv" | tee -a "$RESULTS"
+}
+producer_rounds
 
 # producer against payload size: one event per transaction, 1 client, the
 # same random (incompressible) payload each time; 10 kB is stored out of line

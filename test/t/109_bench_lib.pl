@@ -240,5 +240,9 @@ cmp_ok($quick->{SUS_STOP_AT} + $quick->{SUS_STOP_FOR} + $quick->{SUS_CATCH_UP}, 
 	'QUICK\'s stop and catch-up fit in it');
 is($quick->{LAT_SAT_SECS}, 0, 'QUICK leaves the saturation latency runs out');
 is(bench_plan('QUICK=0 BENCH_DUR=3')->{DUR}, 3, 'BENCH_DUR still sets the pgbench runs');
+cmp_ok($full->{PROD_ROUNDS} * $full->{PROD_DUR}, '>=', $full->{DUR},
+	'the producer\'s alternated rounds together last at least a pgbench run (ADR 0124)');
+cmp_ok($full->{PROD_ROUNDS}, '>=', 3, '... in three rounds or more');
+is($quick->{PROD_ROUNDS}, 1, 'QUICK measures the producer in one round');
 
 done_testing();
