@@ -183,16 +183,26 @@ drain_window() {
 # window a batch (receive's max_return DRAIN_WINDOW, default 10,000: the
 # backlog's window, so that each receive hands out one whole window as
 # PgQ's next_batch does, and both commit as often; ADR 0116); with LIMIT,
-# it stops once LIMIT events were handed out
+# it stops once LIMIT events were handed out.  At its end it says, as a
+# NOTICE, "drained N events in S s": the events it was handed and the
+# server's clock around its loop, for a figure without psql's start
+# (drain_notice_eps; ADR 0124)
 drain_do() {
-	local q=drain stop="" max=1000
+	local q=drain stop="" max=1000 end
 	[ "$1" = pgque_32_buckets ] && q=drain_b
 	[ "$1" = pgque_window ] && q=drain_w max=${DRAIN_WINDOW:-10000}
-	[ -n "${2:-}" ] && stop=" t := t + n; exit when t >= $2;"
+	[ -n "${2:-}" ] && stop=" exit when t >= $2;"
+	end=" end loop; raise notice 'drained % events in % s', t, extract(epoch from clock_timestamp() - t0); end \$\$;"
 	case $1 in
-	pgque|pgque_32_buckets|pgque_window) echo "do \$\$ declare b bigint; n bigint; t bigint := 0; begin loop select max(batch_id), count(*) into b, n from pgque.receive('$q', 'c', $max); exit when b is null; perform pgque.ack(b); commit;$stop end loop; end \$\$;" ;;
-	pgq) echo "do \$\$ declare b bigint; n bigint; t bigint := 0; begin loop b := pgq.next_batch('drain', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b); perform pgq.finish_batch(b); commit;$stop end loop; end \$\$;" ;;
+	pgque|pgque_32_buckets|pgque_window) echo "do \$\$ declare b bigint; n bigint; t bigint := 0; t0 timestamptz := clock_timestamp(); begin loop select max(batch_id), count(*) into b, n from pgque.receive('$q', 'c', $max); exit when b is null; perform pgque.ack(b); commit; t := t + n;$stop$end" ;;
+	pgq) echo "do \$\$ declare b bigint; n bigint; t bigint := 0; t0 timestamptz := clock_timestamp(); begin loop b := pgq.next_batch('drain', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b); perform pgq.finish_batch(b); commit; t := t + n;$stop$end" ;;
 	esac
+}
+# drain_notice_eps: reads drain_do's NOTICE on stdin -> "EVENTS EV/S"
+# (nothing when there is no such line, or no time passed)
+drain_notice_eps() {
+	sed -n 's/.*drained \([0-9]*\) events in \([0-9.e-]*\) s.*/\1 \2/p' |
+		awk '$2 > 0 {printf "%d %.0f\n", $1, $1 / $2}'
 }
 # drain_backlog WINDOWS WINDOW: the queues (PgQ's too when installed) and
 # WINDOWS tick windows of WINDOW events in each, the systems' windows
@@ -232,18 +242,24 @@ drain_xip_window() {
 	drain_window "$1" "$2" | sed -n '2,$p'
 }
 
-# producer_medians FILE: FILE's rows "workload,system,clients,ev/s,WAL B/ev"
-# (a row a round) as one row each (workload, system, clients), in the order
-# first seen, with the median of its rounds' ev/s and WAL bytes (the mean
-# of the two middle ones for an even count)
-producer_medians() {
+# round_medians FILE: FILE's rows "workload,system,clients,ev/s,WAL B/ev"
+# (a row a round; the WAL field may be empty) as one row each (workload,
+# system, clients), in the order first seen, with the median of its
+# rounds' ev/s and WAL bytes (the mean of the two middle ones for an even
+# count; an empty WAL field stays empty)
+round_medians() {
 	awk -F, '
 		function med(list,   a, n, i, j, t) {
 			n = split(list, a, " ")
 			for (i = 2; i <= n; i++) { t = a[i] + 0; for (j = i - 1; j >= 1 && a[j] + 0 > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
 			return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 		}
-		{ k = $1 FS $2 FS $3; if (!(k in eps)) order[++n] = k; eps[k] = eps[k] " " $4; wal[k] = wal[k] " " $5 }
-		END { for (i = 1; i <= n; i++) printf "%s,%.0f,%.0f\n", order[i], med(eps[order[i]]), med(wal[order[i]]) }
+		{ k = $1 FS $2 FS $3; if (!(k in eps)) order[++n] = k; eps[k] = eps[k] " " $4; if ($5 != "") wal[k] = wal[k] " " $5 }
+		END {
+			for (i = 1; i <= n; i++) {
+				k = order[i]
+				printf "%s,%.0f,%s\n", k, med(eps[k]), (k in wal) ? sprintf("%.0f", med(wal[k])) : ""
+			}
+		}
 	' "$1"
 }

@@ -50,6 +50,9 @@ PAY_DUR=$(( DUR / 3 > 0 ? DUR / 3 : 1 ))
 # drift (ADR 0124)
 PROD_ROUNDS=$([ "$QUICK" = 1 ] && echo 1 || echo 3)
 PROD_DUR=$(( (DUR + PROD_ROUNDS - 1) / PROD_ROUNDS ))
+# the drains likewise: DRAIN_ROUNDS rounds, each draining BACKLOG /
+# DRAIN_ROUNDS events (whole tick windows) of every queue in turn
+DRAIN_ROUNDS=$([ "$QUICK" = 1 ] && echo 1 || echo 5)
 LAT_SECS=$([ "$QUICK" = 1 ] && echo 2 || echo 12)
 ONLY=${ONLY:-producer,drain,drain_payload,drain_fanout,partition,lease,latency,sustained,coop,proxy,pause,idle}
 PAUSE_EVENTS=$([ "$QUICK" = 1 ] && echo 10000 || echo 50000)
@@ -72,7 +75,7 @@ IDLE_POINTS=100
 PROXY_CURVE_DUR=$(( DUR / 2 > 0 ? DUR / 2 : 1 ))
 # --plan: these knobs, one name=value a line, and nothing run (TAP 109)
 if [ "${1:-}" = --plan ]; then
-	for v in QUICK DUR PAY_DUR PROD_ROUNDS PROD_DUR BACKLOG JOBS PK_EVENTS LAT_SECS LAT_SAT_SECS PAUSE_EVENTS IDLE_SECS IDLE_POINTS \
+	for v in QUICK DUR PAY_DUR PROD_ROUNDS PROD_DUR DRAIN_ROUNDS BACKLOG JOBS PK_EVENTS LAT_SECS LAT_SAT_SECS PAUSE_EVENTS IDLE_SECS IDLE_POINTS \
 	         COOP_EVENTS PROXY_CURVE_DUR SUS_SECS SUS_STOP_AT SUS_STOP_FOR SUS_CATCH_UP SUS_EVERY SUS_ROTATION ONLY; do
 		echo "$v=${!v}"
 	done
@@ -197,7 +200,7 @@ select pgque.send('bench_pk', 'default', 'payload-abcdefghij', 'tenant-' || :k);
 	done
 	RESULTS=$all
 	echo "-- the median of each row's rounds"
-	producer_medians "$WORK/producer_rounds.csv" | tee -a "$RESULTS"
+	round_medians "$WORK/producer_rounds.csv" | tee -a "$RESULTS"
 }
 producer_rounds
 
@@ -233,22 +236,47 @@ for p in "${bp[@]}"; do wait "$p"; done
 # the producer workloads left rows in the job table: start from exactly $JOBS
 "${PSQL[@]}" -c "truncate jobs" -c "insert into jobs (payload) select 'payload-abcdefghij' from generate_series(1, $JOBS)" >/dev/null
 
+# drain SYSTEM EVENTS SQL: a drain's row: the events per second that
+# drain_do's NOTICE says (the server's clock around its loop), else EVENTS
+# over psql's wall time (the SKIP LOCKED drain)
 drain() {
-	local system=$1 n=$2 sql=$3 t0 t1 eps
+	local system=$1 n=$2 sql=$3 t0 t1 eps said
 	t0=$(date +%s.%N)
-	"${PSQL[@]}" -c "$sql" >/dev/null
+	said=$("${PSQL[@]}" -c "$sql" 2>&1 >/dev/null | drain_notice_eps)
 	t1=$(date +%s.%N)
-	eps=$(awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n / (b - a)}')
+	if [ -n "$said" ]; then
+		[ "${said% *}" = "$n" ] || echo "drain $system: $n events asked, ${said% *} drained" >&2
+		eps=${said#* }
+	else
+		eps=$(awk -v n="$n" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.0f", n / (b - a)}')
+	fi
 	echo "drain,$system,1,$eps," >> "$RESULTS"
 	printf '%-34s %-22s %2s client  %10s ev/s\n' drain "$system" 1 "$eps"
 }
-drain "pgque receive/ack" "$BACKLOG" "$(drain_do pgque)"
-drain "pgque receive/ack 32 buckets" "$BACKLOG" "$(drain_do pgque_32_buckets)"
-# like with like against PgQ (ADR 0116): a tick window a batch and a commit
-# a window, as PgQ's next_batch / finish_batch below; the two rows above
-# hand each window out in 10 batches of 1,000 (10 commits a window)
-drain "pgque receive/ack per window" "$BACKLOG" "$(drain_do pgque_window)"
-pgq && drain "PgQ next/get/finish" "$BACKLOG" "$(drain_do pgq)"
+# the drains in DRAIN_ROUNDS rounds (ADR 0124), each round draining the
+# next BACKLOG / DRAIN_ROUNDS events of every queue in turn, the last round
+# what is left; each row the median of its rounds' events per second.  The
+# 1,000-a-batch rows hand each window out in 10 batches (10 commits a
+# window); "per window" is like with like against PgQ (ADR 0116): a tick
+# window a batch and a commit a window, as PgQ's next_batch / finish_batch
+drain_rounds() {
+	local r per=$(( BACKLOG / DRAIN_ROUNDS / 10000 * 10000 )) n lim all=$RESULTS
+	RESULTS=$WORK/drain_rounds.csv
+	: >"$RESULTS"
+	for r in $(seq 1 "$DRAIN_ROUNDS"); do
+		n=$per lim=$per
+		[ "$r" = "$DRAIN_ROUNDS" ] && n=$(( BACKLOG - per * (DRAIN_ROUNDS - 1) )) lim=
+		echo "-- round $r: $n events of each queue"
+		drain "pgque receive/ack" "$n" "$(drain_do pgque $lim)"
+		drain "pgque receive/ack 32 buckets" "$n" "$(drain_do pgque_32_buckets $lim)"
+		drain "pgque receive/ack per window" "$n" "$(drain_do pgque_window $lim)"
+		pgq && drain "PgQ next/get/finish" "$n" "$(drain_do pgq $lim)"
+	done
+	RESULTS=$all
+	echo "-- the median of each row's rounds"
+	round_medians "$WORK/drain_rounds.csv" | tee -a "$RESULTS"
+}
+drain_rounds
 drain "SKIP LOCKED, 1 per txn" "$JOBS" "do \$\$ declare i bigint; begin loop delete from jobs where id = (select id from jobs order by id for update skip locked limit 1) returning id into i; exit when i is null; commit; end loop; end \$\$"
 lap drain
 fi

@@ -223,16 +223,17 @@ is($? >> 8, 2, 'an unknown option is refused');
 like($out, qr/usage:/, '... with the usage');
 
 # ---- the producer's rounds: a row each, the median of its rounds ----------
-# (benchmark/lib.sh producer_medians; ADR 0124) rows of distinct values, so
+# (benchmark/lib.sh round_medians; ADR 0124) rows of distinct values, so
 # a mean, the first or the last round gives another figure
 write_file("$dir/rounds.csv", join('', map { "$_\n" }
 	'produce_1,plain INSERT,1,100,5', 'produce_1,pgque send,1,90,7',
 	'produce_1,plain INSERT,1,400,6', 'produce_1,pgque send,1,10,9',
 	'produce_1,plain INSERT,1,200,4', 'produce_1,pgque send,1,95,8',
-	'produce_100,pgque send_batch,1,1000,3', 'produce_100,pgque send_batch,1,3000,5'));
-$out = `cd '$root' && bash -c '. benchmark/lib.sh && producer_medians "$dir/rounds.csv"' 2>&1`;
-is($out, "produce_1,plain INSERT,1,200,5\nproduce_1,pgque send,1,90,8\nproduce_100,pgque send_batch,1,2000,4\n",
-	'producer_medians: each row the median of its rounds (odd and even counts), in the order first seen');
+	'produce_100,pgque send_batch,1,1000,3', 'produce_100,pgque send_batch,1,3000,5',
+	'drain,PgQ next/get/finish,1,700,', 'drain,PgQ next/get/finish,1,500,', 'drain,PgQ next/get/finish,1,900,'));
+$out = `cd '$root' && bash -c '. benchmark/lib.sh && round_medians "$dir/rounds.csv"' 2>&1`;
+is($out, "produce_1,plain INSERT,1,200,5\nproduce_1,pgque send,1,90,8\nproduce_100,pgque send_batch,1,2000,4\ndrain,PgQ next/get/finish,1,700,\n",
+	'round_medians: each row the median of its rounds (odd and even counts), in the order first seen, an empty WAL field kept empty');
 
 # ---- one source for the server's settings ---------------------------------
 my $conf = slurp_file("$root/benchmark/server.conf");

@@ -216,6 +216,13 @@ like($l[2], qr/pgq\.next_batch\('drain', 'c'\).*pgq\.finish_batch/, 'PgQ\'s: nex
 like($l[3], qr/send_batch\('drain_b', .*array\[7\]\), array\(select 'tenant-' \|\| \(g % 2000\) from generate_series\(1, 7\) g\)\)/,
 	'a bucketed window: keys over 2,000 tenants');
 is($l[4], "select pgque.ticker('drain_b');", 'a window ends with a tick');
+like($_, qr/t := t \+ n;.*raise notice 'drained % events in % s', t, extract\(epoch from clock_timestamp\(\) - t0\)/,
+	'each drain counts its events and says them with the server\'s time around its loop (ADR 0124)')
+  for @l[0 .. 2];
+$out = `cd '$root' && printf 'NOTICE:  other\nNOTICE:  drained 100000 events in 0.125000 s\n' | bash -c '. benchmark/lib.sh; drain_notice_eps'`;
+is($out, "100000 800000\n", 'drain_notice_eps: the events and the events per second of that notice');
+$out = `cd '$root' && printf 'NOTICE:  drained 0 events in 0 s\n' | bash -c '. benchmark/lib.sh; drain_notice_eps'`;
+is($out, '', '... nothing when no time passed (the caller falls back to the wall clock)');
 
 # ---- make bench's plan --------------------------------------------------------
 sub bench_plan
@@ -244,5 +251,8 @@ cmp_ok($full->{PROD_ROUNDS} * $full->{PROD_DUR}, '>=', $full->{DUR},
 	'the producer\'s alternated rounds together last at least a pgbench run (ADR 0124)');
 cmp_ok($full->{PROD_ROUNDS}, '>=', 3, '... in three rounds or more');
 is($quick->{PROD_ROUNDS}, 1, 'QUICK measures the producer in one round');
+cmp_ok($full->{DRAIN_ROUNDS}, '>=', 3, 'the drains alternate in three rounds or more');
+cmp_ok($full->{BACKLOG} / $full->{DRAIN_ROUNDS}, '>=', 10000, '... each of whole tick windows (10,000 events)');
+is($quick->{DRAIN_ROUNDS}, 1, 'QUICK drains in one round');
 
 done_testing();
