@@ -57,7 +57,7 @@ run() {
 	for f in $(ls "$CG"); do
 		grep -qx "$f" <<<"$before" && continue
 		ir=$(awk '/^(summary|totals):/ {print $2; exit}' "$CG/$f")
-		if grep -qE 'plproxy_exec|[ =)]pgque_proxy_send_keyed$' "$CG/$f"; then proxy=$ir
+		if grep -qE 'plproxy_exec|[ =)]pgque_proxy_send_(batch_)?keyed$' "$CG/$f"; then proxy=$ir
 		elif grep -q 'pgque_send' "$CG/$f"; then shard=$ir; fi
 	done
 	echo "$proxy $shard"

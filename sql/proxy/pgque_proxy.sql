@@ -493,80 +493,46 @@ returns bigint language sql as $$
                                        payload::pg_catalog.text, partition_key) end
 $$;
 
--- A batch.  Keyless, or not splittable (bad arrays: the shard says what is
--- wrong, as it would directly): whole to one shard.  Keyed: one call per
--- shard with that shard's events in input order (NULL keys ride with the
--- first keyed event's shard); the ids come back in input order.  A split
--- batch is not atomic across shards: the part of every reachable shard is
--- committed, and then an error names the shards whose parts were not (the
--- producer resends the events whose keys map to them, pgque.shard_of).
-create function pgque._route_send_batch(i_queue text, i_type text, i_payloads text[], i_keys text[])
-returns bigint[] language plpgsql
+-- A keyed batch through pgque_proxy.so (ADR 0122): the ids in input order.
+-- Split by shard (event i to shard i_hashes[i] mod S, a NULL key with the
+-- first keyed event's shard), one prepared pgque.send_batch per shard's
+-- part over the connections of pgque._send_keyed (the same user, mapping
+-- and checks), every part sent before any answer is read.  Not atomic
+-- across shards: each reachable shard's part commits there, and then an
+-- error names the shards whose parts were not (pgque._batch_parts_failed)
+-- or relays a shard's own (pgque._shard_failed), with the shards whose
+-- parts were committed.  Not splittable (NULL or multi-dimensional arrays,
+-- two lengths, no key): whole to one shard by _route_send_batch_on, the
+-- shard saying what is wrong.  One shard: the batch as it came.
+-- i_hashes[i] is pgque._key_hash(i_keys[i]), the one definition of the
+-- routing hash.
+create function pgque._send_batch_keyed(i_hashes int4[], i_queue text, i_type text, i_payloads text[],
+                                        i_keys text[])
+returns bigint[] language c
+as 'MODULE_PATHNAME', 'pgque_proxy_send_batch_keyed';
+
+-- The parts of a keyed batch for shards i_down were not sent (or their
+-- link broke during the call); those for i_done were committed.
+create function pgque._batch_parts_failed(i_down int4[], i_done int4[], i_msg text)
+returns void language plpgsql
 set search_path = pg_catalog, pg_temp as $$
-declare
-    n      int4 := pgque._shard_count();
-    ids    bigint[];
-    part   record;
-    got    bigint[];
-    done   int4[] := '{}';
-    down   int4[] := '{}';
-    st     text;
-    msg    text;
-    dt     text;
-    ht     text;
-    dflt   int4;
 begin
-    if i_keys is null or i_payloads is null
-       or pg_catalog.array_ndims(i_payloads) > 1 or pg_catalog.array_ndims(i_keys) > 1
-       or pg_catalog.cardinality(i_keys) <> pg_catalog.cardinality(i_payloads)
-       or not exists (select from pg_catalog.unnest(i_keys) k where k is not null) then
-        return pgque._route_send_batch_on(i_queue, i_type, i_payloads, i_keys, 'keyed');
-    end if;
-    dflt := pgque.shard_of((select k from pg_catalog.unnest(i_keys) k where k is not null limit 1), n);
-    ids := pg_catalog.array_fill(null::bigint, array[pg_catalog.cardinality(i_payloads)]);
-    -- one shard: the batch is its one part, as it came (nothing to group)
-    for part in
-        select 0 as shard, null::int8[] as ords, i_payloads as payloads, i_keys as keys, 1::int8 as first
-         where n operator(pg_catalog.=) 1
-        union all
-        select coalesce(pgque.shard_of(k, n), dflt) as shard,
-               pg_catalog.array_agg(o order by o) as ords,
-               pg_catalog.array_agg(p order by o) as payloads,
-               pg_catalog.array_agg(k order by o) as keys,
-               pg_catalog.min(o) as first
-          from rows from (pg_catalog.unnest(i_payloads), pg_catalog.unnest(i_keys)) with ordinality u(p, k, o)
-         where n operator(pg_catalog.>) 1
-         group by 1
-        order by first
-    loop
-        begin
-            got := pgque._on_send_batch_keyed(part.shard, i_queue, i_type, part.payloads, part.keys);
-            if pg_catalog.cardinality(got) = pg_catalog.cardinality(i_payloads) then
-                return got;         -- one shard had every event: in input order already
-            end if;
-            for i in 1 .. pg_catalog.cardinality(got) loop
-                ids[part.ords[i]] := got[i];
-            end loop;
-            done := done || part.shard;
-        exception when others then
-            get stacked diagnostics st = returned_sqlstate, msg = message_text,
-                                    dt = pg_exception_detail, ht = pg_exception_hint;
-            if pgque._unreachable(st, msg) is null then
-                perform pgque._shard_failed(part.shard, st, msg, dt, ht, false, done);
-            end if;
-            down := down || part.shard;
-        end;
-    end loop;
-    if pg_catalog.cardinality(down) > 0 then
-        raise exception 'shards % are unavailable: their parts of the batch were not sent%', down,
-                        case when pg_catalog.cardinality(done) > 0
-                             then pg_catalog.format(' (the parts for shards %s were committed)', done) else '' end
-            using errcode = 'connection_failure',
-                  detail = msg,
-                  hint = 'Resend the events whose keys map to these shards (pgque.shard_of) when they are back; a part whose link broke during the call may have committed: send_idem avoids duplicates.';
-    end if;
-    return ids;
+    raise exception 'shards % are unavailable: their parts of the batch were not sent%', i_down,
+                    case when pg_catalog.cardinality(i_done) > 0
+                         then pg_catalog.format(' (the parts for shards %s were committed)', i_done) else '' end
+        using errcode = 'connection_failure',
+              detail = i_msg,
+              hint = 'Resend the events whose keys map to these shards (pgque.shard_of) when they are back; a part whose link broke during the call may have committed: send_idem avoids duplicates.';
 end $$;
+
+-- A keyed batch: the routing hash of each key, then the C path.  (A
+-- subquery: not inlined, planned once a call; unnest keeps the keys'
+-- order.)
+create function pgque._route_send_batch(i_queue text, i_type text, i_payloads text[], i_keys text[])
+returns bigint[] language sql as $$
+    select pgque._send_batch_keyed(array(select pgque._key_hash(k) from pg_catalog.unnest(i_keys) k),
+                                   i_queue, i_type, i_payloads, i_keys)
+$$;
 
 -- The whole batch to any live shard.
 create function pgque._route_send_batch_on(i_queue text, i_type text, i_payloads text[],

@@ -1,7 +1,7 @@
 /*
- * pgque_proxy.c: the keyed send of pgque_proxy over cached libpq
- * connections with a prepared remote statement (ADR 0115, built from ADR
- * 0111's spike).  A library of its own, linked with libpq: a proxy node
+ * pgque_proxy.c: the keyed send and the keyed batch of pgque_proxy over
+ * cached libpq connections with prepared remote statements (ADR 0115,
+ * built from ADR 0111's spike; the batch: ADR 0122).  A library of its own, linked with libpq: a proxy node
  * need not preload pgque_bgw, and pgque_bgw.so (preloaded into every
  * shard's workers) must not carry libpq.
  *
@@ -51,9 +51,12 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/acl.h"
+#include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
@@ -74,6 +77,12 @@ PG_MODULE_MAGIC;
 /* the prepared remote statement of the keyed send */
 #define SEND_STMT "pgque_proxy_send"
 #define SEND_SQL "select pgque.send($1, $2, $3, $4)"
+/* the prepared remote statement of a keyed batch's part (ADR 0122) */
+#define BATCH_STMT "pgque_proxy_send_batch"
+#define BATCH_SQL "select pgque.send_batch($1, $2, $3, $4)"
+/* a batch part larger than this (its text) closes its connection after the
+ * call: libpq keeps its buffers at their largest size, per connection */
+#define BATCH_KEEP_BYTES (1024 * 1024)
 
 typedef struct ShardConnKey
 {
@@ -87,6 +96,7 @@ typedef struct ShardConn
 	ShardConnKey key;
 	PGconn	   *conn;			/* NULL: not connected */
 	bool		prepared;		/* SEND_STMT prepared on conn */
+	bool		batch_prepared; /* BATCH_STMT prepared on conn */
 	bool		in_flight;		/* a call was sent and its result not read */
 	bool		stale;			/* server or mapping changed: close at next use */
 } ShardConn;
@@ -108,6 +118,7 @@ close_conn(ShardConn *sc)
 		PQfinish(sc->conn);
 	sc->conn = NULL;
 	sc->prepared = false;
+	sc->batch_prepared = false;
 	sc->in_flight = false;
 	sc->stale = false;
 }
@@ -227,6 +238,7 @@ shard_failed(int partition, const char *state, const char *msg, const char *deta
 						  5, types, vals, nulls, false, 0);
 	/* not reached: it raises */
 	elog(ERROR, "pgque._shard_failed returned for shard %d (%s: %s)", partition, state, msg);
+	pg_unreachable();
 }
 
 /*
@@ -362,12 +374,48 @@ read_result(PGconn *conn, PGresult *volatile *resp)
 }
 
 /*
- * Connect sc to its partition, the checks of PL/Proxy first.  Any failure
- * of the connection itself is 08001 through pgque._shard_failed (nothing
- * was sent).  The caller holds sc in PG_TRY: an interrupt here closes it.
+ * A failure of a call to one shard, as the keyed batch keeps it until every
+ * part's answer is read (ADR 0122): the SQLSTATE and words that
+ * pgque._shard_failed and pgque._unreachable take.
  */
-static void
-connect_shard(ShardConn *sc)
+typedef struct ShardFailure
+{
+	char	   *state;
+	char	   *msg;
+	char	   *detail;
+	char	   *hint;
+} ShardFailure;
+
+/* A failure of the connection: kept in *f when the caller collects them
+ * (the batch), raised through pgque._shard_failed otherwise. */
+static bool
+failed(ShardFailure *f, int partition, const char *state, char *msg)
+{
+	if (f == NULL)
+	{
+		shard_failed(partition, state, msg, NULL, NULL);
+		return false;			/* not reached */
+	}
+	f->state = pstrdup(state);
+	f->msg = msg;
+	f->detail = NULL;
+	f->hint = NULL;
+	return false;
+}
+
+static bool flush_out(PGconn *conn);
+static bool prepare_on(ShardConn *sc, const char *name, const char *sql, int nparams,
+					   const Oid *types, ShardFailure *f);
+
+/*
+ * Connect sc to its partition, the checks of PL/Proxy first (they raise:
+ * they are the same for every shard, and nothing was sent yet).  A failure
+ * of the connection itself is 08001 (nothing was sent): raised through
+ * pgque._shard_failed when f is NULL, kept in *f (and false returned)
+ * otherwise.  The caller holds sc in PG_TRY: an interrupt here closes it.
+ */
+static bool
+connect_shard(ShardConn *sc, ShardFailure *f)
 {
 	Oid			userid = sc->key.userid;
 	ForeignServer *srv;
@@ -386,7 +434,6 @@ connect_shard(ShardConn *sc)
 	ListCell   *lc;
 	Oid			checkargs[1] = {TEXTOID};
 	Oid			checkfn;
-	PGresult   *volatile res;
 
 	srv = GetForeignServer(sc->key.serverid);
 	aclresult = pg_foreign_server_aclcheck(srv->serverid, userid, ACL_USAGE);
@@ -476,26 +523,76 @@ connect_shard(ShardConn *sc)
 			st = PQconnectPoll(sc->conn);
 		}
 	}
-	if (PQstatus(sc->conn) != CONNECTION_OK)
+	/* non-blocking: a large batch part is written in the latch loop
+	 * (flush_out), so that an interrupt ends a shard that stops reading */
+	if (PQstatus(sc->conn) != CONNECTION_OK || PQsetnonblocking(sc->conn, 1) != 0)
 	{
 		char	   *m = conn_message(sc->conn);
 
 		close_conn(sc);
-		shard_failed(sc->key.partition, "08001",
-					 psprintf("could not connect to shard %d (PQconnect): %s", sc->key.partition, m),
-					 NULL, NULL);
+		return failed(f, sc->key.partition, "08001",
+					  psprintf("could not connect to shard %d (PQconnect): %s", sc->key.partition, m));
 	}
-	if (!PQsendPrepare(sc->conn, SEND_STMT, SEND_SQL, 4, NULL))
+	if (!prepare_on(sc, SEND_STMT, SEND_SQL, 4, NULL, f))
+		return false;
+	sc->prepared = true;
+	return true;
+}
+
+/*
+ * Write what libpq holds for conn to its socket, in the latch loop (the
+ * connection is non-blocking).  The shard's answers are read meanwhile, as
+ * libpq asks (a shard that writes a notice while we write must not block
+ * both).  False when the connection broke.
+ */
+static bool
+flush_out(PGconn *conn)
+{
+	int			r;
+
+	while ((r = PQflush(conn)) == 1)
+	{
+		int			rc;
+
+		rc = WaitLatchOrSocket(MyLatch,
+							   WL_LATCH_SET | WL_EXIT_ON_PM_DEATH |
+							   WL_SOCKET_READABLE | WL_SOCKET_WRITEABLE,
+							   PQsocket(conn), -1L, PG_WAIT_EXTENSION);
+		if (rc & WL_LATCH_SET)
+		{
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+		if ((rc & WL_SOCKET_READABLE) && !PQconsumeInput(conn))
+			return false;
+	}
+	return r == 0;
+}
+
+/*
+ * Prepare statement name as sql on sc's connection and wait for it.  The
+ * call is marked in flight meanwhile: an interrupt in the wait leaves it
+ * to be closed.  A failure: a broken link (or none answered) as 08001
+ * (nothing was sent), the shard's refusal (no pgque_bgw there, ...) with
+ * its own SQLSTATE; the connection is closed either way.
+ */
+static bool
+prepare_on(ShardConn *sc, const char *name, const char *sql, int nparams,
+		   const Oid *types, ShardFailure *f)
+{
+	PGresult   *volatile res = NULL;
+
+	sc->in_flight = true;
+	if (!PQsendPrepare(sc->conn, name, sql, nparams, types) || !flush_out(sc->conn))
 	{
 		char	   *m = conn_message(sc->conn);
 
 		close_conn(sc);
-		shard_failed(sc->key.partition, "08001",
-					 psprintf("could not prepare on shard %d (PQconnect): %s", sc->key.partition, m),
-					 NULL, NULL);
+		return failed(f, sc->key.partition, "08001",
+					  psprintf("could not prepare on shard %d (PQconnect): %s", sc->key.partition, m));
 	}
-	res = NULL;
 	read_result(sc->conn, &res);
+	sc->in_flight = false;
 	if (res == NULL || PQresultStatus(res) != PGRES_COMMAND_OK)
 	{
 		char	   *state = res && PQresultErrorField(res, PG_DIAG_SQLSTATE)
@@ -508,12 +605,12 @@ connect_shard(ShardConn *sc)
 			PQclear(res);
 		close_conn(sc);
 		/* a shard that cannot prepare the send (no pgque_bgw, ...) says why */
-		shard_failed(sc->key.partition, broken || state == NULL ? "08001" : state,
-					 broken ? psprintf("lost the connection to shard %d while preparing (PQconnect): %s",
-									   sc->key.partition, m) : m, NULL, NULL);
+		return failed(f, sc->key.partition, broken || state == NULL ? "08001" : state,
+					  broken ? psprintf("lost the connection to shard %d while preparing (PQconnect): %s",
+										sc->key.partition, m) : m);
 	}
 	PQclear(res);
-	sc->prepared = true;
+	return true;
 }
 
 /* An idle connection whose socket is readable was closed by the other side
@@ -579,9 +676,7 @@ pgque_proxy_send_keyed(PG_FUNCTION_ARGS)
 	if (!found)
 	{
 		sc->conn = NULL;
-		sc->prepared = false;
-		sc->in_flight = false;
-		sc->stale = false;
+		close_conn(sc);
 	}
 again:
 	if (sc->conn && (sc->stale || sc->in_flight || !sc->prepared || idle_conn_is_dead(sc->conn)))
@@ -590,8 +685,8 @@ again:
 	PG_TRY();
 	{
 		if (sc->conn == NULL)
-			connect_shard(sc);
-		if (!PQsendQueryPrepared(sc->conn, SEND_STMT, 4, v, NULL, NULL, 0))
+			connect_shard(sc, NULL);
+		if (!PQsendQueryPrepared(sc->conn, SEND_STMT, 4, v, NULL, NULL, 0) || !flush_out(sc->conn))
 		{
 			char	   *m = conn_message(sc->conn);
 
@@ -687,4 +782,621 @@ again:
 	id = DatumGetInt64(DirectFunctionCall1(int8in, CStringGetDatum(PQgetvalue(res, 0, 0))));
 	PQclear(res);
 	PG_RETURN_INT64(id);
+}
+
+/* ------------------------------------------------------------ keyed batch */
+
+/* One shard's part of a keyed batch (ADR 0122). */
+typedef enum PartState
+{
+	PART_TODO,					/* to be sent in this round */
+	PART_SENT,					/* sent, its answer not read */
+	PART_OK,					/* committed there, its ids read */
+	PART_FAILED,				/* fail holds why */
+	PART_BAD_ANSWER				/* committed there, its answer unusable */
+} PartState;
+
+typedef struct BatchPart
+{
+	int			shard;
+	int			n;				/* its events */
+	int		   *ords;			/* their 0-based places in the batch, in order */
+	ShardConn  *sc;
+	PartState	state;
+	bool		retried;		/* prepared again once after a 26000 */
+	bool		big;			/* its text past BATCH_KEEP_BYTES */
+	int64	   *ids;			/* PART_OK: n ids */
+	char	   *bad;			/* PART_BAD_ANSWER: what was wrong */
+	ShardFailure fail;			/* PART_FAILED */
+} BatchPart;
+
+static FmgrInfo array_out_fn;
+static bool array_out_ready = false;
+
+/* the text of an array, as a text parameter of the remote statement */
+static char *
+array_text(Datum arr)
+{
+	if (!array_out_ready)
+	{
+		fmgr_info_cxt(F_ARRAY_OUT, &array_out_fn, TopMemoryContext);
+		array_out_ready = true;
+	}
+	return OutputFunctionCall(&array_out_fn, arr);
+}
+
+/*
+ * The ids of a bigint[] as the shard wrote it ("{1,2,3}"), into ids[0 ..
+ * want-1].  NULL when it is anything else: another count, a NULL, not a
+ * number, an overflow, another shape.
+ */
+static const char *
+parse_ids(const char *s, int want, int64 *ids)
+{
+	int			got = 0;
+
+	if (*s++ != '{')
+		return "not an array";
+	if (*s == '}' && s[1] == '\0')
+		return want == 0 ? NULL : "no ids";
+	for (;;)
+	{
+		char	   *end;
+
+		if (got >= want)
+			return "more ids than events";
+		if (!(*s == '-' || (*s >= '0' && *s <= '9')))
+			return "not an id";
+		errno = 0;
+		ids[got] = strtoi64(s, &end, 10);
+		if (errno != 0 || end == s)
+			return "not an id";
+		got++;
+		s = end;
+		if (*s == ',')
+			s++;
+		else if (*s == '}' && s[1] == '\0')
+			break;
+		else
+			return "not an array of ids";
+	}
+	return got == want ? NULL : "fewer ids than events";
+}
+
+/* The connection of part p, connected and with BATCH_STMT prepared; false
+ * with p->fail set (and the connection closed) when that failed. */
+static bool
+part_ready(BatchPart *p)
+{
+	ShardConn  *sc = p->sc;
+	static const Oid types[4] = {TEXTOID, TEXTOID, TEXTARRAYOID, TEXTARRAYOID};
+
+	if (sc->conn && (sc->stale || sc->in_flight || !sc->prepared || idle_conn_is_dead(sc->conn)))
+		close_conn(sc);
+	if (sc->conn == NULL && !connect_shard(sc, &p->fail))
+		return false;
+	if (!sc->batch_prepared)
+	{
+		if (!prepare_on(sc, BATCH_STMT, BATCH_SQL, 4, types, &p->fail))
+			return false;
+		sc->batch_prepared = true;
+	}
+	return true;
+}
+
+/* Read part p's answer (it was sent); *resp: the caller's, freed by it in
+ * its PG_CATCH should the wait be interrupted. */
+static void
+part_read(BatchPart *p, PGresult *volatile *resp)
+{
+	ShardConn  *sc = p->sc;
+	PGresult   *res;
+	const char *why;
+
+	read_result(sc->conn, resp);
+	sc->in_flight = false;
+	res = *resp;
+	if (res == NULL || PQresultStatus(res) != PGRES_TUPLES_OK || PQstatus(sc->conn) == CONNECTION_BAD)
+	{
+		const char *st = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+		char	   *state = st ? pstrdup(st) : NULL;
+		char	   *m = res && PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)
+			? pstrdup(PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)) : conn_message(sc->conn);
+		bool		broken = PQstatus(sc->conn) == CONNECTION_BAD;
+
+		p->state = PART_FAILED;
+		if (broken || state == NULL)
+		{
+			close_conn(sc);
+			p->fail.state = "08006";
+			p->fail.msg = psprintf("lost the connection to shard %d during the call: %s", p->shard, m);
+			p->fail.detail = p->fail.hint = NULL;
+			return;
+		}
+		/* its prepared statement is gone there: nothing ran; once more on
+		 * a new connection, as the single send does (ADR 0119) */
+		if (strcmp(state, "26000") == 0 && !p->retried)
+		{
+			close_conn(sc);
+			p->retried = true;
+			p->state = PART_TODO;
+			return;
+		}
+		if (strcmp(state, "26000") == 0)
+			close_conn(sc);
+		/* the shard's own error; the connection is idle and stays */
+		p->fail.state = state;
+		p->fail.msg = m;
+		p->fail.detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL)
+			? pstrdup(PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL)) : NULL;
+		p->fail.hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT)
+			? pstrdup(PQresultErrorField(res, PG_DIAG_MESSAGE_HINT)) : NULL;
+		return;
+	}
+	/* the part committed there: from here on it is counted as committed */
+	p->ids = palloc(sizeof(int64) * Max(p->n, 1));
+	if (PQntuples(res) != 1 || PQnfields(res) != 1)
+		why = psprintf("%d rows of %d columns", PQntuples(res), PQnfields(res));
+	else if (PQgetisnull(res, 0, 0))
+		why = "NULL";
+	else
+		why = parse_ids(PQgetvalue(res, 0, 0), p->n, p->ids);
+	if (why)
+	{
+		p->state = PART_BAD_ANSWER;
+		p->bad = pstrdup(why);
+	}
+	else
+		p->state = PART_OK;
+	if (p->big)
+		close_conn(sc);
+}
+
+/* the shards of the parts in state st (or, with st2, in either), in the
+ * parts' order, as an int4[] */
+static Datum
+shard_list(BatchPart *parts, int nparts, PartState st, PartState st2)
+{
+	Datum	   *d = palloc(sizeof(Datum) * Max(nparts, 1));
+	int			n = 0;
+
+	for (int i = 0; i < nparts; i++)
+		if (parts[i].state == st || parts[i].state == st2)
+			d[n++] = Int32GetDatum(parts[i].shard);
+	return PointerGetDatum(construct_array(d, n, INT4OID, 4, true, TYPALIGN_INT));
+}
+
+static char *
+shard_list_text(BatchPart *parts, int nparts, PartState st, PartState st2)
+{
+	return OidOutputFunctionCall(F_ARRAY_OUT, shard_list(parts, nparts, st, st2));
+}
+
+/* pgque._unreachable(state, msg): 'refused', 'lost' or NULL (the shard's
+ * own error), SQL's classification */
+static bool
+is_unreachable(ShardFailure *f)
+{
+	Oid			argtypes[2] = {TEXTOID, TEXTOID};
+	Oid			fn;
+	LOCAL_FCINFO(fcinfo, 2);
+	FmgrInfo	flinfo;
+
+	fn = LookupFuncName(list_make2(makeString("pgque"), makeString("_unreachable")), 2, argtypes, false);
+	fmgr_info(fn, &flinfo);
+	InitFunctionCallInfoData(*fcinfo, &flinfo, 2, InvalidOid, NULL, NULL);
+	fcinfo->args[0].value = CStringGetTextDatum(f->state);
+	fcinfo->args[0].isnull = false;
+	fcinfo->args[1].value = CStringGetTextDatum(f->msg ? f->msg : "");
+	fcinfo->args[1].isnull = false;
+	(void) FunctionCallInvoke(fcinfo);
+	return !fcinfo->isnull;
+}
+
+/*
+ * The batch's outcome when a part failed: raises, always.  The first part
+ * (in the parts' order) that the shard answered with its own error or an
+ * unusable answer decides, as the first one did when the parts went one
+ * after another; else the unreachable shards are named (08006), with the
+ * committed ones.  The words are SQL's (pgque._shard_failed,
+ * pgque._batch_parts_failed).
+ */
+static void
+batch_failed(BatchPart *parts, int nparts)
+{
+	ShardFailure *last_down = NULL;
+
+	for (int i = 0; i < nparts; i++)
+	{
+		BatchPart  *p = &parts[i];
+
+		if (p->state == PART_BAD_ANSWER)
+			ereport(ERROR,
+					(errcode(ERRCODE_PROTOCOL_VIOLATION),
+					 errmsg("shard %d answered its part of a batch (%d events) with %s",
+							p->shard, p->n, p->bad),
+					 errdetail("The parts for shards %s were committed, this shard's included.",
+							   shard_list_text(parts, nparts, PART_OK, PART_BAD_ANSWER))));
+		if (p->state != PART_FAILED)
+			continue;
+		if (is_unreachable(&p->fail))
+		{
+			p->state = PART_TODO;	/* counted as down below */
+			last_down = &p->fail;
+			continue;
+		}
+		{
+			Oid			types[7] = {INT4OID, TEXTOID, TEXTOID, TEXTOID, TEXTOID, BOOLOID, INT4ARRAYOID};
+			Datum		vals[7];
+			char		nulls[7] = {' ', ' ', ' ', ' ', ' ', ' ', ' '};
+
+			vals[0] = Int32GetDatum(p->shard);
+			vals[1] = CStringGetTextDatum(p->fail.state);
+			vals[2] = CStringGetTextDatum(p->fail.msg ? p->fail.msg : "");
+			vals[3] = p->fail.detail ? CStringGetTextDatum(p->fail.detail) : (Datum) 0;
+			nulls[3] = p->fail.detail ? ' ' : 'n';
+			vals[4] = p->fail.hint ? CStringGetTextDatum(p->fail.hint) : (Datum) 0;
+			nulls[4] = p->fail.hint ? ' ' : 'n';
+			vals[5] = BoolGetDatum(false);
+			vals[6] = shard_list(parts, nparts, PART_OK, PART_OK);
+			SPI_connect();
+			SPI_execute_with_args("select pgque._shard_failed($1, $2, $3, $4, $5, $6, $7)",
+								  7, types, vals, nulls, false, 0);
+			elog(ERROR, "pgque._shard_failed returned for shard %d", p->shard);
+		}
+	}
+	if (last_down)
+	{
+		Oid			types[3] = {INT4ARRAYOID, INT4ARRAYOID, TEXTOID};
+		Datum		vals[3];
+
+		vals[0] = shard_list(parts, nparts, PART_TODO, PART_TODO);
+		vals[1] = shard_list(parts, nparts, PART_OK, PART_OK);
+		vals[2] = CStringGetTextDatum(last_down->msg ? last_down->msg : "");
+		SPI_connect();
+		SPI_execute_with_args("select pgque._batch_parts_failed($1, $2, $3)",
+							  3, types, vals, NULL, false, 0);
+	}
+	elog(ERROR, "a keyed batch failed and no part says why");
+}
+
+/* A batch the C path does not split (NULL or multi-dimensional arrays, two
+ * lengths, no key): whole to one shard, as _route_send_batch_on sends it,
+ * the shard saying what is wrong. */
+static Datum
+send_whole(FunctionCallInfo fcinfo)
+{
+	Oid			types[4] = {TEXTOID, TEXTOID, TEXTARRAYOID, TEXTARRAYOID};
+	Datum		vals[4];
+	char		nulls[4];
+	bool		isnull;
+	Datum		r;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	for (int i = 0; i < 4; i++)
+	{
+		nulls[i] = PG_ARGISNULL(i + 1) ? 'n' : ' ';
+		vals[i] = PG_ARGISNULL(i + 1) ? (Datum) 0 : PG_GETARG_DATUM(i + 1);
+	}
+	SPI_connect();
+	if (SPI_execute_with_args("select pgque._route_send_batch_on($1, $2, $3, $4, 'keyed')",
+							  4, types, vals, nulls, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "pgque._route_send_batch_on did not answer");
+	r = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+	{
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+
+		r = PointerGetDatum(PG_DETOAST_DATUM_COPY(r));
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(r);
+}
+
+/*
+ * pgque._send_batch_keyed(i_hashes int4[], i_queue, i_type, i_payloads
+ * text[], i_keys text[]) -> the ids in input order.  i_hashes[i] is
+ * pgque._key_hash(i_keys[i]) (the one definition of the routing hash);
+ * event i goes to shard i_hashes[i] mod S, an event with a NULL key to the
+ * first keyed event's shard.  One prepared pgque.send_batch per shard's
+ * part, every part sent before any answer is read, each committed on its
+ * shard when it answers (not atomic across shards: ADR 0027, 0084, 0122).
+ */
+PG_FUNCTION_INFO_V1(pgque_proxy_send_batch_keyed);
+Datum
+pgque_proxy_send_batch_keyed(PG_FUNCTION_ARGS)
+{
+	ArrayType  *hashes,
+			   *payloads,
+			   *keys;
+	int			nev;
+	Datum	   *hv = NULL,
+			   *pv = NULL,
+			   *kv = NULL;
+	bool	   *hn = NULL,
+			   *pn = NULL,
+			   *kn = NULL;
+	int			nh;
+	int			dflt = -1;
+	volatile int nparts = 0;
+	BatchPart  *volatile parts;
+	int		   *part_of_shard,
+			   *part_of_event,
+			   *places;
+	char	   *queue,
+			   *type;
+	bool		whole;
+	PGresult   *volatile res = NULL;
+	volatile int round;
+	MemoryContext oldcxt = CurrentMemoryContext;
+	Datum	   *out;
+
+	/* not splittable: the shard says what is wrong, as today */
+	if (PG_ARGISNULL(3) || PG_ARGISNULL(4))
+		return send_whole(fcinfo);
+	payloads = PG_GETARG_ARRAYTYPE_P(3);
+	keys = PG_GETARG_ARRAYTYPE_P(4);
+	if (ARR_NDIM(payloads) > 1 || ARR_NDIM(keys) > 1 ||
+		ArrayGetNItems(ARR_NDIM(payloads), ARR_DIMS(payloads)) !=
+		ArrayGetNItems(ARR_NDIM(keys), ARR_DIMS(keys)))
+		return send_whole(fcinfo);
+	nev = ArrayGetNItems(ARR_NDIM(keys), ARR_DIMS(keys));
+	deconstruct_array(keys, TEXTOID, -1, false, TYPALIGN_INT, &kv, &kn, &nh);
+	{
+		bool		any = false;
+
+		for (int i = 0; i < nev && !any; i++)
+			any = !kn[i];
+		if (!any)
+			return send_whole(fcinfo);
+	}
+
+	if (PG_ARGISNULL(0))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("the routing hashes of a keyed batch must not be NULL")));
+	hashes = PG_GETARG_ARRAYTYPE_P(0);
+	if (ARR_NDIM(hashes) > 1 || ARR_ELEMTYPE(hashes) != INT4OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("the routing hashes of a keyed batch must be a one-dimensional int4 array")));
+	deconstruct_array(hashes, INT4OID, 4, true, TYPALIGN_INT, &hv, &hn, &nh);
+	if (nh != nev)
+		ereport(ERROR,
+				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
+				 errmsg("a keyed batch has %d routing hashes for %d events", nh, nev)));
+	for (int i = 0; i < nev; i++)
+	{
+		if (hn[i] != kn[i])
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("the routing hash of event %d of a keyed batch must be NULL exactly when its key is", i + 1)));
+		if (!hn[i] && DatumGetInt32(hv[i]) < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+					 errmsg("the routing hash of a keyed send must not be negative")));
+	}
+
+	init_cache();
+	if (stale_pending)
+		sweep_stale();
+	load_server();
+	queue = PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
+	type = PG_ARGISNULL(2) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(2));
+
+	/*
+	 * The parts, in the order of their first event.  One shard (S = 1, or
+	 * every key on one shard): the batch is its one part, as it came.
+	 */
+	parts = palloc0(sizeof(BatchPart) * Min(nev, cached_partitions));
+	part_of_shard = palloc(sizeof(int) * cached_partitions);
+	for (int s = 0; s < cached_partitions; s++)
+		part_of_shard[s] = -1;
+	for (int i = 0; i < nev; i++)
+		if (!hn[i])
+		{
+			dflt = DatumGetInt32(hv[i]) % cached_partitions;
+			break;
+		}
+	/* each event's part, then one array of places cut into the parts: the
+	 * memory is the batch's, whatever S */
+	part_of_event = palloc(sizeof(int) * nev);
+	for (int i = 0; i < nev; i++)
+	{
+		int			s = hn[i] ? dflt : DatumGetInt32(hv[i]) % cached_partitions;
+
+		if (part_of_shard[s] < 0)
+		{
+			part_of_shard[s] = nparts;
+			parts[nparts].shard = s;
+			nparts++;
+		}
+		part_of_event[i] = part_of_shard[s];
+		parts[part_of_shard[s]].n++;
+	}
+	places = palloc(sizeof(int) * nev);
+	for (int j = 0, at = 0; j < nparts; j++)
+	{
+		parts[j].ords = places + at;
+		at += parts[j].n;
+		parts[j].n = 0;
+	}
+	for (int i = 0; i < nev; i++)
+	{
+		BatchPart  *p = &parts[part_of_event[i]];
+
+		p->ords[p->n++] = i;
+	}
+	whole = nparts == 1;
+	if (!whole)
+		deconstruct_array(payloads, TEXTOID, -1, false, TYPALIGN_INT, &pv, &pn, &nh);
+	for (int j = 0; j < nparts; j++)
+	{
+		ShardConnKey key;
+		bool		found;
+
+		memset(&key, 0, sizeof(key));
+		key.serverid = cached_server;
+		key.userid = GetUserId();	/* PL/Proxy's user, as the single send */
+		key.partition = parts[j].shard;
+		parts[j].sc = hash_search(shard_conns, &key, HASH_ENTER, &found);
+		if (!found)
+		{
+			parts[j].sc->conn = NULL;
+			close_conn(parts[j].sc);
+		}
+	}
+
+	PG_TRY();
+	{
+		for (round = 0; round < 2; round++)
+		{
+			bool		again = false;
+
+			/* connect first, every part: the checks that raise (USAGE, the
+			 * mapping, the partition's string) raise before anything is sent */
+			for (int j = 0; j < nparts; j++)
+				if (parts[j].state == PART_TODO && !part_ready(&parts[j]))
+					parts[j].state = PART_FAILED;
+
+			/* every part sent before any answer is read */
+			for (int j = 0; j < nparts; j++)
+			{
+				BatchPart  *p = &parts[j];
+				const char *v[4];
+				char	   *pt,
+						   *kt;
+
+				if (p->state != PART_TODO)
+					continue;
+				if (whole)
+				{
+					pt = array_text(PointerGetDatum(payloads));
+					kt = array_text(PointerGetDatum(keys));
+				}
+				else
+				{
+					Datum	   *d = palloc(sizeof(Datum) * p->n);
+					bool	   *dn = palloc(sizeof(bool) * p->n);
+					int			dims[1] = {p->n};
+					int			lbs[1] = {1};
+					ArrayType  *a;
+
+					for (int e = 0; e < p->n; e++)
+					{
+						d[e] = pv[p->ords[e]];
+						dn[e] = pn[p->ords[e]];
+					}
+					a = construct_md_array(d, dn, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT);
+					pt = array_text(PointerGetDatum(a));
+					pfree(a);
+					for (int e = 0; e < p->n; e++)
+					{
+						d[e] = kv[p->ords[e]];
+						dn[e] = kn[p->ords[e]];
+					}
+					a = construct_md_array(d, dn, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT);
+					kt = array_text(PointerGetDatum(a));
+					pfree(a);
+					pfree(d);
+					pfree(dn);
+				}
+				v[0] = queue;
+				v[1] = type;
+				v[2] = pt;
+				v[3] = kt;
+				p->sc->in_flight = true;
+				p->state = PART_SENT;
+				if (!PQsendQueryPrepared(p->sc->conn, BATCH_STMT, 4, v, NULL, NULL, 0) ||
+					!flush_out(p->sc->conn))
+				{
+					char	   *m = conn_message(p->sc->conn);
+
+					close_conn(p->sc);
+					p->state = PART_FAILED;
+					p->fail.state = "08006";
+					p->fail.msg = psprintf("could not send to shard %d: %s", p->shard, m);
+				}
+				/* a large part's connection is closed after its answer:
+				 * libpq keeps its buffers at their largest */
+				p->big = strlen(pt) + strlen(kt) > BATCH_KEEP_BYTES;
+				pfree(pt);
+				pfree(kt);
+			}
+
+			/* every answer read, whatever an earlier one was: no result
+			 * stays unread on a connection that is kept */
+			for (int j = 0; j < nparts; j++)
+			{
+				BatchPart  *p = &parts[j];
+
+				if (p->state != PART_SENT)
+					continue;
+				res = NULL;
+				part_read(p, &res);
+				if (res)
+					PQclear(res);
+				res = NULL;
+				if (p->state == PART_TODO)
+					again = true;
+			}
+			if (!again)
+				break;
+		}
+	}
+	PG_CATCH();
+	{
+		/*
+		 * An interrupt or an error with parts in flight: their connections
+		 * are closed (never reused with an answer pending), and the error
+		 * says which parts may have committed and which did.
+		 */
+		ErrorData  *edata;
+		StringInfoData flying;
+		bool		any = false;
+
+		if (res)
+			PQclear(res);
+		initStringInfo(&flying);
+		for (int j = 0; j < nparts; j++)
+		{
+			ShardConn  *sc = parts[j].sc;
+
+			if (sc->conn && (sc->in_flight || !sc->prepared))
+			{
+				if (sc->in_flight && parts[j].state == PART_SENT)
+				{
+					appendStringInfo(&flying, "%s%d", any ? "," : "", parts[j].shard);
+					any = true;
+				}
+				close_conn(sc);
+			}
+		}
+		if (!any)
+			PG_RE_THROW();
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		if (edata->detail == NULL)
+			edata->detail = psprintf("The parts of the batch for shards {%s} were in flight: they may have committed there; the parts for shards %s were committed.",
+									 flying.data, shard_list_text(parts, nparts, PART_OK, PART_BAD_ANSWER));
+		if (edata->hint == NULL)
+			edata->hint = pstrdup("The connections to those shards were closed. Resend the events whose keys map to them with send_idem to avoid duplicates.");
+		ReThrowError(edata);
+	}
+	PG_END_TRY();
+
+	for (int j = 0; j < nparts; j++)
+		if (parts[j].state != PART_OK)
+			batch_failed(parts, nparts);	/* raises */
+
+	/* the ids in input order */
+	out = palloc(sizeof(Datum) * Max(nev, 1));
+	for (int j = 0; j < nparts; j++)
+		for (int e = 0; e < parts[j].n; e++)
+			out[parts[j].ords[e]] = Int64GetDatum(parts[j].ids[e]);
+	PG_RETURN_ARRAYTYPE_P(construct_array(out, nev, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
