@@ -494,20 +494,19 @@ returns bigint language sql as $$
 $$;
 
 -- A keyed batch through pgque_proxy.so (ADR 0122): the ids in input order.
--- Split by shard (event i to shard i_hashes[i] mod S, a NULL key with the
--- first keyed event's shard), one prepared pgque.send_batch per shard's
--- part over the connections of pgque._send_keyed (the same user, mapping
--- and checks), every part sent before any answer is read.  Not atomic
--- across shards: each reachable shard's part commits there, and then an
--- error names the shards whose parts were not (pgque._batch_parts_failed)
--- or relays a shard's own (pgque._shard_failed), with the shards whose
--- parts were committed.  Not splittable (NULL or multi-dimensional arrays,
--- two lengths, no key): whole to one shard by _route_send_batch_on, the
--- shard saying what is wrong.  One shard: the batch as it came.
--- i_hashes[i] is pgque._key_hash(i_keys[i]), the one definition of the
--- routing hash.
-create function pgque._send_batch_keyed(i_hashes int4[], i_queue text, i_type text, i_payloads text[],
-                                        i_keys text[])
+-- Split by shard (event i to shard pgque._key_hash(i_keys[i]) mod S, the
+-- hash evaluated in C from _key_hash's own body as the planner inlines it;
+-- a NULL key with the first keyed event's shard), one prepared
+-- pgque.send_batch per shard's part over the connections of
+-- pgque._send_keyed (the same user, mapping and checks), every part sent
+-- before any answer is read.  Not atomic across shards: each reachable
+-- shard's part commits there, and then an error names the shards whose
+-- parts were not (pgque._batch_parts_failed) or relays a shard's own
+-- (pgque._shard_failed), with the shards whose parts were committed.  Not
+-- splittable (NULL or multi-dimensional arrays, two lengths, no key):
+-- whole to one shard by _route_send_batch_on, the shard saying what is
+-- wrong.  One shard: the batch as it came.
+create function pgque._send_batch_keyed(i_queue text, i_type text, i_payloads text[], i_keys text[])
 returns bigint[] language c
 as 'MODULE_PATHNAME', 'pgque_proxy_send_batch_keyed';
 
@@ -525,13 +524,10 @@ begin
               hint = 'Resend the events whose keys map to these shards (pgque.shard_of) when they are back; a part whose link broke during the call may have committed: send_idem avoids duplicates.';
 end $$;
 
--- A keyed batch: the routing hash of each key, then the C path.  (A
--- subquery: not inlined, planned once a call; unnest keeps the keys'
--- order.)
+-- A keyed batch: the C path (inlined: no SET clause, fully qualified).
 create function pgque._route_send_batch(i_queue text, i_type text, i_payloads text[], i_keys text[])
 returns bigint[] language sql as $$
-    select pgque._send_batch_keyed(array(select pgque._key_hash(k) from pg_catalog.unnest(i_keys) k),
-                                   i_queue, i_type, i_payloads, i_keys)
+    select pgque._send_batch_keyed(i_queue, i_type, i_payloads, i_keys)
 $$;
 
 -- The whole batch to any live shard.

@@ -38,14 +38,19 @@
 
 #include "access/xact.h"
 #include "catalog/pg_foreign_server.h"
+#include "catalog/pg_collation.h"
 #include "catalog/pg_type.h"
 #include "commands/defrem.h"
+#include "executor/executor.h"
 #include "executor/spi.h"
 #include "fmgr.h"
 #include "foreign/foreign.h"
 #include "libpq-fe.h"
 #include "mb/pg_wchar.h"
 #include "miscadmin.h"
+#include "nodes/makefuncs.h"
+#include "optimizer/optimizer.h"
+#include "port/pg_bswap.h"
 #include "parser/parse_func.h"
 #include "pgstat.h"
 #include "storage/ipc.h"
@@ -191,6 +196,8 @@ xact_callback(XactEvent event, void *arg)
 			close_conn(sc);
 }
 
+static void proc_inval_callback(Datum arg, int cacheid, uint32 hashvalue);
+
 static void
 init_cache(void)
 {
@@ -208,6 +215,8 @@ init_cache(void)
 	 * again (ADR 0119) */
 	CacheRegisterSyscacheCallback(AUTHOID, inval_callback, (Datum) 0);
 	CacheRegisterSyscacheCallback(AUTHMEMMEMROLE, inval_callback, (Datum) 0);
+	/* pgque._key_hash replaced: plan its expression again (ADR 0122) */
+	CacheRegisterSyscacheCallback(PROCOID, proc_inval_callback, (Datum) 0);
 	RegisterXactCallback(xact_callback, NULL);
 	on_proc_exit(close_all_at_exit, (Datum) 0);
 }
@@ -810,57 +819,183 @@ typedef struct BatchPart
 	ShardFailure fail;			/* PART_FAILED */
 } BatchPart;
 
-static FmgrInfo array_out_fn;
-static bool array_out_ready = false;
-
-/* the text of an array, as a text parameter of the remote statement */
-static char *
-array_text(Datum arr)
+/*
+ * A text[] in PostgreSQL's binary array format (array_send's: the header,
+ * then each element's length, -1 for NULL, and bytes), from the elements
+ * elems[ords[0 .. n-1]], lower bound lbound: what the shard's array_recv
+ * reads for the part's payloads or keys.  Neither quoted nor parsed as
+ * text: array_out and array_in were a quarter of the batch's cost.
+ */
+static void
+binary_text_array(StringInfo buf, Datum *elems, bool *nulls, const int *ords, int n, int lbound)
 {
-	if (!array_out_ready)
+	bool		hasnull = false;
+	uint32		w;
+
+	for (int e = 0; e < n && !hasnull; e++)
+		hasnull = nulls[ords ? ords[e] : e];
+	resetStringInfo(buf);
+#define PUT32(v) (w = pg_hton32((uint32) (v)), appendBinaryStringInfo(buf, (char *) &w, 4))
+	PUT32(1);					/* dimensions */
+	PUT32(hasnull ? 1 : 0);
+	PUT32(TEXTOID);
+	PUT32(n);
+	PUT32(lbound);
+	for (int e = 0; e < n; e++)
 	{
-		fmgr_info_cxt(F_ARRAY_OUT, &array_out_fn, TopMemoryContext);
-		array_out_ready = true;
+		int			i = ords ? ords[e] : e;
+
+		if (nulls[i])
+			PUT32(-1);
+		else
+		{
+			text	   *t = (text *) DatumGetPointer(elems[i]);
+
+			PUT32(VARSIZE_ANY_EXHDR(t));
+			appendBinaryStringInfo(buf, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+		}
 	}
-	return OutputFunctionCall(&array_out_fn, arr);
+#undef PUT32
 }
 
 /*
- * The ids of a bigint[] as the shard wrote it ("{1,2,3}"), into ids[0 ..
- * want-1].  NULL when it is anything else: another count, a NULL, not a
- * number, an overflow, another shape.
+ * The ids of a part from the shard's bigint[] in binary (array_send's
+ * format), into ids[0 .. want-1].  NULL when it is exactly that; else what
+ * is wrong: another count, a NULL, another type or shape, a short answer.
  */
 static const char *
-parse_ids(const char *s, int want, int64 *ids)
+parse_ids(const char *s, int len, int want, int64 *ids)
 {
-	int			got = 0;
+	uint32		w;
+	uint64		q;
+	int			ndim;
 
-	if (*s++ != '{')
-		return "not an array";
-	if (*s == '}' && s[1] == '\0')
-		return want == 0 ? NULL : "no ids";
-	for (;;)
+#define GET32(dst) (len < 4 ? false : (memcpy(&w, s, 4), s += 4, len -= 4, (dst) = (int32) pg_ntoh32(w), true))
+	if (!GET32(ndim))
+		return "a short array";
+	if (ndim == 0)
+		return "no ids";
+	if (ndim != 1)
+		return "an array of another shape";
 	{
-		char	   *end;
+		int32		flags,
+					elemtype,
+					dim,
+					lbound;
 
-		if (got >= want)
-			return "more ids than events";
-		if (!(*s == '-' || (*s >= '0' && *s <= '9')))
-			return "not an id";
-		errno = 0;
-		ids[got] = strtoi64(s, &end, 10);
-		if (errno != 0 || end == s)
-			return "not an id";
-		got++;
-		s = end;
-		if (*s == ',')
-			s++;
-		else if (*s == '}' && s[1] == '\0')
-			break;
-		else
-			return "not an array of ids";
+		if (!GET32(flags) || !GET32(elemtype) || !GET32(dim) || !GET32(lbound))
+			return "a short array";
+		if (elemtype != INT8OID)
+			return "an array of another type";
+		if (flags != 0)
+			return "an array with NULL ids";
+		(void) lbound;			/* any: the ids are taken in their order */
+		if (dim != want)
+			return dim > want ? "more ids than events" : "fewer ids than events";
 	}
-	return got == want ? NULL : "fewer ids than events";
+	for (int i = 0; i < want; i++)
+	{
+		int32		elen;
+
+		if (!GET32(elen))
+			return "a short array";
+		if (elen != 8)
+			return elen < 0 ? "a NULL id" : "an id of another size";
+		if (len < 8)
+			return "a short array";
+		memcpy(&q, s, 8);
+		s += 8;
+		len -= 8;
+		ids[i] = (int64) pg_ntoh64(q);
+	}
+#undef GET32
+	return len == 0 ? NULL : "a long array";
+}
+
+/*
+ * The routing hash, pgque._key_hash(key), evaluated here as the planner
+ * inlines it (expression_planner): the function's own body, never a second
+ * copy of the hash.  Planned once per backend, again after any change of
+ * pg_proc (a syscache callback: the extension updated, the function
+ * replaced); its ExprState is made per call, from the expression.
+ */
+static MemoryContext key_hash_cxt = NULL;
+static Expr *key_hash_expr = NULL;
+
+static void
+proc_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
+{
+	key_hash_expr = NULL;		/* freed at the next build, not here */
+}
+
+static Expr *
+key_hash_plan(void)
+{
+	Oid			argtypes[1] = {TEXTOID};
+	Oid			fn;
+	Param	   *param;
+	MemoryContext old;
+	Expr	   *e;
+
+	if (key_hash_expr)
+		return key_hash_expr;
+	if (key_hash_cxt == NULL)
+		key_hash_cxt = AllocSetContextCreate(TopMemoryContext, "pgque_proxy key hash",
+											 ALLOCSET_SMALL_SIZES);
+	else
+		MemoryContextReset(key_hash_cxt);
+	fn = LookupFuncName(list_make2(makeString("pgque"), makeString("_key_hash")), 1, argtypes, false);
+	if (get_func_rettype(fn) != INT4OID)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATATYPE_MISMATCH),
+				 errmsg("pgque._key_hash(text) must return int4")));
+	old = MemoryContextSwitchTo(key_hash_cxt);
+	param = makeNode(Param);
+	param->paramkind = PARAM_EXTERN;
+	param->paramid = 1;
+	param->paramtype = TEXTOID;
+	param->paramtypmod = -1;
+	param->paramcollid = DEFAULT_COLLATION_OID;
+	param->location = -1;
+	e = expression_planner((Expr *) makeFuncExpr(fn, INT4OID, list_make1(param), InvalidOid,
+												  DEFAULT_COLLATION_OID, COERCE_EXPLICIT_CALL));
+	MemoryContextSwitchTo(old);
+	/* a pg_proc change while planning leaves it NULL: planned again next time */
+	key_hash_expr = e;
+	return e;
+}
+
+/* hashes[i] = pgque._key_hash(keys[i]) for each non-NULL key */
+static void
+key_hashes(Datum *keys, bool *nulls, int n, int32 *hashes)
+{
+	ParamListInfo params = makeParamList(1);
+	ExprContext *econtext = CreateStandaloneExprContext();
+	ExprState  *state;
+
+	params->numParams = 1;
+	params->params[0].ptype = TEXTOID;
+	params->params[0].pflags = PARAM_FLAG_CONST;
+	econtext->ecxt_param_list_info = params;
+	state = ExecInitExprWithParams(key_hash_plan(), params);
+	for (int i = 0; i < n; i++)
+	{
+		bool		isnull;
+		Datum		h;
+
+		if (nulls[i])
+			continue;
+		params->params[0].value = keys[i];
+		params->params[0].isnull = false;
+		h = ExecEvalExprSwitchContext(state, econtext, &isnull);
+		if (isnull || DatumGetInt32(h) < 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_DATA_EXCEPTION),
+					 errmsg("pgque._key_hash gave %s for a key of a batch", isnull ? "NULL" : "a negative hash")));
+		hashes[i] = DatumGetInt32(h);
+		ResetExprContext(econtext);
+	}
+	FreeExprContext(econtext, true);
 }
 
 /* The connection of part p, connected and with BATCH_STMT prepared; false
@@ -940,7 +1075,7 @@ part_read(BatchPart *p, PGresult *volatile *resp)
 	else if (PQgetisnull(res, 0, 0))
 		why = "NULL";
 	else
-		why = parse_ids(PQgetvalue(res, 0, 0), p->n, p->ids);
+		why = parse_ids(PQgetvalue(res, 0, 0), PQgetlength(res, 0, 0), p->n, p->ids);
 	if (why)
 	{
 		p->state = PART_BAD_ANSWER;
@@ -1075,8 +1210,8 @@ send_whole(FunctionCallInfo fcinfo)
 
 	for (int i = 0; i < 4; i++)
 	{
-		nulls[i] = PG_ARGISNULL(i + 1) ? 'n' : ' ';
-		vals[i] = PG_ARGISNULL(i + 1) ? (Datum) 0 : PG_GETARG_DATUM(i + 1);
+		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
+		vals[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
 	}
 	SPI_connect();
 	if (SPI_execute_with_args("select pgque._route_send_batch_on($1, $2, $3, $4, 'keyed')",
@@ -1097,11 +1232,11 @@ send_whole(FunctionCallInfo fcinfo)
 }
 
 /*
- * pgque._send_batch_keyed(i_hashes int4[], i_queue, i_type, i_payloads
- * text[], i_keys text[]) -> the ids in input order.  i_hashes[i] is
- * pgque._key_hash(i_keys[i]) (the one definition of the routing hash);
- * event i goes to shard i_hashes[i] mod S, an event with a NULL key to the
- * first keyed event's shard.  One prepared pgque.send_batch per shard's
+ * pgque._send_batch_keyed(i_queue, i_type, i_payloads text[], i_keys
+ * text[]) -> the ids in input order.  Event i goes to shard
+ * pgque._key_hash(i_keys[i]) mod S (key_hashes: the one definition of the
+ * routing hash, as _send_keyed's caller takes it), an event with a NULL
+ * key to the first keyed event's shard.  One prepared pgque.send_batch per shard's
  * part, every part sent before any answer is read, each committed on its
  * shard when it answers (not atomic across shards: ADR 0027, 0084, 0122).
  */
@@ -1109,15 +1244,13 @@ PG_FUNCTION_INFO_V1(pgque_proxy_send_batch_keyed);
 Datum
 pgque_proxy_send_batch_keyed(PG_FUNCTION_ARGS)
 {
-	ArrayType  *hashes,
-			   *payloads,
+	ArrayType  *payloads,
 			   *keys;
 	int			nev;
-	Datum	   *hv = NULL,
-			   *pv = NULL,
+	int32	   *hv;
+	Datum	   *pv = NULL,
 			   *kv = NULL;
-	bool	   *hn = NULL,
-			   *pn = NULL,
+	bool	   *pn = NULL,
 			   *kn = NULL;
 	int			nh;
 	int			dflt = -1;
@@ -1133,12 +1266,14 @@ pgque_proxy_send_batch_keyed(PG_FUNCTION_ARGS)
 	volatile int round;
 	MemoryContext oldcxt = CurrentMemoryContext;
 	Datum	   *out;
+	StringInfoData pbuf,
+				kbuf;
 
 	/* not splittable: the shard says what is wrong, as today */
-	if (PG_ARGISNULL(3) || PG_ARGISNULL(4))
+	if (PG_ARGISNULL(2) || PG_ARGISNULL(3))
 		return send_whole(fcinfo);
-	payloads = PG_GETARG_ARRAYTYPE_P(3);
-	keys = PG_GETARG_ARRAYTYPE_P(4);
+	payloads = PG_GETARG_ARRAYTYPE_P(2);
+	keys = PG_GETARG_ARRAYTYPE_P(3);
 	if (ARR_NDIM(payloads) > 1 || ARR_NDIM(keys) > 1 ||
 		ArrayGetNItems(ARR_NDIM(payloads), ARR_DIMS(payloads)) !=
 		ArrayGetNItems(ARR_NDIM(keys), ARR_DIMS(keys)))
@@ -1153,39 +1288,17 @@ pgque_proxy_send_batch_keyed(PG_FUNCTION_ARGS)
 		if (!any)
 			return send_whole(fcinfo);
 	}
-
-	if (PG_ARGISNULL(0))
-		ereport(ERROR,
-				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
-				 errmsg("the routing hashes of a keyed batch must not be NULL")));
-	hashes = PG_GETARG_ARRAYTYPE_P(0);
-	if (ARR_NDIM(hashes) > 1 || ARR_ELEMTYPE(hashes) != INT4OID)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("the routing hashes of a keyed batch must be a one-dimensional int4 array")));
-	deconstruct_array(hashes, INT4OID, 4, true, TYPALIGN_INT, &hv, &hn, &nh);
-	if (nh != nev)
-		ereport(ERROR,
-				(errcode(ERRCODE_ARRAY_SUBSCRIPT_ERROR),
-				 errmsg("a keyed batch has %d routing hashes for %d events", nh, nev)));
-	for (int i = 0; i < nev; i++)
-	{
-		if (hn[i] != kn[i])
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("the routing hash of event %d of a keyed batch must be NULL exactly when its key is", i + 1)));
-		if (!hn[i] && DatumGetInt32(hv[i]) < 0)
-			ereport(ERROR,
-					(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-					 errmsg("the routing hash of a keyed send must not be negative")));
-	}
+	deconstruct_array(payloads, TEXTOID, -1, false, TYPALIGN_INT, &pv, &pn, &nh);
 
 	init_cache();
 	if (stale_pending)
 		sweep_stale();
 	load_server();
-	queue = PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
-	type = PG_ARGISNULL(2) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(2));
+	queue = PG_ARGISNULL(0) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(0));
+	type = PG_ARGISNULL(1) ? NULL : text_to_cstring(PG_GETARG_TEXT_PP(1));
+	hv = palloc(sizeof(int32) * nev);
+	if (cached_partitions > 1)
+		key_hashes(kv, kn, nev, hv);
 
 	/*
 	 * The parts, in the order of their first event.  One shard (S = 1, or
@@ -1195,10 +1308,10 @@ pgque_proxy_send_batch_keyed(PG_FUNCTION_ARGS)
 	part_of_shard = palloc(sizeof(int) * cached_partitions);
 	for (int s = 0; s < cached_partitions; s++)
 		part_of_shard[s] = -1;
-	for (int i = 0; i < nev; i++)
-		if (!hn[i])
+	for (int i = 0; i < nev && cached_partitions > 1; i++)
+		if (!kn[i])
 		{
-			dflt = DatumGetInt32(hv[i]) % cached_partitions;
+			dflt = hv[i] % cached_partitions;
 			break;
 		}
 	/* each event's part, then one array of places cut into the parts: the
@@ -1206,7 +1319,7 @@ pgque_proxy_send_batch_keyed(PG_FUNCTION_ARGS)
 	part_of_event = palloc(sizeof(int) * nev);
 	for (int i = 0; i < nev; i++)
 	{
-		int			s = hn[i] ? dflt : DatumGetInt32(hv[i]) % cached_partitions;
+		int			s = cached_partitions == 1 ? 0 : kn[i] ? dflt : hv[i] % cached_partitions;
 
 		if (part_of_shard[s] < 0)
 		{
@@ -1231,8 +1344,8 @@ pgque_proxy_send_batch_keyed(PG_FUNCTION_ARGS)
 		p->ords[p->n++] = i;
 	}
 	whole = nparts == 1;
-	if (!whole)
-		deconstruct_array(payloads, TEXTOID, -1, false, TYPALIGN_INT, &pv, &pn, &nh);
+	initStringInfo(&pbuf);
+	initStringInfo(&kbuf);
 	for (int j = 0; j < nparts; j++)
 	{
 		ShardConnKey key;
@@ -1267,50 +1380,25 @@ pgque_proxy_send_batch_keyed(PG_FUNCTION_ARGS)
 			{
 				BatchPart  *p = &parts[j];
 				const char *v[4];
-				char	   *pt,
-						   *kt;
+				int			lens[4] = {0, 0, 0, 0};
+				static const int formats[4] = {0, 0, 1, 1};
 
 				if (p->state != PART_TODO)
 					continue;
-				if (whole)
-				{
-					pt = array_text(PointerGetDatum(payloads));
-					kt = array_text(PointerGetDatum(keys));
-				}
-				else
-				{
-					Datum	   *d = palloc(sizeof(Datum) * p->n);
-					bool	   *dn = palloc(sizeof(bool) * p->n);
-					int			dims[1] = {p->n};
-					int			lbs[1] = {1};
-					ArrayType  *a;
-
-					for (int e = 0; e < p->n; e++)
-					{
-						d[e] = pv[p->ords[e]];
-						dn[e] = pn[p->ords[e]];
-					}
-					a = construct_md_array(d, dn, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT);
-					pt = array_text(PointerGetDatum(a));
-					pfree(a);
-					for (int e = 0; e < p->n; e++)
-					{
-						d[e] = kv[p->ords[e]];
-						dn[e] = kn[p->ords[e]];
-					}
-					a = construct_md_array(d, dn, 1, dims, lbs, TEXTOID, -1, false, TYPALIGN_INT);
-					kt = array_text(PointerGetDatum(a));
-					pfree(a);
-					pfree(d);
-					pfree(dn);
-				}
+				/* the batch as it came (its lower bound too), or the part */
+				binary_text_array(&pbuf, pv, pn, whole ? NULL : p->ords, p->n,
+								  whole ? ARR_LBOUND(payloads)[0] : 1);
+				binary_text_array(&kbuf, kv, kn, whole ? NULL : p->ords, p->n,
+								  whole ? ARR_LBOUND(keys)[0] : 1);
 				v[0] = queue;
 				v[1] = type;
-				v[2] = pt;
-				v[3] = kt;
+				v[2] = pbuf.data;
+				v[3] = kbuf.data;
+				lens[2] = pbuf.len;
+				lens[3] = kbuf.len;
 				p->sc->in_flight = true;
 				p->state = PART_SENT;
-				if (!PQsendQueryPrepared(p->sc->conn, BATCH_STMT, 4, v, NULL, NULL, 0) ||
+				if (!PQsendQueryPrepared(p->sc->conn, BATCH_STMT, 4, v, lens, formats, 1) ||
 					!flush_out(p->sc->conn))
 				{
 					char	   *m = conn_message(p->sc->conn);
@@ -1322,9 +1410,7 @@ pgque_proxy_send_batch_keyed(PG_FUNCTION_ARGS)
 				}
 				/* a large part's connection is closed after its answer:
 				 * libpq keeps its buffers at their largest */
-				p->big = strlen(pt) + strlen(kt) > BATCH_KEEP_BYTES;
-				pfree(pt);
-				pfree(kt);
+				p->big = pbuf.len + kbuf.len > BATCH_KEEP_BYTES;
 			}
 
 			/* every answer read, whatever an earlier one was: no result
