@@ -410,7 +410,8 @@ $$;
 -- partition's string checked again by _check_shard_conninfo at every
 -- connect.  A failure goes
 -- through _shard_failed as PL/Proxy's does (08001: refused, 08006: lost).
--- i_hash is pgque._key_hash(key), the one definition of the routing hash.
+-- i_hash is pgque._key_hash(key), the one definition of the routing hash;
+-- a NULL key (with its NULL hash) is a typed keyless send (_route_send).
 create function pgque._send_keyed(i_hash int4, i_queue text, i_type text, i_payload text, i_key text)
 returns bigint language c
 as 'MODULE_PATHNAME', 'pgque_proxy_send_keyed';
@@ -466,13 +467,12 @@ returns bigint language sql as $$
 $$;
 
 -- A keyed send goes straight to the C path (no plpgsql, no subtransaction:
--- ADR 0115); a NULL key is a keyless send.
+-- ADR 0115); a NULL key is a keyless send, which the C path hands to
+-- _route_send (no CASE here: the executor built both of its branches at
+-- every call, ADR 0122).
 create function pgque.send(queue_name text, type_name text, payload text, partition_key text)
 returns bigint language sql as $$
-    select case when partition_key is null
-                then pgque._route_send(queue_name, type_name, payload, null, true)
-                else pgque._send_keyed(pgque._key_hash(partition_key), queue_name, type_name, payload,
-                                       partition_key) end
+    select pgque._send_keyed(pgque._key_hash(partition_key), queue_name, type_name, payload, partition_key)
 $$;
 
 create function pgque.send(queue_name text, payload jsonb)
@@ -487,10 +487,8 @@ $$;
 
 create function pgque.send(queue_name text, type_name text, payload jsonb, partition_key text)
 returns bigint language sql as $$
-    select case when partition_key is null
-                then pgque._route_send(queue_name, type_name, payload::pg_catalog.text, null, true)
-                else pgque._send_keyed(pgque._key_hash(partition_key), queue_name, type_name,
-                                       payload::pg_catalog.text, partition_key) end
+    select pgque._send_keyed(pgque._key_hash(partition_key), queue_name, type_name,
+                             payload::pg_catalog.text, partition_key)
 $$;
 
 -- A keyed batch through pgque_proxy.so (ADR 0122): the ids in input order.

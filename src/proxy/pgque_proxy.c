@@ -640,10 +640,38 @@ idle_conn_is_dead(PGconn *conn)
 	return false;
 }
 
+/* pgque._send_keyed with a NULL key: pgque._route_send(queue, type,
+ * payload, NULL, true), the typed keyless send (to any live shard) */
+static Datum
+send_keyless(FunctionCallInfo fcinfo)
+{
+	Oid			types[3] = {TEXTOID, TEXTOID, TEXTOID};
+	Datum		vals[3];
+	char		nulls[3];
+	bool		isnull;
+	Datum		r;
+
+	for (int i = 0; i < 3; i++)
+	{
+		nulls[i] = PG_ARGISNULL(i + 1) ? 'n' : ' ';
+		vals[i] = PG_ARGISNULL(i + 1) ? (Datum) 0 : PG_GETARG_DATUM(i + 1);
+	}
+	SPI_connect();
+	if (SPI_execute_with_args("select pgque._route_send($1, $2, $3, null, true)",
+							  3, types, vals, nulls, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
+		elog(ERROR, "pgque._route_send did not answer");
+	r = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	SPI_finish();
+	if (isnull)
+		PG_RETURN_NULL();
+	PG_RETURN_DATUM(r);			/* int8: by value */
+}
+
 /*
  * pgque._send_keyed(i_hash int4, i_queue, i_type, i_payload, i_key) ->
  * the event id from shard i_hash mod S: pgque.send(queue, type, payload,
- * key) there, committed there when it returns (as PL/Proxy's call).
+ * key) there, committed there when it returns (as PL/Proxy's call).  A
+ * NULL key (and so a NULL hash): a keyless send (send_keyless).
  */
 PG_FUNCTION_INFO_V1(pgque_proxy_send_keyed);
 Datum
@@ -659,6 +687,10 @@ pgque_proxy_send_keyed(PG_FUNCTION_ARGS)
 	int64		id;
 	MemoryContext oldcxt = CurrentMemoryContext;
 
+	/* no key: a keyless send, PL/Proxy's (the wrapper has no CASE, whose
+	 * both branches the executor built at every call: ADR 0122) */
+	if (PG_ARGISNULL(0) && PG_ARGISNULL(4))
+		return send_keyless(fcinfo);
 	if (PG_ARGISNULL(0))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
@@ -830,12 +862,25 @@ static void
 binary_text_array(StringInfo buf, Datum *elems, bool *nulls, const int *ords, int n, int lbound)
 {
 	bool		hasnull = false;
-	uint32		w;
+	Size		size = 20;
+	char	   *w;
 
-	for (int e = 0; e < n && !hasnull; e++)
-		hasnull = nulls[ords ? ords[e] : e];
+	for (int e = 0; e < n; e++)
+	{
+		int			i = ords ? ords[e] : e;
+
+		hasnull |= nulls[i];
+		size += 4 + (nulls[i] ? 0 : VARSIZE_ANY_EXHDR(DatumGetPointer(elems[i])));
+	}
+	if (size >= MaxAllocSize)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("a part of a keyed batch would be %zu bytes, past 1 GB", size),
+				 errhint("Send smaller batches.")));
 	resetStringInfo(buf);
-#define PUT32(v) (w = pg_hton32((uint32) (v)), appendBinaryStringInfo(buf, (char *) &w, 4))
+	enlargeStringInfo(buf, (int) size);
+	w = buf->data;
+#define PUT32(v) do { uint32 v_ = pg_hton32((uint32) (v)); memcpy(w, &v_, 4); w += 4; } while (0)
 	PUT32(1);					/* dimensions */
 	PUT32(hasnull ? 1 : 0);
 	PUT32(TEXTOID);
@@ -849,13 +894,17 @@ binary_text_array(StringInfo buf, Datum *elems, bool *nulls, const int *ords, in
 			PUT32(-1);
 		else
 		{
-			text	   *t = (text *) DatumGetPointer(elems[i]);
+			const char *t = DatumGetPointer(elems[i]);
+			int			len = VARSIZE_ANY_EXHDR(t);
 
-			PUT32(VARSIZE_ANY_EXHDR(t));
-			appendBinaryStringInfo(buf, VARDATA_ANY(t), VARSIZE_ANY_EXHDR(t));
+			PUT32(len);
+			memcpy(w, VARDATA_ANY(t), len);
+			w += len;
 		}
 	}
 #undef PUT32
+	buf->len = (int) size;
+	buf->data[buf->len] = '\0';
 }
 
 /*
@@ -1083,8 +1132,6 @@ part_read(BatchPart *p, PGresult *volatile *resp)
 	}
 	else
 		p->state = PART_OK;
-	if (p->big)
-		close_conn(sc);
 }
 
 /* the shards of the parts in state st (or, with st2, in either), in the
@@ -1408,8 +1455,7 @@ pgque_proxy_send_batch_keyed(PG_FUNCTION_ARGS)
 					p->fail.state = "08006";
 					p->fail.msg = psprintf("could not send to shard %d: %s", p->shard, m);
 				}
-				/* a large part's connection is closed after its answer:
-				 * libpq keeps its buffers at their largest */
+				/* a large part's connection is closed after its answer */
 				p->big = pbuf.len + kbuf.len > BATCH_KEEP_BYTES;
 			}
 
@@ -1426,6 +1472,9 @@ pgque_proxy_send_batch_keyed(PG_FUNCTION_ARGS)
 				if (res)
 					PQclear(res);
 				res = NULL;
+				/* whatever its answer: libpq keeps its buffers at their largest */
+				if (p->big && p->sc->conn)
+					close_conn(p->sc);
 				if (p->state == PART_TODO)
 					again = true;
 			}
