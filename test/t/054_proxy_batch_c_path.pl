@@ -19,6 +19,9 @@
 #    error says which parts were in flight, and the next batch of the
 #    session gets its own ids; a shard that never answers the connect:
 #    statement_timeout ends it, nothing sent;
+#  - a shard whose backend stops reading (SIGSTOP) a 20 MB part:
+#    statement_timeout ends the write (the latch loop), the next batch of
+#    the session sends;
 #  - the shard server restarted between two batches of a session: the
 #    next batch reconnects and sends;
 #  - the second server killed (-m immediate, fsync on) under a producer's
@@ -308,6 +311,33 @@ my $cancelled_on = $sa->poll_value('s1', q{select count(*) from pgque.event_temp
 ok($cancelled_on == 0 || $cancelled_on == $proxy->safe_psql('postgres', q{
     select count(*) from generate_series(1, 30) i where pgque.shard_of('key-' || i) = 1}),
    "the cancelled part on shard 1 committed whole or not at all ($cancelled_on)");
+
+# ---- a shard that stops reading a large part (its backend stopped with
+# SIGSTOP): the write waits in the latch loop, statement_timeout ends it
+my $k0s = $proxy->safe_psql('postgres', q{
+    select 'key-' || i from generate_series(1, 400) i where pgque.shard_of('key-' || i) = 0 limit 1});
+my $st = $proxy->background_psql('postgres', on_error_stop => 0, extra_params => [ '-v', 'VERBOSITY=verbose' ]);
+my ($sout) = q_both($st, "select pgque.send_batch('orders', 'stall0', array['w'], array['$k0s'])");
+like($sout, qr/^\{\d+\}$/, 'a session sends a batch to shard 0 (its connection made)');
+my $stall_pid = $sa->safe_psql('s0', q{
+    select pid from pg_stat_activity where datname = 's0' and query like '%pgque.send_batch($1%'
+       and pid <> pg_backend_pid() order by backend_start desc limit 1});
+ok($stall_pid && kill('STOP', $stall_pid), "shard 0's backend $stall_pid stopped");
+my $t_stall = time;
+my (undef, $serr2) = q_both($st, qq{set statement_timeout = '3s';
+select pgque.send_batch('orders', 'stall', array(select repeat('s', 100) || i from generate_series(1, 200000) i),
+                        array_fill('$k0s'::text, array[200000]));
+reset statement_timeout;});
+kill('CONT', $stall_pid);
+like($serr2, qr/ERROR:  57014: canceling statement due to statement timeout/,
+     'a 20 MB part to a shard that stopped reading: statement_timeout ends the write (57014)');
+like($serr2, qr/The parts of the batch for shards \{0\} were in flight/, '... naming the part in flight');
+ok(time - $t_stall < 60, 'at once, not when the shard reads again');
+($sout) = q_both($st, "select pgque.send_batch('orders', 'stall1', array['w'], array['$k0s'])");
+like($sout, qr/^\{\d+\}$/, 'the next batch of the session sends (a new connection)');
+$st->quit;
+my $stalled = $sa->safe_psql('s0', q{select count(*) from pgque.event_template where ev_type = 'stall'});
+ok($stalled == 0 || $stalled == 200000, "the stopped part committed whole or not at all ($stalled)");
 
 # ---- the second server restarted between two batches of the session
 $sb->restart('fast');
