@@ -85,7 +85,7 @@ PG_MODULE_MAGIC;
 /* the prepared remote statement of a keyed batch's part (ADR 0122) */
 #define BATCH_STMT "pgque_proxy_send_batch"
 #define BATCH_SQL "select pgque.send_batch($1, $2, $3, $4)"
-/* a batch part larger than this (its text) closes its connection after the
+/* a batch part larger than this (as sent) closes its connection after the
  * call: libpq keeps its buffers at their largest size, per connection */
 #define BATCH_KEEP_BYTES (1024 * 1024)
 
@@ -845,7 +845,7 @@ typedef struct BatchPart
 	ShardConn  *sc;
 	PartState	state;
 	bool		retried;		/* prepared again once after a 26000 */
-	bool		big;			/* its text past BATCH_KEEP_BYTES */
+	bool		big;			/* past BATCH_KEEP_BYTES as sent */
 	int64	   *ids;			/* PART_OK: n ids */
 	char	   *bad;			/* PART_BAD_ANSWER: what was wrong */
 	ShardFailure fail;			/* PART_FAILED */
@@ -1220,7 +1220,7 @@ batch_failed(BatchPart *parts, int nparts)
 			vals[4] = p->fail.hint ? CStringGetTextDatum(p->fail.hint) : (Datum) 0;
 			nulls[4] = p->fail.hint ? ' ' : 'n';
 			vals[5] = BoolGetDatum(false);
-			vals[6] = shard_list(parts, nparts, PART_OK, PART_OK);
+			vals[6] = shard_list(parts, nparts, PART_OK, PART_BAD_ANSWER);
 			SPI_connect();
 			SPI_execute_with_args("select pgque._shard_failed($1, $2, $3, $4, $5, $6, $7)",
 								  7, types, vals, nulls, false, 0);
@@ -1233,7 +1233,7 @@ batch_failed(BatchPart *parts, int nparts)
 		Datum		vals[3];
 
 		vals[0] = shard_list(parts, nparts, PART_TODO, PART_TODO);
-		vals[1] = shard_list(parts, nparts, PART_OK, PART_OK);
+		vals[1] = shard_list(parts, nparts, PART_OK, PART_BAD_ANSWER);
 		vals[2] = CStringGetTextDatum(last_down->msg ? last_down->msg : "");
 		SPI_connect();
 		SPI_execute_with_args("select pgque._batch_parts_failed($1, $2, $3)",
