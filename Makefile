@@ -26,7 +26,7 @@ OBJS       = src/pgque_bgw.o src/guc.o src/state.o src/wake.o src/worker.o \
              src/status.o src/slots.o src/slot_sql.o src/window.o src/window_direct.o src/receive.o \
              src/produce.o src/queue_cache.o src/append.o src/insert_plan.o src/rules.o src/srf.o \
              src/caller.o src/cdc.o src/cdc_encode.o src/coop.o src/restore.o src/supervise.o \
-             src/kept_plan.o src/reclaim.o src/budget.o src/locks.o src/errcodes.o
+             src/kept_plan.o src/ack.o src/reclaim.o src/budget.o src/locks.o src/errcodes.o
 
 DATA_built = pgque_bgw--$(EXTVERSION).sql pgque_bgw--$(PREV_VERSION)--$(EXTVERSION).sql \
              pgque_bgw--0.1.0--$(EXTVERSION).sql \

@@ -580,15 +580,10 @@ set search_path = pgque, pg_catalog, pg_temp as $$
 $$;
 
 -- Close a batch: the cursor moves to the batch's end tick.  -> 1 / 0 unknown.
+-- C (src/ack.c, ADR 0120): the one statement of plain ack's C path, of
+-- finish_batch() and of receive's finish of an empty window.
 create function pgque._finish_batch(i_batch_id bigint)
-returns int4 language plpgsql as $$
-begin
-    update pgque.subscription
-       set sub_last_tick = sub_next_tick, sub_next_tick = null, sub_batch = null,
-           sub_batch_pos = null, sub_batch_last = null, sub_active = now()
-     where sub_batch = i_batch_id;
-    return case when found then 1 else 0 end;
-end $$;
+returns int4 language c volatile as 'MODULE_PATHNAME', 'pgque_finish_batch_sql';
 
 create function pgque.finish_batch(x_batch_id bigint)
 returns int4 language plpgsql security definer

@@ -116,17 +116,27 @@ begin
         (select co_name from pgque.consumer where co_id = s.sub_consumer), i_func);
 end $$;
 
--- ack(batch_id) -> 1 done / 0 unknown or already acked.  Its statements look
+-- ack(batch_id) -> 1 done / 0 unknown or already acked.  A plain
+-- consumer's batch is acked in C (src/ack.c, ADR 0120): its row locked, the
+-- rules below (_authorize, _refuse_slot_consumer) in one statement, the
+-- ack's UPDATE; every other batch through _ack_sql.  Its statements look
 -- rows up by key: generic plans, not one custom plan per call (ADR 0033).
 create function pgque.ack(batch_id bigint)
-returns int4 language plpgsql security definer
+returns int4 language c volatile security definer
 set search_path = pgque, pg_catalog, pg_temp
-set plan_cache_mode = force_generic_plan as $$
+set plan_cache_mode = force_generic_plan
+as 'MODULE_PATHNAME', 'pgque_ack';
+
+-- ack's SQL path (its body before ADR 0120), for what the C path does not
+-- take: a NULL id, a hot standby, a cooperative member's or a partition
+-- slot's batch, a fenced member's, an unknown one.
+create function pgque._ack_sql(i_batch_id bigint)
+returns int4 language plpgsql as $$
 declare
     s pgque.subscription;
 begin
-    perform pgque._check_not_null('batch_id', batch_id);
-    s := pgque._open_batch(batch_id);
+    perform pgque._check_not_null('batch_id', i_batch_id);
+    s := pgque._open_batch(i_batch_id);
     if s.sub_id is null then
         return 0;
     end if;
@@ -137,20 +147,11 @@ begin
     return pgque._ack_batch(s);
 end $$;
 
--- Ack what receive() handed out: the whole window, or the part before
--- sub_batch_last, keeping the rest open under a fresh batch id.
+-- Ack what receive() handed out: the whole window (_finish_batch), or the
+-- part before sub_batch_last, keeping the rest open under a fresh batch
+-- id.  C (src/ack.c), the one rule of ack's C path and of _ack_sql.
 create function pgque._ack_batch(s pgque.subscription)
-returns int4 language plpgsql as $$
-begin
-    if s.sub_batch_last is not null then
-        update pgque.subscription
-           set sub_batch = pg_catalog.nextval('pgque.batch_id_seq'),
-               sub_batch_pos = sub_batch_last, sub_batch_last = null, sub_active = now()
-         where sub_id = s.sub_id;
-        return 1;
-    end if;
-    return pgque._finish_batch(s.sub_batch);
-end $$;
+returns int4 language c volatile as 'MODULE_PATHNAME', 'pgque_ack_batch_sql';
 
 -- The retry-or-dead-letter decision for one event of an open batch.  The
 -- event is re-read from the batch: a msg_id not in it is refused, and the

@@ -47,6 +47,17 @@ pgque_prepare_kept(const char *sql, int nargs, Oid *argtypes)
 	return prepare_kept(sql, nargs, argtypes, 0);
 }
 
+/*
+ * The same with a generic plan from the first call: statements that look
+ * rows up by key, where the plan cache's custom plans re-planned each call
+ * (ADR 0033).
+ */
+SPIPlanPtr
+pgque_prepare_kept_generic(const char *sql, int nargs, Oid *argtypes)
+{
+	return prepare_kept(sql, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
+}
+
 /* A kept plan that a cache may drop (pgque_kept_plan_drop). */
 PgqueKeptPlan *
 pgque_kept_plan_prepare(const char *sql, int nargs, Oid *argtypes, int cursor_options)
