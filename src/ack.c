@@ -9,10 +9,10 @@
  * member and slot lookups, _authorize), _refuse_slot_batch, _ack_batch ->
  * _finish_batch, each a function call and statements through SPI, about
  * 570,000 instructions an ack (ADR 0116).  Here a plain consumer's batch
- * takes three kept statements: its subscription row locked (as
- * _open_batch locks it: the receive lock), the caller's right to the
- * consumer and the slot refusal (the SQL rules themselves, _authorize and
- * _refuse_slot_consumer, called by one statement), and the ack's UPDATE.
+ * takes two kept statements: its subscription row locked (as _open_batch
+ * locks it: the receive lock) and, in the same statement, the caller's
+ * right to the consumer and the slot refusal (the SQL rules themselves,
+ * _authorize and _refuse_slot_consumer); then the ack's UPDATE.
  * Everything else goes the SQL way, pgque._ack_sql (ack's former body):
  * a NULL id (its error), a hot standby (the row read without a lock, ADR
  * 0089), a batch no plain subscription row holds (a cooperative member's
@@ -49,33 +49,31 @@ PG_FUNCTION_INFO_V1(pgque_finish_batch_sql);
 
 /*
  * The open batch's subscription row, locked, when a plain consumer's row
- * holds it: what the part's ack and the rules below need.
+ * holds it (as _open_batch locks it: the receive lock), then the caller's
+ * right to the consumer and the refusal of a partition slot's consumer
+ * (plain ack refuses it, 42809): the SQL rules themselves, in the order
+ * _open_batch and ack checked them, on the row as locked.  The rules are
+ * in the outer query over a materialized CTE, so that they run on the
+ * row the CTE's lock returned (the latest version, after a wait for a
+ * concurrent ack), never on the version the statement's snapshot saw
+ * first, as the select list of the locking query itself would.
  */
 static SPIPlanPtr lock_plan;
 
 #define LOCK_SQL \
-	"select s.sub_id, s.sub_owner, s.sub_users, s.sub_queue, c.co_name, s.sub_batch_last" \
-	"  from pgque.subscription s join pgque.consumer c on c.co_id operator(pg_catalog.=) s.sub_consumer" \
-	" where s.sub_batch operator(pg_catalog.=) $1 and s.sub_role operator(pg_catalog.=) 'normal'" \
-	"   for update of s"
+	"with s as materialized (" \
+	"  select s.sub_id, s.sub_owner, s.sub_users, s.sub_queue, c.co_name, s.sub_batch_last" \
+	"    from pgque.subscription s join pgque.consumer c on c.co_id operator(pg_catalog.=) s.sub_consumer" \
+	"   where s.sub_batch operator(pg_catalog.=) $1 and s.sub_role operator(pg_catalog.=) 'normal'" \
+	"     for update of s)" \
+	" select s.sub_id, s.sub_batch_last," \
+	"        pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, s.co_name)," \
+	"        pgque._refuse_slot_consumer(s.co_name, 'ack')" \
+	"   from s"
 
 /* the columns of LOCK_SQL */
 #define LOCK_SUB_ID 1
-#define LOCK_OWNER 2
-#define LOCK_USERS 3
-#define LOCK_QUEUE 4
-#define LOCK_NAME 5
-#define LOCK_LAST 6
-
-/*
- * The caller's right to the consumer, then the refusal of a partition
- * slot's consumer (plain ack refuses it, 42809): the SQL rules, in the
- * order _open_batch and ack checked them.
- */
-static SPIPlanPtr rules_plan;
-
-#define RULES_SQL \
-	"select pgque._authorize($1, $2, $3, $4), pgque._refuse_slot_consumer($4, 'ack')"
+#define LOCK_LAST 2
 
 /* the part handed out is acked: the rest of the window open under a fresh id */
 static SPIPlanPtr part_plan;
@@ -183,16 +181,13 @@ Datum
 pgque_ack(PG_FUNCTION_ARGS)
 {
 	Oid			lock_types[1] = {INT8OID};
-	Oid			rules_types[4] = {REGROLEOID, REGROLEARRAYOID, INT4OID, TEXTOID};
-	Datum		args[4];
-	char		nulls[4];
+	Datum		args[1];
 	int64		batch_id;
 	int32		sub_id;
 	bool		part;
 	bool		null;
 	int32		result;
 	int			ret;
-	int			i;
 	HeapTuple	row;
 	TupleDesc	desc;
 
@@ -220,7 +215,7 @@ pgque_ack(PG_FUNCTION_ARGS)
 		PG_RETURN_INT32(result);
 	}
 
-	/* the row is locked: its values are the latest (the tuple table lives until SPI_finish) */
+	/* the row is locked and the caller may ack it */
 	row = SPI_tuptable->vals[0];
 	desc = SPI_tuptable->tupdesc;
 	sub_id = DatumGetInt32(SPI_getbinval(row, desc, LOCK_SUB_ID, &null));
@@ -228,16 +223,6 @@ pgque_ack(PG_FUNCTION_ARGS)
 		elog(ERROR, "pgque_bgw: ack read a subscription without an id");
 	(void) SPI_getbinval(row, desc, LOCK_LAST, &null);
 	part = !null;
-	for (i = 0; i < 4; i++)
-	{
-		args[i] = SPI_getbinval(row, desc, LOCK_OWNER + i, &null);
-		nulls[i] = null ? 'n' : ' ';
-	}
-	ret = SPI_execute_plan(plan_of(&rules_plan, RULES_SQL, 4, rules_types), args, nulls, false, 1);
-	if (ret != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "pgque_bgw: ack could not check the rights to batch %lld: %s", (long long) batch_id,
-			 SPI_result_code_string(ret));
-
 	result = ack_batch(sub_id, batch_id, part);
 	SPI_finish();
 	PG_RETURN_INT32(result);
