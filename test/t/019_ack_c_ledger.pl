@@ -6,8 +6,9 @@
 # killed just after the ack committed.  Every event sent is delivered,
 # none is lost, the events of a part whose ack committed are never handed
 # out again, and a part whose ack did not commit is handed out again
-# whole.  Then the kept plans across DROP/CREATE EXTENSION and ALTER
-# EXTENSION UPDATE in one session, and an ack where the extension is not.
+# whole.  Then an ack on a hot standby (the SQL path, refused at its
+# UPDATE), the kept plans across DROP/CREATE EXTENSION and ALTER EXTENSION
+# UPDATE in one session, and an ack where the extension is not.
 use strict;
 use warnings;
 use PgqueNode;
@@ -17,7 +18,7 @@ use Test::More;
 # quitting a psql whose backend was just killed may write to a closed pipe
 $SIG{PIPE} = 'IGNORE';
 
-my $node = PgqueNode->new_preloaded('ackc', conf => q{
+my $node = PgqueNode->new_preloaded('ackc', init => { allows_streaming => 1 }, conf => q{
 fsync = on
 restart_after_crash = on
 pgque_bgw.enabled = off
@@ -141,6 +142,29 @@ is($node->safe_psql('postgres', q{
     select s.sub_batch is null and s.sub_last_tick = (select max(tick_id) from pgque.tick t where t.tick_queue = s.sub_queue)
       from pgque.subscription s join pgque.consumer c on c.co_id = s.sub_consumer where c.co_name = 'c'}),
 	't', 'the cursor is at the last tick, no batch open');
+
+# a hot standby: ack takes the SQL path, which reads the batch without a
+# lock (ADR 0089) and is refused at its UPDATE, as the PL/pgSQL ack was;
+# an unknown id is 0 there too, and the primary's batch stays open
+$node->safe_psql('postgres', q{select pgque.send('aq', 'ev', 'st' || g) from generate_series(1, 3) g});
+$node->safe_psql('postgres', q{select pgque.ticker('aq')});
+my $sb = $node->safe_psql('postgres', q{select max(batch_id) from pgque.receive('aq', 'c', 2)});
+$node->backup('bk');
+my $standby = PgqueNode->new('ackc_standby');
+$standby->init_from_backup($node, 'bk', has_streaming => 1);
+$standby->start;
+$node->wait_for_catchup($standby);
+my ($sret, $sout, $serr) = $standby->psql('postgres', "select pgque.ack($sb)",
+	extra_params => ['-v', 'VERBOSITY=verbose']);
+like($serr, qr/25006: cannot execute UPDATE in a read-only transaction/,
+	'on the standby an open batch\'s ack is refused at its UPDATE (25006)');
+is($standby->safe_psql('postgres', 'select pgque.ack(-1)'), '0', 'on the standby an unknown id is 0');
+$standby->stop('fast');
+is($node->safe_psql('postgres', qq{select count(*) from pgque.subscription where sub_batch = $sb}), '1',
+	'the batch is still open on the primary');
+is($node->safe_psql('postgres', "select pgque.ack($sb)"), '1', '... and acked there');
+is($node->safe_psql('postgres', q{select count(*) from pgque.receive('aq', 'c', 10)}), '1', '... its rest follows');
+$node->safe_psql('postgres', q{select pgque.ack(max(batch_id)) from pgque.receive('aq', 'c', 10)});
 
 # kept plans in one session across DROP/CREATE EXTENSION: the ack after
 # it acts on the new tables (the plan cache re-analyses the statements)
