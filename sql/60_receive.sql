@@ -21,25 +21,137 @@ begin
     end if;
 end $$;
 
--- The per-call steps of the plain receive(): the argument checks (on the
--- first try), then the consumer's open batch or the next one (NULL: none).
-create function pgque._receive_open(i_queue_name text, i_consumer_name text, i_max_return int4,
-                                    i_check bool)
-returns bigint language plpgsql as $$
+-- The per-call steps of the plain receive() and receive_wait() (ADR 0121),
+-- one statement from C: with i_check (a call's first try), the argument
+-- checks; with i_wait and i_check, receive_wait's look (the caller's right,
+-- then whether there is a batch to hand out, without a lock: none ->
+-- nothing is opened, locked false); then the consumer's row locked (the
+-- receive lock: concurrent calls queue and get the same batch), the caller's
+-- right on the locked row, and its open batch or the next one (_pick_tick,
+-- the rule of _next_batch), with where its events are: the window's bounds
+-- always and its source (the relations) when i_want_source, as the slot's
+-- open (ADR 0078), so that the part is read without another statement.
+-- The row is found by its keys in one statement, the queue's and the
+-- consumer's names as _subscription finds it.  What this does not serve
+-- (no such row: the errors; an unlogged queue: its gate; a cooperative
+-- main consumer: its refusal) goes to the SQL of before, _receive_ready and
+-- _next_batch, which says what is wrong or opens as always; then sub_id is
+-- NULL and no bounds are returned: C reads them per part and opens again on
+-- a later try.  i_sub_id (the tries after an empty window): the consumer
+-- that the call's first try locked and authorized, opened again without
+-- checking what that try checked (issue #30 item 3).  -> the batch (NULL:
+-- none), pause (false), the source, the bounds, the subscription and the
+-- position acked inside the window, epoch 0 (a slot's column), the queue's
+-- id (receive_wait's look) and whether the consumer's row was locked.
+create function pgque._plain_receive_open(i_queue_name text, i_consumer_name text, i_max_return int4,
+                                          i_wait bool, i_check bool, i_want_source bool, i_sub_id int4,
+                                          out batch_id bigint, out pause boolean,
+                                          out source text, out lo_xmax xid8, out hi_xmax xid8,
+                                          out lo_xip xid8[], out hi pg_catalog.pg_snapshot,
+                                          out sub_id int4, out pos bigint, out epoch bigint,
+                                          out queue_id int4, out locked boolean)
+language plpgsql as $$
+declare
+    s     pgque.subscription;
+    l     pgque.subscription;
+    r     record;
+    prev  pgque.tick;
+    nxt   pgque.tick;
 begin
-    if i_check then
-        perform pgque._check_max_return(i_max_return);
-        perform pgque._check_name('consumer', i_consumer_name, 64);
-        perform pgque._refuse_slot_consumer(i_consumer_name, 'receive');
+    pause := false;
+    locked := false;
+    epoch := 0;
+    if i_sub_id is not null then
+        -- a later try: the row this call locked (and finished a window of)
+        select * into strict s from pgque.subscription x where x.sub_id = i_sub_id;
+    else
+        if i_check then
+            perform pgque._check_max_return(i_max_return),
+                    pgque._check_name('consumer', i_consumer_name, 64),
+                    pgque._refuse_slot_consumer(i_consumer_name, 'receive');
+        end if;
+        if i_wait and i_check then
+            -- the look: no lock while there is nothing to hand out
+            select sub.* into l
+              from pgque.subscription sub
+             where sub.sub_queue = (select q.queue_id from pgque.queue q
+                                     where q.queue_name = i_queue_name and not q.queue_unlogged)
+               and sub.sub_consumer = (select c.co_id from pgque.consumer c where c.co_name = i_consumer_name);
+            if l.sub_id is null or l.sub_role = 'coop_main' then
+                -- the look of before (its checks, made again, pass): it
+                -- raises what is wrong, or says an unlogged queue's or a
+                -- group's readiness
+                select * into r from pgque._receive_ready(i_queue_name, i_consumer_name, i_max_return);
+                queue_id := r.queue_id;
+                if r.ready then
+                    locked := true;
+                    batch_id := (pgque._next_batch(i_queue_name, i_consumer_name, null, null, null,
+                                                   i_max_return)).batch_id;
+                end if;
+                return;
+            end if;
+            perform pgque._authorize(l.sub_owner, l.sub_users, l.sub_queue, i_consumer_name);
+            queue_id := l.sub_queue;
+            if l.sub_batch is null
+               and not exists (select from pgque.tick t
+                                where t.tick_queue = l.sub_queue and t.tick_id > l.sub_last_tick) then
+                return;
+            end if;
+        end if;
+        locked := i_wait;
+        -- the receive lock, on the row the names find now
+        select sub.* into s
+          from pgque.subscription sub
+         where sub.sub_queue = (select q.queue_id from pgque.queue q
+                                 where q.queue_name = i_queue_name and not q.queue_unlogged)
+           and sub.sub_consumer = (select c.co_id from pgque.consumer c where c.co_name = i_consumer_name)
+           for update;
+        if s.sub_id is null or s.sub_role = 'coop_main' then
+            -- gone, renamed, unlogged or a group: as always
+            locked := true;
+            batch_id := (pgque._next_batch(i_queue_name, i_consumer_name, null, null, null,
+                                           i_max_return)).batch_id;
+            return;
+        end if;
+        -- the right on the row locked: checked by the look when the row
+        -- still names the same owner, users and queue
+        if l.sub_id is null
+           or (s.sub_owner, s.sub_users, s.sub_queue) is distinct from (l.sub_owner, l.sub_users, l.sub_queue) then
+            perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, i_consumer_name);
+        end if;
     end if;
-    return (pgque._next_batch(i_queue_name, i_consumer_name, null, null, null, i_max_return)).batch_id;
+    select * into prev from pgque.tick t where t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick;
+    if s.sub_batch is not null then
+        select * into nxt from pgque.tick t where t.tick_queue = s.sub_queue and t.tick_id = s.sub_next_tick;
+        batch_id := s.sub_batch;
+        pos := s.sub_batch_pos;
+    else
+        nxt := pgque._pick_tick(s.sub_queue, prev, null, null, null,
+                                case when s.sub_merge_windows then i_max_return end);
+        if nxt.tick_id is null then
+            return;
+        end if;
+        update pgque.subscription x
+           set sub_batch = pg_catalog.nextval('pgque.batch_id_seq'), sub_next_tick = nxt.tick_id,
+               sub_batch_pos = null, sub_batch_last = null, sub_active = pg_catalog.now()
+         where x.sub_id = s.sub_id
+        returning x.sub_batch into batch_id;
+    end if;
+    sub_id := s.sub_id;
+    -- the queue row read after the window's end tick, as _batch_source
+    -- reads them in one snapshot: it knows every switch that tick saw
+    select b.lo_xmax, b.hi_xmax, b.lo_xip, b.hi,
+           case when i_want_source then pgque._event_source(q, prev.tick_snapshot, nxt.tick_snapshot, null, null) end
+      into lo_xmax, hi_xmax, lo_xip, hi, source
+      from pgque.queue q, pgque._window_bounds(prev.tick_snapshot, nxt.tick_snapshot) b
+     where q.queue_id = s.sub_queue;
 end $$;
 
--- receive() of a plain consumer (src/receive.c, ADR 0033).
+-- receive() of a plain consumer (src/receive.c, ADR 0033, 0121).
 create function pgque.receive(queue_name text, consumer_name text, max_return int4 default 100)
 returns setof pgque.message language c volatile security definer
 set search_path = pgque, pg_catalog, pg_temp
-as 'MODULE_PATHNAME', 'pgque_receive';
+as 'MODULE_PATHNAME', 'pgque_receive_plain';
 
 -- receive_wait(queue, consumer, max_return, timeout): receive() that, when
 -- there is no batch, waits on the server for the tick that makes one, up
@@ -72,34 +184,6 @@ begin
                           where t.tick_queue = s.sub_queue and t.tick_id > s.sub_last_tick)
                  and (s.sub_role is distinct from 'coop_main'
                       or exists (select from pgque.coop_member m where m.cm_sub = s.sub_id)));
-end $$;
-
--- receive_wait's look and open in one statement (ADR 0108): with i_check,
--- the look of _receive_ready (its checks, rights and readiness, no lock);
--- when the consumer has a batch to hand out, its open (_next_batch, which
--- locks the consumer's row) follows in the same statement, where the call
--- ran the look and then receive's open with the same checks again.
--- Without i_check (a later try of the call, after an empty window): the
--- open alone.  -> the batch (NULL: none), pause (false: a plain consumer),
--- the queue's id (with i_check) and whether the consumer's row was locked.
-create function pgque._receive_wait_open(i_queue_name text, i_consumer_name text, i_max_return int4,
-                                         i_check bool, out batch_id int8, out pause boolean,
-                                         out queue_id int4, out locked boolean)
-returns record language plpgsql as $$
-declare
-    r record;
-begin
-    pause := false;
-    locked := false;
-    if i_check then
-        select * into r from pgque._receive_ready(i_queue_name, i_consumer_name, i_max_return);
-        queue_id := r.queue_id;
-        if not r.ready then
-            return;
-        end if;
-    end if;
-    locked := true;
-    batch_id := (pgque._next_batch(i_queue_name, i_consumer_name, null, null, null, i_max_return)).batch_id;
 end $$;
 
 create function pgque.receive_wait(queue_name text, consumer_name text, max_return int4 default 100,

@@ -77,6 +77,7 @@ static bool said_nothing_ticks = false;
 #define RECEIVE_TRIES 10
 
 PG_FUNCTION_INFO_V1(pgque_receive);
+PG_FUNCTION_INFO_V1(pgque_receive_plain);
 PG_FUNCTION_INFO_V1(pgque_receive_partitioned);
 PG_FUNCTION_INFO_V1(pgque_receive_slot);
 PG_FUNCTION_INFO_V1(pgque_receive_coop);
@@ -766,16 +767,23 @@ typedef struct ReceiveKind
 								 * -> the batch id and where its events
 								 * are; NULL: open_sql again, and the
 								 * window's bounds per part */
+	int			look_col;		/* receive_wait's look: the queue's id at
+								 * this column of the open, whether it
+								 * locked the row at the next; 0: none */
 	SPIPlanPtr	open_plan;
 	SPIPlanPtr	mark_plan;
 	SPIPlanPtr	finish_plan;
 	SPIPlanPtr	next_plan;
 } ReceiveKind;
 
-/* the columns of a slot's open (_slot_receive_open): where its events are */
+/*
+ * the columns of a slot's open (_slot_receive_open), and of a plain
+ * consumer's (_plain_receive_open): where its events are
+ */
 #define SLOT_OPEN_SOURCE 3
 #define SLOT_OPEN_SUB_ID 8
 #define SLOT_OPEN_EPOCH 10
+#define PLAIN_OPEN_QUEUE_ID 11
 /* ... and of its next tries (_slot_receive_next) */
 #define SLOT_NEXT_SOURCE 2
 
@@ -790,12 +798,37 @@ typedef struct ReceiveKind
 #define WINDOW_OF_KIND_SQL(fn) \
 	fn, "select lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos from pgque." fn "($1)"
 
+/*
+ * A plain consumer (ADR 0121): one statement opens the batch and says
+ * where its events are, as a slot's; the tries after an empty window name
+ * the subscription the first one locked and authorized.  An open the SQL
+ * of before served (an unlogged queue, a cooperative main consumer)
+ * returns no subscription and no bounds: every try opens again, and each
+ * part reads the window's bounds.
+ */
+#define PLAIN_OPEN_SQL(wait) \
+	"select batch_id, pause, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos, epoch, queue_id, locked" \
+	"  from pgque._plain_receive_open($1, $2, $3, " wait ", $4, $5, null)"
+#define PLAIN_NEXT_SQL \
+	"select batch_id, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos" \
+	"  from pgque._plain_receive_open(null, null, $5, false, false, $6, $1)"
+
 static ReceiveKind plain_kind = {
+	PLAIN_OPEN_SQL("false"),
+	3, {TEXTOID, TEXTOID, INT4OID, BOOLOID, BOOLOID}, 2, -1, false,
+	MARK_SQL("subscription", "sub_batch", "sub_batch_last"),
+	"select pgque._finish_batch($1)",
+	{WINDOW_OF_KIND_SQL("_sub_batch_window")},
+	PLAIN_NEXT_SQL
+};
+
+/* 0.2.0's SQL declares receive under pgque_receive: its _receive_open */
+static ReceiveKind plain_kind_020 = {
 	"select pgque._receive_open($1, $2, $3, $4), false",
 	3, {TEXTOID, TEXTOID, INT4OID, BOOLOID}, 2, -1, false,
 	MARK_SQL("subscription", "sub_batch", "sub_batch_last"),
 	"select pgque._finish_batch($1)",
-	{WINDOW_OF_KIND_SQL("_sub_batch_window")}
+	{NULL}						/* 0.2.0 has no _sub_batch_window */
 };
 
 /*
@@ -879,11 +912,13 @@ check_message_desc(TupleDesc desc)
  * batch to hand out.
  */
 static ReceiveKind wait_kind = {
-	"select batch_id, pause, queue_id, locked from pgque._receive_wait_open($1, $2, $3, $4)",
-	3, {TEXTOID, TEXTOID, INT4OID, BOOLOID}, 2, -1, false,
+	PLAIN_OPEN_SQL("true"),
+	3, {TEXTOID, TEXTOID, INT4OID, BOOLOID, BOOLOID}, 2, -1, false,
 	MARK_SQL("subscription", "sub_batch", "sub_batch_last"),
 	"select pgque._finish_batch($1)",
-	{WINDOW_OF_KIND_SQL("_sub_batch_window")}
+	{WINDOW_OF_KIND_SQL("_sub_batch_window")},
+	PLAIN_NEXT_SQL,
+	PLAIN_OPEN_QUEUE_ID
 };
 
 /* what wait_kind's first open said besides the batch */
@@ -915,6 +950,7 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 	Datum		nargs[6];		/* next_sql's: sub_id, epoch, slot, n, max_return, want source */
 	Oid			next_types[6] = {INT4OID, INT8OID, INT4OID, INT4OID, INT4OID, BOOLOID};
 	int64		handed = 0;
+	bool		use_next = false;	/* the first try named its subscription */
 
 	for (tries = 0; tries < kind->nargs; tries++)
 	{
@@ -949,6 +985,7 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 		int			ret;
 		char	   *source = NULL;
 		bool		want_source;
+		bool		have_bounds;
 		Datum		wargs[WINDOW_NPARAMS];
 		char		wnulls[WINDOW_NPARAMS];
 
@@ -958,7 +995,7 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 		 * the source is most of what locating a window costs.
 		 */
 		want_source = !pause && !cache_may_serve();
-		if (tries == 0 || kind->next_sql == NULL)
+		if (!use_next)
 		{
 			/* the checks once, then the batch (re-opened, or the next one) */
 			oargs[kind->nargs] = BoolGetDatum(tries == 0);
@@ -979,10 +1016,10 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 		if (look != NULL && tries == 0)
 		{
 			bool		null;
-			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 3, &null);
+			Datum		d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, kind->look_col, &null);
 
 			look->queue_id = null ? 0 : DatumGetInt32(d);
-			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 4, &null);
+			d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, kind->look_col + 1, &null);
 			look->locked = null || DatumGetBool(d);
 		}
 		batch_id = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull));
@@ -999,9 +1036,10 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 			share.n = DatumGetInt32(oargs[kind->share_arg + 1]);
 			share.by_source = kind->share_by_source;
 		}
-		if (tries == 0 || kind->next_sql == NULL)
+		if (!use_next)
 			pause = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &isnull));
-		if (kind->next_sql != NULL)
+		have_bounds = false;
+		if (kind->next_sql != NULL && (tries == 0 || use_next))
 		{
 			if (tries == 0)
 			{
@@ -1011,17 +1049,21 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 				/* what the next tries start from */
 				nargs[0] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, SLOT_OPEN_SUB_ID, &null_sub);
 				nargs[1] = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, SLOT_OPEN_EPOCH, &null_epoch);
-				if (null_sub || null_epoch)
+				if ((null_sub && kind->share_arg >= 0) || null_epoch)
 					elog(ERROR, "pgque_bgw: a slot's open returned batch %lld without its subscription or epoch",
 						 (long long) batch_id);
-				nargs[2] = Int32GetDatum(share.slot);
-				nargs[3] = Int32GetDatum(share.n);
+				/* a plain open the SQL of before served: no subscription, no bounds */
+				use_next = !null_sub;
+				nargs[2] = Int32GetDatum(kind->share_arg >= 0 ? share.slot : 0);
+				nargs[3] = Int32GetDatum(kind->share_arg >= 0 ? share.n : 0);
 				nargs[4] = Int32GetDatum((int32) max_return);
 			}
 			/* the source NULL: not asked for, or the slot pauses */
 			source = bounds_from_result(tries == 0 ? SLOT_OPEN_SOURCE : SLOT_NEXT_SOURCE, false,
 										(tries == 0 ? SLOT_OPEN_SOURCE : SLOT_NEXT_SOURCE) + 1,
-										batch_id, &share, wargs, wnulls);
+										batch_id, kind->share_arg >= 0 ? &share : NULL, wargs, wnulls);
+			/* the bounds (hi, never NULL for an open window) came with the open */
+			have_bounds = wnulls[WA_SNAP] == ' ';
 		}
 
 		if (pause)
@@ -1029,7 +1071,7 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 		else
 		{
 			n = read_part(batch_id, max_return, kind->share_arg >= 0 ? &share : NULL, &kind->window,
-						  ts, desc, &more, &last, kind->next_sql != NULL, source, wargs, wnulls);
+						  ts, desc, &more, &last, have_bounds, source, wargs, wnulls);
 			if (n > 0)
 			{
 				/* where the part ends, for the ack; NULL: the whole window */
@@ -1097,6 +1139,17 @@ receive_parts(FunctionCallInfo fcinfo, ReceiveKind *kind)
  */
 Datum
 pgque_receive(PG_FUNCTION_ARGS)
+{
+	return receive_parts(fcinfo, &plain_kind_020);
+}
+
+/*
+ * pgque.receive(queue_name, consumer_name, max_return) -> setof
+ *               pgque.message: 0.3.0's SQL, which opens in one statement
+ *               (ADR 0121)
+ */
+Datum
+pgque_receive_plain(PG_FUNCTION_ARGS)
 {
 	return receive_parts(fcinfo, &plain_kind);
 }

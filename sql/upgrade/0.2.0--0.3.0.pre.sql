@@ -127,6 +127,9 @@ create unlogged table pgque.unlogged_seal (
 -- _slot_window replaces _slot_next_batch.
 drop function pgque._slot_receive_open(text, text, int4, int4, text, int4, boolean);
 drop function pgque._slot_next_batch(text, text, bigint, int4);
+-- A plain consumer's receive opens in one statement too (ADR 0121):
+-- _plain_receive_open replaces _receive_open.
+drop function pgque._receive_open(text, text, int4, boolean);
 
 -- The events an admin addressed to one subscription with insert_event_raw
 -- (ADR 0105): a seek keeps them where it drops the consumer's acked copies.

@@ -1,9 +1,10 @@
--- receive_wait's look and open in one statement (ADR 0108): with a batch
--- ready a call runs one look (_receive_ready) and one open, both inside
--- _receive_wait_open, and no receive open with its checks again; a call
--- that waits looks once before its sleep (the queue's id remembered from
--- the session's last call) and once after.  Counted per transaction
--- (pg_stat_get_xact_function_calls), so nothing else's calls count.
+-- receive_wait's look and open in one statement (ADR 0108, 0121): with a
+-- batch ready a call runs one _plain_receive_open, which looks and opens,
+-- and neither the look of before (_receive_ready, for what it does not
+-- serve) nor _next_batch; a call that waits looks once before its sleep
+-- (the queue's id remembered from the session's last call) and once
+-- after.  Counted per transaction (pg_stat_get_xact_function_calls), so
+-- nothing else's calls count.
 set track_functions = 'all';
 create function pg_temp.calls(f text) returns int8 language sql as $$
     select coalesce(pg_stat_get_xact_function_calls(f::regprocedure), 0)
@@ -14,8 +15,8 @@ create temp table mark (looks int8, wait_opens int8, receive_opens int8, next_ba
 create function pg_temp.mark() returns void language sql as $$
     delete from mark;
     insert into mark select pg_temp.calls('pgque._receive_ready(text, text, int4)'),
-                            pg_temp.calls('pgque._receive_wait_open(text, text, int4, boolean)'),
-                            pg_temp.calls('pgque._receive_open(text, text, int4, boolean)'),
+                            pg_temp.calls('pgque._plain_receive_open(text, text, int4, boolean, boolean, boolean, int4)'),
+                            0,
                             pg_temp.calls('pgque._next_batch(text, text, interval, int4, interval, int4)');
 $$;
 select pgque.create_queue('lw86');
@@ -25,9 +26,8 @@ select pgque.ticker('lw86') > 0 as ticked;
 begin;
 select pg_temp.mark();
 select count(*) as got from pgque.receive_wait('lw86', 'c', 10, '0');
-select pg_temp.calls('pgque._receive_ready(text, text, int4)') - looks as looks,
-       pg_temp.calls('pgque._receive_wait_open(text, text, int4, boolean)') - wait_opens as wait_opens,
-       pg_temp.calls('pgque._receive_open(text, text, int4, boolean)') - receive_opens as receive_opens,
+select pg_temp.calls('pgque._receive_ready(text, text, int4)') - looks as old_looks,
+       pg_temp.calls('pgque._plain_receive_open(text, text, int4, boolean, boolean, boolean, int4)') - wait_opens as wait_opens,
        pg_temp.calls('pgque._next_batch(text, text, interval, int4, interval, int4)') - next_batches as next_batches
   from mark;
 commit;
@@ -42,14 +42,15 @@ select pgque.ack(b) from (select sub_batch as b from pgque.subscription s
 begin;
 select pg_temp.mark();
 select count(*) as got from pgque.receive_wait('lw86', 'c', 10, '50 milliseconds');
-select pg_temp.calls('pgque._receive_ready(text, text, int4)') - looks as looks,
+select pg_temp.calls('pgque._plain_receive_open(text, text, int4, boolean, boolean, boolean, int4)') - wait_opens as looks,
+       pg_temp.calls('pgque._receive_ready(text, text, int4)') - looks as old_looks,
        pg_temp.calls('pgque._next_batch(text, text, interval, int4, interval, int4)') - next_batches as next_batches
   from mark;
 commit;
 -- the look and open is the receive's own: not callable by the API's roles
-select has_function_privilege('pgque_reader', 'pgque._receive_wait_open(text, text, int4, boolean)', 'execute') as reader_may,
-       has_function_privilege('pgque_admin', 'pgque._receive_wait_open(text, text, int4, boolean)', 'execute') as admin_may,
-       has_function_privilege('public', 'pgque._receive_wait_open(text, text, int4, boolean)', 'execute') as public_may;
+select has_function_privilege('pgque_reader', 'pgque._plain_receive_open(text, text, int4, boolean, boolean, boolean, int4)', 'execute') as reader_may,
+       has_function_privilege('pgque_admin', 'pgque._plain_receive_open(text, text, int4, boolean, boolean, boolean, int4)', 'execute') as admin_may,
+       has_function_privilege('public', 'pgque._plain_receive_open(text, text, int4, boolean, boolean, boolean, int4)', 'execute') as public_may;
 select pgque.unsubscribe('lw86', 'c');
 select pgque.drop_queue('lw86');
 reset track_functions;

@@ -290,13 +290,13 @@ select p.proname, r.rolname, pg_catalog.has_function_privilege(r.oid, p.oid, 'ex
        (select oid, rolname from pg_catalog.pg_roles
          where rolname in ('pgque_reader', 'pgque_writer', 'pgque_admin')) r
  where p.pronamespace = 'pgque'::regnamespace
-   and p.proname in ('_queues_unticked', '_queues_unticked_read', '_receive_wait_open')
+   and p.proname in ('_queues_unticked', '_queues_unticked_read', '_plain_receive_open')
  order by 1, 2;
 select p.proname, coalesce(pg_catalog.array_to_string(p.proacl, ',') like '%=X/%' and
                            pg_catalog.array_to_string(p.proacl, ',') ~ '(^|,)=', false) as public_execute
   from pg_catalog.pg_proc p
  where p.pronamespace = 'pgque'::regnamespace
-   and p.proname in ('_queues_unticked', '_queues_unticked_read', '_receive_wait_open')
+   and p.proname in ('_queues_unticked', '_queues_unticked_read', '_plain_receive_open')
  order by 1;
 
 -- 4. receive_wait's queue id, remembered by name for the session: the

@@ -131,7 +131,7 @@ $node->safe_psql('postgres', q{create role outsider login; create database elsew
 # the looks of the waiters' calls, counted when their backends exit
 sub looks
 {
-	return psql(q{select coalesce(sum(calls), 0) from pg_stat_user_functions where funcname = '_receive_ready'});
+	return psql(q{select coalesce(sum(calls), 0) from pg_stat_user_functions where funcname = '_plain_receive_open'});
 }
 my $before = looks();
 $wc = start_wait('c', '8 s');
