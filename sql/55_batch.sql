@@ -347,16 +347,16 @@ create function pgque._window_where(i_lo_xmax int4, i_hi_xmax int4, i_lo_xip int
 returns text language c immutable strict
 as 'MODULE_PATHNAME', 'pgque_window_where_sql';
 
--- A window's bounds for the window read (src/window.c): the xmax of both
--- tick snapshots, the earlier one's in-progress xids and the later
--- snapshot.  A set (of one row), so that a FROM item inlines it.
+-- A window's bounds for the window read: the xmax of both tick snapshots,
+-- the earlier one's in-progress xids and the later snapshot.  A set (of one
+-- row), so that a FROM item reads it.  In C (src/window.c, ADR 0121): the
+-- SQL of before (a sub-select of pg_snapshot_xip into an array) cost a
+-- third of a plain consumer's open.
 create function pgque._window_bounds(i_lo pg_catalog.pg_snapshot, i_hi pg_catalog.pg_snapshot,
                                      out lo_xmax xid8, out hi_xmax xid8, out lo_xip xid8[],
                                      out hi pg_catalog.pg_snapshot)
-returns setof record language sql immutable as $$
-    select pg_catalog.pg_snapshot_xmax(i_lo), pg_catalog.pg_snapshot_xmax(i_hi),
-           array(select pg_catalog.pg_snapshot_xip(i_lo)), i_hi
-$$;
+returns setof record language c immutable rows 1
+as 'MODULE_PATHNAME', 'pgque_window_bounds_sql';
 
 -- The window of an open batch, one function per kind of batch: the reader
 -- (sub_id), its queue, the two ticks' snapshots, the window's bounds as the

@@ -252,6 +252,56 @@ pgque_window_xmin_sql(PG_FUNCTION_ARGS)
 }
 
 /*
+ * pgque._window_bounds(lo, hi) -> (lo_xmax, hi_xmax, lo_xip, hi): a
+ * window's bounds as the window read takes them (WA_LO, WA_HI, WA_XIP,
+ * WA_SNAP): the xmax of both tick snapshots, the earlier one's in-progress
+ * xids (in the snapshot's order) and the later snapshot.  One row, of NULLs
+ * for a NULL snapshot (lo's xip then empty), as the SQL it replaces (ADR
+ * 0121: that SQL function's statement, an array built by a sub-select of
+ * pg_snapshot_xip, was a third of a plain consumer's open).  A set, so that
+ * a FROM item reads it.
+ */
+PG_FUNCTION_INFO_V1(pgque_window_bounds_sql);
+Datum
+pgque_window_bounds_sql(PG_FUNCTION_ARGS)
+{
+	Tuplestorestate *ts;
+	TupleDesc	desc;
+	MemoryContext old;
+	Datum		values[4];
+	bool		nulls[4] = {false, false, false, false};
+	WindowSnapshot *lo = NULL;
+	Datum	   *xips;
+	uint32		i;
+
+	old = pgque_materialize(fcinfo, &ts, &desc);
+	if (!PG_ARGISNULL(0))
+		lo = (WindowSnapshot *) PG_GETARG_VARLENA_P(0);
+	if (lo != NULL)
+		values[0] = FullTransactionIdGetDatum(lo->xmax);
+	else
+		nulls[0] = true;
+	if (!PG_ARGISNULL(1))
+	{
+		WindowSnapshot *hi = (WindowSnapshot *) PG_GETARG_VARLENA_P(1);
+
+		values[1] = FullTransactionIdGetDatum(hi->xmax);
+		values[3] = PointerGetDatum(hi);
+	}
+	else
+		nulls[1] = nulls[3] = true;
+	xips = palloc(sizeof(Datum) * Max(lo != NULL ? lo->nxip : 0, 1));
+	for (i = 0; lo != NULL && i < lo->nxip; i++)
+		xips[i] = FullTransactionIdGetDatum(lo->xip[i]);
+	values[2] = PointerGetDatum(construct_array(xips, lo != NULL ? (int) lo->nxip : 0, XID8OID,
+												sizeof(FullTransactionId), FLOAT8PASSBYVAL,
+												TYPALIGN_DOUBLE));
+	tuplestore_putvalues(ts, desc, values, nulls);
+	MemoryContextSwitchTo(old);
+	return (Datum) 0;
+}
+
+/*
  * The optional filters of a window read, one bit each: a read applies
  * those whose parameters are not NULL.  A plan per shape, rather than one
  * plan testing "$n is null or ..." on every row (ADR 0086): a plain
