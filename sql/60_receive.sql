@@ -42,14 +42,16 @@ end $$;
 -- checking what that try checked (issue #30 item 3).  -> the batch (NULL:
 -- none), pause (false), the source, the bounds, the subscription and the
 -- position acked inside the window, epoch 0 (a slot's column), the queue's
--- id (receive_wait's look) and whether the consumer's row was locked.
+-- id (receive_wait's look), whether the consumer's row was locked and the
+-- end of the part handed out last (sub_batch_last: C marks the part's end
+-- only when it changes).
 create function pgque._plain_receive_open(i_queue_name text, i_consumer_name text, i_max_return int4,
                                           i_wait bool, i_check bool, i_want_source bool, i_sub_id int4,
                                           out batch_id bigint, out pause boolean,
                                           out source text, out lo_xmax xid8, out hi_xmax xid8,
                                           out lo_xip xid8[], out hi pg_catalog.pg_snapshot,
                                           out sub_id int4, out pos bigint, out epoch bigint,
-                                          out queue_id int4, out locked boolean)
+                                          out queue_id int4, out locked boolean, out part_last bigint)
 language plpgsql as $$
 declare
     s     pgque.subscription;
@@ -125,6 +127,7 @@ begin
         select * into nxt from pgque.tick t where t.tick_queue = s.sub_queue and t.tick_id = s.sub_next_tick;
         batch_id := s.sub_batch;
         pos := s.sub_batch_pos;
+        part_last := s.sub_batch_last;
     else
         nxt := pgque._pick_tick(s.sub_queue, prev, null, null, null,
                                 case when s.sub_merge_windows then i_max_return end);
@@ -138,13 +141,13 @@ begin
         returning x.sub_batch into batch_id;
     end if;
     sub_id := s.sub_id;
-    -- the queue row read after the window's end tick, as _batch_source
-    -- reads them in one snapshot: it knows every switch that tick saw
-    select b.lo_xmax, b.hi_xmax, b.lo_xip, b.hi,
-           case when i_want_source then pgque._event_source(q, prev.tick_snapshot, nxt.tick_snapshot, null, null) end
-      into lo_xmax, hi_xmax, lo_xip, hi, source
-      from pgque.queue q, pgque._window_bounds(prev.tick_snapshot, nxt.tick_snapshot) b
-     where q.queue_id = s.sub_queue;
+    select * into lo_xmax, hi_xmax, lo_xip, hi from pgque._window_bounds(prev.tick_snapshot, nxt.tick_snapshot);
+    if i_want_source then
+        -- the queue row read after the window's end tick, as _slot_window
+        -- reads it: it knows every switch that tick saw
+        select pgque._event_source(q, prev.tick_snapshot, nxt.tick_snapshot, null, null) into source
+          from pgque.queue q where q.queue_id = s.sub_queue;
+    end if;
 end $$;
 
 -- receive() of a plain consumer (src/receive.c, ADR 0033, 0121).

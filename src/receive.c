@@ -770,6 +770,9 @@ typedef struct ReceiveKind
 	int			look_col;		/* receive_wait's look: the queue's id at
 								 * this column of the open, whether it
 								 * locked the row at the next; 0: none */
+	int			last_col;		/* the part's end already marked, at this
+								 * column of the open (and the one before
+								 * the next's last); 0: not said */
 	SPIPlanPtr	open_plan;
 	SPIPlanPtr	mark_plan;
 	SPIPlanPtr	finish_plan;
@@ -784,6 +787,8 @@ typedef struct ReceiveKind
 #define SLOT_OPEN_SUB_ID 8
 #define SLOT_OPEN_EPOCH 10
 #define PLAIN_OPEN_QUEUE_ID 11
+#define PLAIN_OPEN_LAST 13
+#define PLAIN_NEXT_LAST 9
 /* ... and of its next tries (_slot_receive_next) */
 #define SLOT_NEXT_SOURCE 2
 
@@ -807,10 +812,11 @@ typedef struct ReceiveKind
  * part reads the window's bounds.
  */
 #define PLAIN_OPEN_SQL(wait) \
-	"select batch_id, pause, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos, epoch, queue_id, locked" \
+	"select batch_id, pause, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos, epoch, queue_id, locked," \
+	"       part_last" \
 	"  from pgque._plain_receive_open($1, $2, $3, " wait ", $4, $5, null)"
 #define PLAIN_NEXT_SQL \
-	"select batch_id, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos" \
+	"select batch_id, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos, part_last" \
 	"  from pgque._plain_receive_open(null, null, $5, false, false, $6, $1)"
 
 static ReceiveKind plain_kind = {
@@ -819,7 +825,8 @@ static ReceiveKind plain_kind = {
 	MARK_SQL("subscription", "sub_batch", "sub_batch_last"),
 	"select pgque._finish_batch($1)",
 	{WINDOW_OF_KIND_SQL("_sub_batch_window")},
-	PLAIN_NEXT_SQL
+	PLAIN_NEXT_SQL,
+	0, PLAIN_OPEN_LAST
 };
 
 /* 0.2.0's SQL declares receive under pgque_receive: its _receive_open */
@@ -918,7 +925,7 @@ static ReceiveKind wait_kind = {
 	"select pgque._finish_batch($1)",
 	{WINDOW_OF_KIND_SQL("_sub_batch_window")},
 	PLAIN_NEXT_SQL,
-	PLAIN_OPEN_QUEUE_ID
+	PLAIN_OPEN_QUEUE_ID, PLAIN_OPEN_LAST
 };
 
 /* what wait_kind's first open said besides the batch */
@@ -986,6 +993,7 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 		char	   *source = NULL;
 		bool		want_source;
 		bool		have_bounds;
+		bool		unmarked = false;	/* the open said no part's end is marked */
 		Datum		wargs[WINDOW_NPARAMS];
 		char		wnulls[WINDOW_NPARAMS];
 
@@ -1064,6 +1072,14 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 										batch_id, kind->share_arg >= 0 ? &share : NULL, wargs, wnulls);
 			/* the bounds (hi, never NULL for an open window) came with the open */
 			have_bounds = wnulls[WA_SNAP] == ' ';
+			if (kind->last_col > 0 && use_next)
+			{
+				bool		null_last;
+
+				(void) SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc,
+									 tries == 0 ? kind->last_col : PLAIN_NEXT_LAST, &null_last);
+				unmarked = null_last;
+			}
 		}
 
 		if (pause)
@@ -1072,7 +1088,12 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 		{
 			n = read_part(batch_id, max_return, kind->share_arg >= 0 ? &share : NULL, &kind->window,
 						  ts, desc, &more, &last, have_bounds, source, wargs, wnulls);
-			if (n > 0)
+			/*
+			 * A whole window where no part's end is marked (the row is
+			 * locked: the open's word holds) needs no mark: it would
+			 * change nothing (a window a part, the latency path's case).
+			 */
+			if (n > 0 && !(unmarked && !more))
 			{
 				/* where the part ends, for the ack; NULL: the whole window */
 				margs[0] = Int64GetDatum(batch_id);
