@@ -218,17 +218,11 @@ returns regrole language c stable as 'MODULE_PATHNAME', 'pgque_caller';
 
 -- Whether the caller is a queue admin: a member of pgque_admin or of the
 -- extension's owner (superusers are members of every role).  Admins may use
--- every consumer and make layout choices (partition buckets).
--- PL/pgSQL, as _may_use below: a SQL function with a subquery is not
--- inlined, and called from PL/pgSQL it plans its body on every call, where
--- PL/pgSQL keeps the plan for the session (ADR 0082).
+-- every consumer and make layout choices (partition buckets).  In C
+-- (src/rules.c, pgque_caller_is_admin), the rule _may_use's C uses too
+-- (ADR 0121).
 create function pgque._caller_is_admin()
-returns boolean language plpgsql stable as $$
-begin
-    return pg_catalog.pg_has_role(pgque._caller(), 'pgque_admin', 'member')
-        or coalesce((select pg_catalog.pg_has_role(pgque._caller(), e.extowner, 'member')
-                       from pg_catalog.pg_extension e where e.extname = 'pgque_bgw'), false);
-end $$;
+returns boolean language c stable as 'MODULE_PATHNAME', 'pgque_caller_is_admin_sql';
 
 -- Per-queue rights (ADR 0047): refuse the caller unless it is a member of a
 -- role granted i_right ('send', 'subscribe') on the queue, of pgque_admin or
@@ -435,21 +429,13 @@ end $$;
 -- another role grants nothing.  i_users NULL: the owner's acts
 -- (unsubscribe, reposition, resize, failure policy, the grants), which
 -- users may not do.  The one rule of _authorize and of the filters of
--- dlq_replay_all and blocked_keys.  PL/pgSQL: it runs twice per part a
--- consumer receives and acks, and as a SQL function (not inlined: it has a
--- subquery) it planned its body on every call, ~430,000 instructions
--- (ADR 0082).
+-- dlq_replay_all and blocked_keys.  It runs twice per part a consumer
+-- receives and acks: in C (src/rules.c, pgque_may_use, ADR 0121), where its
+-- PL/pgSQL ran a statement (the users' EXISTS) on every call, and as a SQL
+-- function (not inlined: it has a subquery) it planned its body on every
+-- call, ~430,000 instructions (ADR 0082).
 create function pgque._may_use(i_owner regrole, i_users regrole[])
-returns boolean language plpgsql stable as $$
-begin
-    return ((pgque._caller() operator(pg_catalog.=) i_owner
-             or pg_catalog.pg_has_role(pgque._caller(), i_owner, 'member'))
-            and pgque._role_anchored(i_owner))
-        or exists (select from pg_catalog.unnest(i_users) u(role)
-                    where pg_catalog.pg_has_role(pgque._caller(), u.role, 'member')
-                      and pgque._role_anchored(u.role))
-        or pgque._caller_is_admin();
-end $$;
+returns boolean language c stable as 'MODULE_PATHNAME', 'pgque_may_use_sql';
 
 -- Refuse the caller unless it holds "subscribe" on the queue and may use
 -- the consumer (_may_use: its owner's member, a member of one of its

@@ -218,6 +218,81 @@ pgque_role_anchored(Oid role)
 	return found;
 }
 
+/*
+ * May role caller use a consumer of owner, granted to users (ADR 0058,
+ * 0079)?  It may when it is the owner or a member of it, the owner holding
+ * its anchor; a member of one of the users that holds its anchor; or an
+ * admin: a member of pgque_admin or of the role that installed the
+ * extension.  Membership is pg_has_role's MEMBER (is_member_of_role:
+ * superusers are members of every role).  The one place the rule lives:
+ * pgque._may_use calls it (_authorize and the readers of the consumers a
+ * caller may see).
+ */
+bool
+pgque_may_use(Oid caller, Oid owner, const Oid *users, int nusers)
+{
+	int			i;
+
+	if (OidIsValid(owner) && (caller == owner || is_member_of_role(caller, owner)) &&
+		pgque_role_anchored(owner))
+		return true;
+	for (i = 0; i < nusers; i++)
+		if (is_member_of_role(caller, users[i]) && pgque_role_anchored(users[i]))
+			return true;
+	return pgque_caller_is_admin(caller);
+}
+
+/*
+ * Is role caller an admin: a member of pgque_admin (raises when that role
+ * is missing, as pg_has_role does) or of the role that installed the
+ * extension (none when it is not installed)?
+ */
+bool
+pgque_caller_is_admin(Oid caller)
+{
+	Oid			installer;
+
+	if (is_member_of_role(caller, get_role_oid("pgque_admin", false)))
+		return true;
+	installer = pgque_extension_owner();
+	return OidIsValid(installer) && is_member_of_role(caller, installer);
+}
+
+/*
+ * pgque._may_use(owner regrole, users regrole[]) -> boolean: the same for
+ * the caller (pgque._caller()), for SQL; NULL owner or users are none
+ */
+PG_FUNCTION_INFO_V1(pgque_may_use_sql);
+
+Datum
+pgque_may_use_sql(PG_FUNCTION_ARGS)
+{
+	Datum	   *elems = NULL;
+	bool	   *nulls = NULL;
+	int			n = 0;
+	Oid		   *oids;
+	int			i, k = 0;
+
+	if (!PG_ARGISNULL(1))
+		deconstruct_array(PG_GETARG_ARRAYTYPE_P(1), REGROLEOID, sizeof(Oid), true, TYPALIGN_INT,
+						  &elems, &nulls, &n);
+	oids = palloc(sizeof(Oid) * Max(n, 1));
+	for (i = 0; i < n; i++)
+		if (!nulls[i])
+			oids[k++] = DatumGetObjectId(elems[i]);
+	PG_RETURN_BOOL(pgque_may_use(GetOuterUserId(), PG_ARGISNULL(0) ? InvalidOid : PG_GETARG_OID(0),
+								 oids, k));
+}
+
+/* pgque._caller_is_admin() -> boolean: pgque_caller_is_admin of the caller, for SQL */
+PG_FUNCTION_INFO_V1(pgque_caller_is_admin_sql);
+
+Datum
+pgque_caller_is_admin_sql(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(pgque_caller_is_admin(GetOuterUserId()));
+}
+
 /* pgque._role_anchored(role regrole) -> boolean: the same, for SQL */
 PG_FUNCTION_INFO_V1(pgque_role_anchored_sql);
 

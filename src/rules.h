@@ -62,6 +62,8 @@ extern int32 pgque_slot_of(Datum key, bool isnull, int32 n);
 extern void pgque_check_queue_right(const char *queue_name, const char *right,
 									const Oid *grantees, int ngrantees);
 extern bool pgque_role_anchored(Oid role);
+extern bool pgque_may_use(Oid caller, Oid owner, const Oid *users, int nusers);
+extern bool pgque_caller_is_admin(Oid caller);
 extern void pgque_check_queue_right_of(Oid role, const char *queue_name, const char *right,
 									   const Oid *grantees, int ngrantees);
 extern void pgque_check_queue_right_anchored(Oid role, const char *queue_name, const char *right,
