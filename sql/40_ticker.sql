@@ -5,20 +5,10 @@
 -- progress in its snapshot, so events it inserted would count as committed
 -- "before" a tick taken in the same transaction; add it, so that such events
 -- fall into the next tick (SPEC §2: events committed with a tick are not in it).
+-- The rule is C (src/tick.c, ADR 0123), the one the tick itself uses.
 create function pgque._tick_snapshot()
-returns pg_catalog.pg_snapshot language plpgsql volatile as $$
-declare
-    s   pg_catalog.pg_snapshot := pg_catalog.pg_current_snapshot();
-    me  xid8 := pg_catalog.pg_current_xact_id_if_assigned();
-begin
-    if me is null or me >= pg_catalog.pg_snapshot_xmax(s) then
-        return s;
-    end if;
-    return (select pg_catalog.format('%s:%s:%s',
-                       least(pg_catalog.pg_snapshot_xmin(s), me), pg_catalog.pg_snapshot_xmax(s),
-                       pg_catalog.string_agg(x::text, ',' order by x))
-              from (select pg_catalog.pg_snapshot_xip(s) as x union select me) xs)::pg_catalog.pg_snapshot;
-end $$;
+returns pg_catalog.pg_snapshot language c volatile
+as 'MODULE_PATHNAME', 'pgque_tick_snapshot_sql';
 
 -- A sequence's last value (NULL before its first), or NULL when the name
 -- names no sequence (C: src/queue_cache.c).
@@ -45,32 +35,17 @@ as 'MODULE_PATHNAME', 'pgque_tick_wakes_at_commit';
 
 -- Insert a tick unconditionally and wake listeners.  The caller holds the
 -- queue row lock, so ticks of one queue are taken one at a time and their
--- snapshots grow with tick_id.
+-- snapshots grow with tick_id.  C (src/tick.c, ADR 0123), the tick the
+-- ticker worker writes: the snapshot (_tick_snapshot's rule), 40001 when
+-- this transaction's snapshot is older than the last tick's, the insert
+-- (tick_id from the queue's tick sequence, tick_time now(), tick_event_seq
+-- the larger of the event sequence's position and the last tick's), the
+-- cooperative groups' windows (_coop_sync, ADR 0017), pg_notify on
+-- 'pgque_' || queue_name with the tick id, and receive_wait's wake-up at
+-- commit (ADR 0102).
 create function pgque._tick(q pgque.queue)
-returns bigint language plpgsql as $$
-declare
-    tid   bigint;
-    last  pgque.tick;
-    snap  pg_catalog.pg_snapshot;
-begin
-    snap := pgque._tick_snapshot();
-    select * into last from pgque.tick where tick_queue = q.queue_id order by tick_id desc limit 1;
-    if found and pg_catalog.pg_snapshot_xmax(snap) < pg_catalog.pg_snapshot_xmax(last.tick_snapshot) then
-        raise exception 'cannot tick queue "%": this transaction''s snapshot is older than the last tick', q.queue_name
-            using errcode = 'serialization_failure',
-                  hint = 'Call the ticker in a READ COMMITTED transaction.';
-    end if;
-    insert into pgque.tick (tick_queue, tick_id, tick_time, tick_snapshot, tick_event_seq)
-    values (q.queue_id, pg_catalog.nextval(q.queue_tick_seq::regclass), now(), snap,
-            greatest(pgque._event_seq_pos(q), coalesce(last.tick_event_seq, 0)))
-    returning tick_id into tid;
-    -- the queue's cooperative groups get the new window (ADR 0017)
-    perform pgque._coop_sync(s.sub_id) from pgque.subscription s
-      where s.sub_queue = q.queue_id and s.sub_role = 'coop_main';
-    perform pg_catalog.pg_notify('pgque_' || q.queue_name, tid::text);
-    perform pgque._tick_wakes_at_commit(q.queue_id);
-    return tid;
-end $$;
+returns bigint language c volatile strict
+as 'MODULE_PATHNAME', 'pgque_tick_sql';
 
 -- Are there committed events that the last tick does not cover?  The event
 -- sequence alone cannot say: a producer may draw its id before a tick and
@@ -112,19 +87,27 @@ returns int4[] language sql volatile as $$
      where q.queue_id = any (i_queue_ids)
 $$;
 
--- Is a tick due: new events (the sequence moved, or committed events are
--- not yet covered), or the idle period passed?  Reads only.
+-- Is a tick due after the queue's latest tick last (NULL: none yet): new
+-- events (the sequence moved, or committed events are not yet covered), or
+-- the idle period passed?  Reads only.  The one statement of the rule: SQL
+-- that the C visit's statements inline (src/tick.c, ADR 0123), so it is
+-- fully qualified (the worker's search_path is pg_catalog, pg_temp).
+create function pgque._tick_due_after(q pgque.queue, last pgque.tick)
+returns boolean language sql volatile as $$
+    select last is null
+        or pgque._event_seq_pos(q) operator(pg_catalog.>) last.tick_event_seq
+        or (last.tick_time operator(pg_catalog.+) q.queue_ticker_idle_period)
+           operator(pg_catalog.<=) pg_catalog.now()
+        or pgque._has_unticked_events(q, last)
+$$;
+
+-- Is a tick due now?
 create function pgque._tick_due(q pgque.queue)
-returns boolean language plpgsql as $$
-declare
-    last pgque.tick;
-begin
-    select * into last from pgque.tick where tick_queue = q.queue_id order by tick_id desc limit 1;
-    return not found
-        or pgque._event_seq_pos(q) > last.tick_event_seq
-        or last.tick_time + q.queue_ticker_idle_period <= now()
-        or pgque._has_unticked_events(q, last);
-end $$;
+returns boolean language sql volatile as $$
+    select pgque._tick_due_after(q, (select t from pgque.tick t
+                                       where t.tick_queue operator(pg_catalog.=) q.queue_id
+                                       order by t.tick_id desc limit 1))
+$$;
 
 -- The rule for the queues this database's ticker serves, in one place for
 -- C (ticker.c, through _ticker_queues) and SQL: neither paused nor ticked
@@ -200,37 +183,17 @@ end $$;
 -- NO KEY UPDATE: the key-share locks of foreign keys (a subscribe, a
 -- send_at or a dead letter in a transaction left open) do not hold it.
 -- Without i_wait a row locked by another transaction (an open
--- set_queue_config, a rotation step) is not waited for.  -> the tick id;
--- NULL when not due (or the queue is being dropped); 0 when the row was
--- locked and i_wait false.
+-- set_queue_config, a rotation step) is not waited for.  A queue being
+-- dropped is skipped (its DDL lock, ADR 0020); an unlogged queue that lost
+-- its events in a crash is reset before any tick after the crash
+-- (_unlogged_gate, ADR 0068).  -> the tick id; NULL when not due, not
+-- served by the ticker (_ticked_by_worker) or being dropped; 0 when the
+-- row was locked (or the reset would wait for it) and i_wait false.  C
+-- (src/tick.c, ADR 0123): the ticker worker's visit of a queue, the same
+-- code.
 create function pgque._tick_visit(q pgque.queue, i_wait boolean)
-returns bigint language plpgsql as $$
-begin
-    -- a queue being dropped is skipped (its DDL lock, ADR 0020); an
-    -- unlogged queue that lost its events in a crash is reset before any
-    -- tick after the crash (ADR 0068)
-    if not pgque._queue_try_share(q.queue_id) then
-        return null;
-    end if;
-    if not pgque._unlogged_gate(q, i_wait) then
-        return 0;
-    end if;
-    if not pgque._tick_due(q) then
-        return null;
-    end if;
-    if i_wait then
-        select * into q from pgque.queue where queue_id = q.queue_id for no key update;
-    else
-        select * into q from pgque.queue where queue_id = q.queue_id for no key update skip locked;
-        if not found then
-            return 0;
-        end if;
-    end if;
-    if not pgque._ticked_by_worker(q) or not pgque._tick_due(q) then
-        return null;
-    end if;
-    return pgque._tick(q);
-end $$;
+returns bigint language c volatile strict
+as 'MODULE_PATHNAME', 'pgque_tick_visit_sql';
 
 create function pgque._tick_if_due(q pgque.queue)
 returns bigint language sql as $$

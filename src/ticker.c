@@ -56,6 +56,7 @@
 #include "guc.h"
 #include "kept_plan.h"
 #include "state.h"
+#include "tick.h"
 #include "worker.h"
 
 /* more queues than this to visit in a pass: TICK_CHUNK per transaction */
@@ -118,8 +119,6 @@ typedef struct TickerState
 } TickerState;
 
 static TickerState *ticker_state = NULL;
-/* the visit of one queue (tick_queue), prepared once */
-static SPIPlanPtr visit_plan = NULL;
 static Oid	queue_relid = InvalidOid;
 
 /* relcache callback: pgque.queue changed (or every relation: a cache reset) */
@@ -356,7 +355,7 @@ ids_unit(TickerState *st, const char *what, const char *sql, ArrayType *ids)
 }
 
 /*
- * Visit one queue (unit): _tick_many of it, which does not wait for its
+ * Visit one queue (unit): the visit of tick.c, which does not wait for its
  * row (st->ticked, or st->queue->busy); an older SQL not yet updated
  * (ADR 0019) has pgque.ticker(queue) only.
  */
@@ -370,27 +369,23 @@ tick_queue(void *arg)
 
 	if (pgque_schema_current)
 	{
-		argtypes[0] = INT4OID;
-		args[0] = Int32GetDatum(st->queue->id);
-		/*
-		 * A plan kept for the process: the statement was parsed and
-		 * planned at every visit, some 10% of a pass that ticks one queue
-		 * (ADR 0108).  The plan cache re-plans it when _tick_many changes.
-		 */
-		if (visit_plan == NULL)
-			visit_plan = pgque_prepare_kept("select pgque._tick_many(pg_catalog.array_append('{}'::pg_catalog.int4[], $1))",
-											1, argtypes);
-		ret = SPI_execute_plan(visit_plan, args, NULL, false, 1);
-		if (ret != SPI_OK_SELECT)
-			elog(ERROR, "ticker failed: %s", SPI_result_code_string(ret));
-		if (SPI_processed == 1)
-		{
-			bool		null;
-			int32		id = DatumGetInt32(SPI_getbinval(SPI_tuptable->vals[0],
-														 SPI_tuptable->tupdesc, 1, &null));
+		int64		tid;
 
-			st->ticked = !null && id > 0;
-			st->queue->busy = !null && id < 0;
+		/*
+		 * In C, the code of SQL's _tick_visit: PL/pgSQL's _tick_many ->
+		 * _tick_visit -> _tick ran some fifteen statements a tick through
+		 * the executor (ADR 0123).
+		 */
+		switch (pgque_tick_visit(st->queue->id, false, &tid))
+		{
+			case PGQUE_VISIT_TICKED:
+				st->ticked = true;
+				break;
+			case PGQUE_VISIT_BUSY:
+				st->queue->busy = true;
+				break;
+			case PGQUE_VISIT_NONE:
+				break;
 		}
 		return;
 	}

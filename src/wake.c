@@ -535,14 +535,20 @@ pgque_tick_wait(int32 queue_id, uint64 generation, TimestampTz deadline)
 }
 
 /*
- * pgque._tick_wakes_at_commit(queue_id): the caller wrote a tick of the
- * queue; its waiters are woken when the transaction commits.  A savepoint
+ * pgque._tick_wakes_at_commit(queue_id), and pgque_tick_wakes for C (the
+ * tick, tick.c): the caller wrote a tick of the queue; its waiters are woken when the transaction commits.  A savepoint
  * rolled back keeps the bit: a spurious wake-up costs a waiter one look.
  */
+void
+pgque_tick_wakes(int32 queue_id)
+{
+	xact_ticked |= (uint64) 1 << tick_bucket(queue_id);
+}
+
 Datum
 pgque_tick_wakes_at_commit(PG_FUNCTION_ARGS)
 {
 	if (!PG_ARGISNULL(0))
-		xact_ticked |= (uint64) 1 << tick_bucket(PG_GETARG_INT32(0));
+		pgque_tick_wakes(PG_GETARG_INT32(0));
 	PG_RETURN_VOID();
 }

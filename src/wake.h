@@ -27,5 +27,6 @@ extern void pgque_tick_waits_startup(void);
 extern bool pgque_tick_waits_available(void);
 extern uint64 pgque_tick_generation(int32 queue_id);
 extern bool pgque_tick_wait(int32 queue_id, uint64 generation, TimestampTz deadline);
+extern void pgque_tick_wakes(int32 queue_id);
 
 #endif							/* PGQUE_WAKE_H */

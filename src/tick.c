@@ -1,0 +1,426 @@
+/*
+ * tick.c
+ *		The tick of one queue, and the visit that decides whether to write
+ *		it (ADR 0123).
+ *
+ * One implementation for every caller: the ticker worker calls
+ * pgque_tick_visit directly; SQL reaches the same code through
+ * pgque._tick_visit (pgque.ticker(), _tick_if_due, _tick_many, the
+ * pg_cron and manual fallback) and pgque._tick (a caller holding the
+ * queue row), so their ticks cannot differ.  The rules stay where they
+ * were written once: whether a tick is due is pgque._tick_due_after and
+ * whether the worker serves the queue pgque._ticked_by_worker (SQL, which
+ * the statements below inline); the snapshot rule (tick_snapshot) and the
+ * serialization check moved here from PL/pgSQL, and SQL calls them here.
+ *
+ * A visit, in as few statements as its order allows (each statement of
+ * a PL/pgSQL function went through the executor, some seven a tick):
+ *   the queue's DDL lock, tried shared (ADR 0020, 0040): a queue being
+ *   dropped is skipped;
+ *   the look, without a lock: served, unlogged, due (an unlogged queue
+ *   that lost its events is reset first, by SQL, ADR 0068);
+ *   the row lock FOR NO KEY UPDATE, SKIP LOCKED unless the caller waits;
+ *   the tick: the look again under the lock in a statement of its own
+ *   (its snapshot sees every tick committed before the lock), the
+ *   snapshot and the serialization check, the insert, the cooperative
+ *   groups' windows (pgque._coop_sync, ADR 0017), the notification and
+ *   the wake-up of receive_wait at commit (ADR 0102).
+ * Every statement is fully qualified and kept for the process on a
+ * generic plan (ADR 0118: a custom plan per visit was a third of a tick).
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_type.h"
+#include "executor/spi.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "tcop/utility.h"
+#include "utils/builtins.h"
+#include "utils/fmgrprotos.h"
+#include "utils/lsyscache.h"
+
+#include "compat.h"
+#include "kept_plan.h"
+#include "tick.h"
+#include "wake.h"
+
+/* pgque._lock (locks.c) */
+extern Datum pgque_lock(PG_FUNCTION_ARGS);
+
+/*
+ * The layout of a pg_snapshot (PostgreSQL's xid8funcs.c keeps it private;
+ * the same from 13 to 18).  Checked against the datum's size before use.
+ */
+typedef struct PgqueSnapshot
+{
+	int32		vl_len_;
+	uint32		nxip;
+	FullTransactionId xmin;
+	FullTransactionId xmax;
+	FullTransactionId xip[FLEXIBLE_ARRAY_MEMBER];
+} PgqueSnapshot;
+
+#define SNAPSHOT_SIZE(n) (offsetof(PgqueSnapshot, xip) + sizeof(FullTransactionId) * (n))
+
+static PgqueKeptPlan *look_plan = NULL;
+static PgqueKeptPlan *gate_plan = NULL;
+static PgqueKeptPlan *lock_skip_plan = NULL;
+static PgqueKeptPlan *lock_wait_plan = NULL;
+static PgqueKeptPlan *tick_read_plan = NULL;
+static PgqueKeptPlan *insert_plan = NULL;
+static PgqueKeptPlan *coop_plan = NULL;
+
+/* the latest tick of queue q, as a pgque.tick (NULL before the first) */
+#define LAST_TICK_JOIN \
+	"  left join lateral (select t from pgque.tick t" \
+	"                      where t.tick_queue operator(pg_catalog.=) q.queue_id" \
+	"                      order by t.tick_id desc limit 1) l on true"
+
+static PgqueKeptPlan *
+keep(PgqueKeptPlan **slot, const char *sql, int nargs, Oid *argtypes)
+{
+	if (*slot == NULL)
+		*slot = pgque_kept_plan_prepare(sql, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
+	return *slot;
+}
+
+static void
+check_ret(int ret, int expected, const char *what)
+{
+	if (ret != expected)
+		elog(ERROR, "pgque_bgw: %s failed: %s", what, SPI_result_code_string(ret));
+}
+
+/*
+ * The snapshot of a tick taken now (the rule of SPEC §2).  A transaction
+ * does not list its own xid as in progress in its snapshot, so events it
+ * inserted would count as committed "before" a tick taken in the same
+ * transaction; it is added, so that such events fall into the next tick.
+ */
+static Datum
+tick_snapshot(void)
+{
+	LOCAL_FCINFO(fcinfo, 0);
+	Datum		d;
+	PgqueSnapshot *s;
+	PgqueSnapshot *r;
+	FullTransactionId me = GetTopFullTransactionIdIfAny();
+	uint32		i;
+	uint32		n = 0;
+	bool		added = false;
+
+	InitFunctionCallInfoData(*fcinfo, NULL, 0, InvalidOid, NULL, NULL);
+	d = pg_current_snapshot(fcinfo);
+	if (!FullTransactionIdIsValid(me))
+		return d;
+	s = (PgqueSnapshot *) DatumGetPointer(d);
+	if (VARSIZE(s) != SNAPSHOT_SIZE(s->nxip))
+		elog(ERROR, "pgque_bgw: unexpected pg_snapshot layout");
+	if (!FullTransactionIdPrecedes(me, s->xmax))
+		return d;
+
+	r = palloc(SNAPSHOT_SIZE(s->nxip + 1));
+	r->xmin = FullTransactionIdPrecedes(me, s->xmin) ? me : s->xmin;
+	r->xmax = s->xmax;
+	/* the xids in order, without duplicates (pg_snapshot_in's form) */
+	for (i = 0; i < s->nxip; i++)
+	{
+		if (!added && !FullTransactionIdFollows(me, s->xip[i]))
+		{
+			if (!FullTransactionIdEquals(me, s->xip[i]))
+				r->xip[n++] = me;
+			added = true;
+		}
+		r->xip[n++] = s->xip[i];
+	}
+	if (!added)
+		r->xip[n++] = me;
+	r->nxip = n;
+	SET_VARSIZE(r, SNAPSHOT_SIZE(n));
+	return PointerGetDatum(r);
+}
+
+static FullTransactionId
+snapshot_xmax(Datum d)
+{
+	PgqueSnapshot *s = (PgqueSnapshot *) PG_DETOAST_DATUM(d);
+
+	if (VARSIZE(s) != SNAPSHOT_SIZE(s->nxip))
+		elog(ERROR, "pgque_bgw: unexpected pg_snapshot layout");
+	return s->xmax;
+}
+
+/*
+ * The tick of queue queue_id, whose row the caller holds locked (inside
+ * SPI).  check: only when still served by the ticker and due, read again
+ * under the lock.  -> the tick id; 0 when check found nothing due.
+ */
+static int64
+tick_locked(int32 queue_id, bool check)
+{
+	Oid			types[4] = {INT4OID, BOOLOID, PG_SNAPSHOTOID, INT8OID};
+	Datum		args[4];
+	HeapTuple	tup;
+	TupleDesc	desc;
+	bool		null;
+	bool		last_null;
+	Datum		last_snap;
+	Datum		snap;
+	Datum		channel;
+	char	   *seq;
+	char	   *name;
+	int64		event_seq;
+	int64		tid;
+	int			ret;
+
+	args[0] = Int32GetDatum(queue_id);
+	args[1] = BoolGetDatum(check);
+	ret = pgque_kept_plan_execute(keep(&tick_read_plan,
+									   "select not $2 or (pgque._ticked_by_worker(q)"
+									   "                  and pgque._tick_due_after(q, l.t)),"
+									   "       q.queue_name, q.queue_tick_seq,"
+									   "       greatest(pgque._event_seq_pos(q), coalesce((l.t).tick_event_seq, 0)),"
+									   "       (l.t).tick_snapshot"
+									   "  from pgque.queue q" LAST_TICK_JOIN
+									   " where q.queue_id operator(pg_catalog.=) $1",
+									   2, types),
+								  args, NULL, false, 1);
+	check_ret(ret, SPI_OK_SELECT, "reading the queue to tick");
+	if (SPI_processed != 1)
+	{
+		if (check)
+			return 0;
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_OBJECT),
+				 errmsg("queue with id %d does not exist", queue_id)));
+	}
+	tup = SPI_tuptable->vals[0];
+	desc = SPI_tuptable->tupdesc;
+	if (!DatumGetBool(SPI_getbinval(tup, desc, 1, &null)) || null)
+		return 0;
+	name = SPI_getvalue(tup, desc, 2);
+	seq = SPI_getvalue(tup, desc, 3);
+	event_seq = DatumGetInt64(SPI_getbinval(tup, desc, 4, &null));
+	last_snap = SPI_getbinval(tup, desc, 5, &last_null);
+
+	/*
+	 * Taken after the statement above: under the row lock no other tick of
+	 * the queue commits in between, so the one read is the latest.
+	 */
+	snap = tick_snapshot();
+	if (!last_null &&
+		FullTransactionIdPrecedes(snapshot_xmax(snap), snapshot_xmax(last_snap)))
+		ereport(ERROR,
+				(errcode(ERRCODE_T_R_SERIALIZATION_FAILURE),
+				 errmsg("cannot tick queue \"%s\": this transaction's snapshot is older than the last tick",
+						name),
+				 errhint("Call the ticker in a READ COMMITTED transaction.")));
+
+	types[1] = TEXTOID;
+	args[1] = CStringGetTextDatum(seq);
+	args[2] = snap;
+	args[3] = Int64GetDatum(event_seq);
+	ret = pgque_kept_plan_execute(keep(&insert_plan,
+									   "insert into pgque.tick (tick_queue, tick_id, tick_time, tick_snapshot, tick_event_seq)"
+									   " values ($1, pg_catalog.nextval($2::pg_catalog.regclass), pg_catalog.now(), $3, $4)"
+									   " returning tick_id",
+									   4, types),
+								  args, NULL, false, 1);
+	check_ret(ret, SPI_OK_INSERT_RETURNING, "inserting a tick");
+	tid = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
+
+	/* the queue's cooperative groups get the new window (ADR 0017) */
+	ret = pgque_kept_plan_execute(keep(&coop_plan,
+									   "select pgque._coop_sync(s.sub_id) from pgque.subscription s"
+									   " where s.sub_queue operator(pg_catalog.=) $1"
+									   "   and s.sub_role operator(pg_catalog.=) 'coop_main'",
+									   1, types),
+								  args, NULL, false, 0);
+	check_ret(ret, SPI_OK_SELECT, "syncing cooperative groups");
+
+	/* pg_notify itself: its checks (recovery, the channel's length) */
+	channel = CStringGetTextDatum(psprintf("pgque_%s", name));
+	(void) DirectFunctionCall2(pg_notify, channel,
+							   CStringGetTextDatum(psprintf(INT64_FORMAT, tid)));
+	pgque_tick_wakes(queue_id);
+	return tid;
+}
+
+/* the queue's DDL lock, tried shared (pgque._queue_try_share) */
+static bool
+queue_try_share(int32 queue_id)
+{
+	Oid			relid = get_relname_relid("queue", get_namespace_oid("pgque", false));
+
+	if (!OidIsValid(relid))
+		return false;
+	return DatumGetBool(DirectFunctionCall4(pgque_lock, ObjectIdGetDatum(relid),
+											Int64GetDatum(queue_id), BoolGetDatum(false),
+											BoolGetDatum(false)));
+}
+
+/* the look: -1 no row, else *unlogged and the due rule (NULL: not asked) */
+static int
+look(int32 queue_id, bool gated, bool *unlogged)
+{
+	Oid			types[2] = {INT4OID, BOOLOID};
+	Datum		args[2] = {Int32GetDatum(queue_id), BoolGetDatum(gated)};
+	bool		null;
+	bool		due;
+	int			ret;
+
+	ret = pgque_kept_plan_execute(keep(&look_plan,
+									   "select q.queue_unlogged,"
+									   "       case when q.queue_unlogged and not $2 then null"
+									   "            else pgque._ticked_by_worker(q)"
+									   "                 and pgque._tick_due_after(q, l.t) end"
+									   "  from pgque.queue q" LAST_TICK_JOIN
+									   " where q.queue_id operator(pg_catalog.=) $1",
+									   2, types),
+								  args, NULL, false, 1);
+	check_ret(ret, SPI_OK_SELECT, "looking at a queue");
+	if (SPI_processed != 1)
+		return -1;
+	*unlogged = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
+	due = DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 2, &null));
+	if (null)
+		return 2;
+	return due ? 1 : 0;
+}
+
+static PgqueTickVisit
+visit(int32 queue_id, bool wait, int64 *tick_id)
+{
+	Oid			types[2] = {INT4OID, BOOLOID};
+	Datum		args[2] = {Int32GetDatum(queue_id), BoolGetDatum(wait)};
+	bool		unlogged = false;
+	bool		null;
+	int			due;
+	int			ret;
+
+	due = look(queue_id, false, &unlogged);
+	if (due < 0)
+		return PGQUE_VISIT_NONE;
+	if (due == 2)
+	{
+		/* an unlogged queue: its reset first, when it lost its events (ADR 0068) */
+		ret = pgque_kept_plan_execute(keep(&gate_plan,
+										   "select pgque._unlogged_gate(q, $2) from pgque.queue q"
+										   " where q.queue_id operator(pg_catalog.=) $1",
+										   2, types),
+									  args, NULL, false, 1);
+		check_ret(ret, SPI_OK_SELECT, "the unlogged queue's gate");
+		if (SPI_processed != 1)
+			return PGQUE_VISIT_NONE;
+		if (!DatumGetBool(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null)) ||
+			null)
+			return PGQUE_VISIT_BUSY;
+		due = look(queue_id, true, &unlogged);
+	}
+	if (due != 1)
+		return PGQUE_VISIT_NONE;
+
+	if (wait)
+		ret = pgque_kept_plan_execute(keep(&lock_wait_plan,
+										   "select from pgque.queue q where q.queue_id operator(pg_catalog.=) $1"
+										   "   for no key update",
+										   1, types),
+									  args, NULL, false, 1);
+	else
+		ret = pgque_kept_plan_execute(keep(&lock_skip_plan,
+										   "select from pgque.queue q where q.queue_id operator(pg_catalog.=) $1"
+										   "   for no key update skip locked",
+										   1, types),
+									  args, NULL, false, 1);
+	check_ret(ret, SPI_OK_SELECT, "locking a queue row");
+	if (SPI_processed != 1)
+		return wait ? PGQUE_VISIT_NONE : PGQUE_VISIT_BUSY;
+
+	*tick_id = tick_locked(queue_id, true);
+	return *tick_id != 0 ? PGQUE_VISIT_TICKED : PGQUE_VISIT_NONE;
+}
+
+/*
+ * Visit queue queue_id: tick it if due.  Without wait, a row another
+ * transaction holds locked, or an unlogged queue's reset that would wait
+ * for it, is not waited for (PGQUE_VISIT_BUSY: the worker visits it again
+ * at its poll, ADR 0040).
+ */
+PgqueTickVisit
+pgque_tick_visit(int32 queue_id, bool wait, int64 *tick_id)
+{
+	PgqueTickVisit r;
+	int			ret;
+
+	*tick_id = 0;
+	if (!queue_try_share(queue_id))
+		return PGQUE_VISIT_NONE;
+	if ((ret = SPI_connect()) != SPI_OK_CONNECT)
+		elog(ERROR, "pgque_bgw: SPI_connect failed: %s", SPI_result_code_string(ret));
+	r = visit(queue_id, wait, tick_id);
+	SPI_finish();
+	return r;
+}
+
+static int32
+queue_id_of(HeapTupleHeader q)
+{
+	bool		null;
+	Datum		d = GetAttributeByName(q, "queue_id", &null);
+
+	if (null)
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("queue_id must not be null")));
+	return DatumGetInt32(d);
+}
+
+PG_FUNCTION_INFO_V1(pgque_tick_visit_sql);
+PG_FUNCTION_INFO_V1(pgque_tick_sql);
+PG_FUNCTION_INFO_V1(pgque_tick_snapshot_sql);
+
+/*
+ * pgque._tick_visit(q pgque.queue, i_wait boolean) -> the tick id; NULL
+ * when not due (or the queue is being dropped); 0 when not waited for.
+ */
+Datum
+pgque_tick_visit_sql(PG_FUNCTION_ARGS)
+{
+	int64		tid;
+
+	switch (pgque_tick_visit(queue_id_of(PG_GETARG_HEAPTUPLEHEADER(0)), PG_GETARG_BOOL(1), &tid))
+	{
+		case PGQUE_VISIT_TICKED:
+			PG_RETURN_INT64(tid);
+		case PGQUE_VISIT_BUSY:
+			PG_RETURN_INT64(0);
+		case PGQUE_VISIT_NONE:
+			break;
+	}
+	PG_RETURN_NULL();
+}
+
+/* pgque._tick(q pgque.queue) -> the tick id: a tick now (the caller holds the row) */
+Datum
+pgque_tick_sql(PG_FUNCTION_ARGS)
+{
+	int32		id = queue_id_of(PG_GETARG_HEAPTUPLEHEADER(0));
+	int64		tid;
+	int			ret;
+
+	if ((ret = SPI_connect()) != SPI_OK_CONNECT)
+		elog(ERROR, "pgque_bgw: SPI_connect failed: %s", SPI_result_code_string(ret));
+	tid = tick_locked(id, false);
+	SPI_finish();
+	PG_RETURN_INT64(tid);
+}
+
+/* pgque._tick_snapshot() -> the snapshot a tick taken now records */
+Datum
+pgque_tick_snapshot_sql(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_DATUM(tick_snapshot());
+}
