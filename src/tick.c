@@ -13,13 +13,17 @@
  * the statements below inline); the snapshot rule (tick_snapshot) and the
  * serialization check moved here from PL/pgSQL, and SQL calls them here.
  *
- * A visit, in as few statements as its order allows (each statement of
- * a PL/pgSQL function went through the executor, some seven a tick):
+ * A visit, in as few statements as its order allows (PL/pgSQL ran some
+ * fifteen through the executor a tick):
  *   the queue's DDL lock, tried shared (ADR 0020, 0040): a queue being
  *   dropped is skipped;
- *   the look, without a lock: served, unlogged, due (an unlogged queue
- *   that lost its events is reset first, by SQL, ADR 0068);
- *   the row lock FOR NO KEY UPDATE, SKIP LOCKED unless the caller waits;
+ *   the look and the row lock in one statement: a logged queue the worker
+ *   serves and that is due is locked FOR NO KEY UPDATE (SKIP LOCKED unless
+ *   the caller waits); a row whose quals fail is never locked, so a queue
+ *   with nothing to do still costs no write;
+ *   when that locked nothing, the look alone tells why: not due, not
+ *   served or gone (no tick), an unlogged queue (its gate first, ADR 0068,
+ *   then the lock of its own statement), or a row locked elsewhere;
  *   the tick: the look again under the lock in a statement of its own
  *   (its snapshot sees every tick committed before the lock), the
  *   snapshot and the serialization check, the insert, the cooperative
@@ -65,6 +69,8 @@ typedef struct PgqueSnapshot
 
 #define SNAPSHOT_SIZE(n) (offsetof(PgqueSnapshot, xip) + sizeof(FullTransactionId) * (n))
 
+static PgqueKeptPlan *look_lock_skip_plan = NULL;
+static PgqueKeptPlan *look_lock_wait_plan = NULL;
 static PgqueKeptPlan *look_plan = NULL;
 static PgqueKeptPlan *gate_plan = NULL;
 static PgqueKeptPlan *lock_skip_plan = NULL;
@@ -291,6 +297,34 @@ look(int32 queue_id, bool gated, bool *unlogged)
 	return due ? 1 : 0;
 }
 
+/*
+ * The look and the lock in one statement: the row of a logged queue that
+ * the worker serves and that is due is locked; a row that is not is never
+ * locked (its quals fail below the lock), so a queue with nothing to do
+ * costs no write, as a look before the lock.  -> whether it is locked.
+ */
+static bool
+look_and_lock(int32 queue_id, bool wait)
+{
+	Oid			types[1] = {INT4OID};
+	Datum		args[1] = {Int32GetDatum(queue_id)};
+	int			ret;
+
+#define LOOK_AND_LOCK \
+	"select from pgque.queue q" LAST_TICK_JOIN \
+	" where q.queue_id operator(pg_catalog.=) $1 and not q.queue_unlogged" \
+	"   and pgque._ticked_by_worker(q) and pgque._tick_due_after(q, l.t)" \
+	"   for no key update of q"
+	if (wait)
+		ret = pgque_kept_plan_execute(keep(&look_lock_wait_plan, LOOK_AND_LOCK, 1, types),
+									  args, NULL, false, 1);
+	else
+		ret = pgque_kept_plan_execute(keep(&look_lock_skip_plan, LOOK_AND_LOCK " skip locked", 1, types),
+									  args, NULL, false, 1);
+	check_ret(ret, SPI_OK_SELECT, "locking a queue row");
+	return SPI_processed == 1;
+}
+
 static PgqueTickVisit
 visit(int32 queue_id, bool wait, int64 *tick_id)
 {
@@ -301,6 +335,16 @@ visit(int32 queue_id, bool wait, int64 *tick_id)
 	int			due;
 	int			ret;
 
+	/*
+	 * The common case in one statement (a woken logged queue, due); the
+	 * others (not due, not served, gone, unlogged, its row locked) are
+	 * told apart below, look first.
+	 */
+	if (look_and_lock(queue_id, wait))
+	{
+		*tick_id = tick_locked(queue_id, true);
+		return *tick_id != 0 ? PGQUE_VISIT_TICKED : PGQUE_VISIT_NONE;
+	}
 	due = look(queue_id, false, &unlogged);
 	if (due < 0)
 		return PGQUE_VISIT_NONE;

@@ -221,6 +221,19 @@ select t96.try($q$do $d$ declare q pgque.queue := t96.q('c96');
 select t96.try($q$do $d$ declare q pgque.queue := t96.q('c96');
                  begin q.queue_id := -1; perform pgque._tick_visit(q, true); end $d$ $q$) as visit_unknown_queue;
 
+-- 9b. the tick sequence belongs to pgque_owner, a role nobody is (ADR
+-- 0042): no queue owner alters or drops it.  Renamed by a superuser, the
+-- tick fails with 42P01 and writes nothing; named back, it ticks again
+select pg_catalog.pg_get_userbyid(c.relowner) as tick_seq_owner
+  from pg_catalog.pg_class c where c.oid = (t96.q('c96')).queue_tick_seq::regclass;
+select (t96.q('c96')).queue_tick_seq as tseq,
+       pg_catalog.split_part((t96.q('c96')).queue_tick_seq, '.', 2) as tname \gset
+alter sequence :tseq rename to t96_moved;
+select pgque.send('c96', 'seq') is not null as sent;
+select pg_catalog.left(t96.try($$select pgque.ticker('c96')$$), 5) as ticker_without_its_sequence;
+alter sequence pgque.t96_moved rename to :tname;
+select pgque.ticker('c96') > 0 as ticks_again;
+
 -- 10. attacks (ADR 0123): the tick's statements resolve no name through
 -- the caller's search_path.  A role of the API puts an operator = on int4
 -- and > on int8 that would raise in a schema of its own first on its path,
