@@ -85,6 +85,11 @@ static PgqueKeptPlan *coop_plan = NULL;
 	"                      where t.tick_queue operator(pg_catalog.=) q.queue_id" \
 	"                      order by t.tick_id desc limit 1) l on true"
 
+/* the queue's cooperative groups (ADR 0017), of the queue id qid */
+#define COOP_GROUPS(qid) \
+	" from pgque.subscription s where s.sub_queue operator(pg_catalog.=) " qid \
+	"   and s.sub_role operator(pg_catalog.=) 'coop_main'"
+
 static PgqueKeptPlan *
 keep(PgqueKeptPlan **slot, const char *sql, int nargs, Oid *argtypes)
 {
@@ -173,6 +178,7 @@ tick_locked(int32 queue_id, bool check)
 	TupleDesc	desc;
 	bool		null;
 	bool		last_null;
+	bool		coop;
 	Datum		last_snap;
 	Datum		snap;
 	Datum		channel;
@@ -189,7 +195,8 @@ tick_locked(int32 queue_id, bool check)
 									   "                  and pgque._tick_due_after(q, l.t)),"
 									   "       q.queue_name, q.queue_tick_seq,"
 									   "       greatest(pgque._event_seq_pos(q), coalesce((l.t).tick_event_seq, 0)),"
-									   "       (l.t).tick_snapshot"
+									   "       (l.t).tick_snapshot,"
+									   "       exists (select" COOP_GROUPS("q.queue_id") ")"
 									   "  from pgque.queue q" LAST_TICK_JOIN
 									   " where q.queue_id operator(pg_catalog.=) $1",
 									   2, types),
@@ -211,6 +218,7 @@ tick_locked(int32 queue_id, bool check)
 	seq = SPI_getvalue(tup, desc, 3);
 	event_seq = DatumGetInt64(SPI_getbinval(tup, desc, 4, &null));
 	last_snap = SPI_getbinval(tup, desc, 5, &last_null);
+	coop = DatumGetBool(SPI_getbinval(tup, desc, 6, &null));
 
 	/*
 	 * Taken after the statement above: under the row lock no other tick of
@@ -238,14 +246,20 @@ tick_locked(int32 queue_id, bool check)
 	check_ret(ret, SPI_OK_INSERT_RETURNING, "inserting a tick");
 	tid = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
 
-	/* the queue's cooperative groups get the new window (ADR 0017) */
-	ret = pgque_kept_plan_execute(keep(&coop_plan,
-									   "select pgque._coop_sync(s.sub_id) from pgque.subscription s"
-									   " where s.sub_queue operator(pg_catalog.=) $1"
-									   "   and s.sub_role operator(pg_catalog.=) 'coop_main'",
-									   1, types),
-								  args, NULL, false, 0);
-	check_ret(ret, SPI_OK_SELECT, "syncing cooperative groups");
+	/*
+	 * The queue's cooperative groups get the new window (ADR 0017); a
+	 * queue without one (read under the lock above) runs no statement.  A
+	 * group registered since is synced at the next tick (its windows are
+	 * cut from its high-water mark on, as many as there are ticks).
+	 */
+	if (coop)
+	{
+		ret = pgque_kept_plan_execute(keep(&coop_plan,
+										   "select pgque._coop_sync(s.sub_id)" COOP_GROUPS("$1"),
+										   1, types),
+									  args, NULL, false, 0);
+		check_ret(ret, SPI_OK_SELECT, "syncing cooperative groups");
+	}
 
 	/* pg_notify itself: its checks (recovery, the channel's length) */
 	channel = CStringGetTextDatum(psprintf("pgque_%s", name));
