@@ -196,7 +196,8 @@ tick_locked(int32 queue_id, bool check)
 									   "       q.queue_name, q.queue_tick_seq,"
 									   "       greatest(pgque._event_seq_pos(q), coalesce((l.t).tick_event_seq, 0)),"
 									   "       (l.t).tick_snapshot,"
-									   "       exists (select" COOP_GROUPS("q.queue_id") ")"
+									   "       exists (select" COOP_GROUPS("q.queue_id") "),"
+									   "       pgque._tick_snapshot()"
 									   "  from pgque.queue q" LAST_TICK_JOIN
 									   " where q.queue_id operator(pg_catalog.=) $1",
 									   2, types),
@@ -221,10 +222,14 @@ tick_locked(int32 queue_id, bool check)
 	coop = DatumGetBool(SPI_getbinval(tup, desc, 6, &null));
 
 	/*
-	 * Taken after the statement above: under the row lock no other tick of
-	 * the queue commits in between, so the one read is the latest.
+	 * The tick's snapshot is the statement's above, taken after the row
+	 * lock (as PL/pgSQL's _tick took it in a statement of its own): the
+	 * unit's or the calling statement's snapshot may be older than the
+	 * lock, and than a tick committed while it was waited for.  Under the
+	 * lock no other tick of the queue commits after it, so the last tick
+	 * read is the latest.
 	 */
-	snap = tick_snapshot();
+	snap = SPI_getbinval(tup, desc, 7, &null);
 	if (!last_null &&
 		FullTransactionIdPrecedes(snapshot_xmax(snap), snapshot_xmax(last_snap)))
 		ereport(ERROR,
