@@ -1129,6 +1129,15 @@ part_read(BatchPart *p, PGresult *volatile *resp)
 	{
 		p->state = PART_BAD_ANSWER;
 		p->bad = pstrdup(why);
+		/*
+		 * The connection goes too: libpq keeps its input buffer at the
+		 * largest message read, so a shard answering with a 24 MB array
+		 * (or 2,000,000 rows) left that much with the connection, per
+		 * shard and role, for the session (ADR 0125).  A shard that
+		 * answers so is not one to keep talking to; a usable answer is
+		 * 12 bytes an event of the part, bounded by what was sent.
+		 */
+		close_conn(sc);
 	}
 	else
 		p->state = PART_OK;
