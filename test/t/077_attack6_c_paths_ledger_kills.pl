@@ -14,7 +14,11 @@
 #  - the ticker worker SIGKILLed, the postmaster stopped immediately;
 #  - the extension dropped and made again in one session of a second
 #    database whose ticker worker holds its kept plans (stale OIDs: no
-#    crash, the new queue ticked and read).
+#    crash, the new queue ticked and read);
+#  - a part handed out by 0.2.0's receive, ALTER EXTENSION UPDATE in that
+#    session, then the C open and the C ack: the same part, acked once,
+#    the rest once, the worker ticking the database by its SQL path
+#    before and its C visit after.
 # Proved: every committed event acked by the plain consumer exactly once
 # and by the group exactly once, nothing rolled back delivered, and no
 # event handed out again after its ack committed.
@@ -254,8 +258,47 @@ for my $i (1 .. 2)
 	   "... and the C ack acks it (reinstall $i)");
 }
 $s->quit;
-ok($node->safe_psql('postgres', q{select count(*) from pg_stat_activity where backend_type = 'pgque_bgw ticker'}) >= 1,
-   'the ticker workers still run (none crashed on stale plans)');
+
+# ---- 6. a part handed out by 0.2.0's receive, the update, then the C paths
+$node->safe_psql('postgres', 'create database up');
+$node->safe_psql('up', q{create extension pgque_bgw version '0.2.0'});
+my $u = $node->background_psql('up', on_error_stop => 0);
+$u->query_safe(q{
+    select pgque.create_queue('uq') > 0;
+    select pgque.subscribe('uq', 'uc') > 0;
+    select count(pgque.send('uq', 'u' || g)) from generate_series(1, 5) g;
+});
+ok(PgqueNode::poll_until(sub { $u->query_safe(q{select count(*) from pgque.tick t join pgque.queue q
+                                                 on q.queue_id = t.tick_queue where q.queue_name = 'uq'}) =~ /^[2-9]/m }),
+   'the worker ticks a 0.2.0 database (its SQL path)');
+my $p020 = $u->query_safe(q{select string_agg(payload, ',' order by msg_id) from pgque.receive('uq', 'uc', 2)});
+chomp $p020;
+is($p020, 'u1,u2', '0.2.0\'s receive hands out a part');
+$u->query_safe(q{set client_min_messages = warning; alter extension pgque_bgw update; reset client_min_messages;});
+is($u->query_safe(q{select pgque.version()}) =~ /0\.3\.0/ ? 1 : 0, 1, 'updated in the same session');
+my $again = $u->query_safe(q{
+    create temp table up1 as select * from pgque.receive_wait('uq', 'uc', 2, '0');
+    select string_agg(payload, ',' order by msg_id) from up1;});
+chomp $again;
+is($again, 'u1,u2', 'after the update the C open hands out the same part');
+is($u->query_safe(q{select pgque.ack((select max(batch_id) from up1))}) =~ /^1$/m ? 1 : 0, 1, 'the C ack acks the part');
+my $rest = $u->query_safe(q{
+    create temp table up2 as select * from pgque.receive('uq', 'uc', 100);
+    select string_agg(payload, ',' order by msg_id) from up2;});
+chomp $rest;
+is($rest, 'u3,u4,u5', 'the rest of the window, once');
+is($u->query_safe(q{select pgque.ack((select max(batch_id) from up2))}) =~ /^1$/m ? 1 : 0, 1, 'acked');
+$u->query_safe(q{select count(pgque.send('uq', 'v' || g)) from generate_series(1, 3) g});
+ok(PgqueNode::poll_until(sub {
+	$u->query_safe(q{select count(*) from pgque.receive_wait('uq', 'uc', 100, '200 ms')}) =~ /^3$/m }),
+   'the worker ticks the updated database by the C visit; nothing acked comes again');
+$u->quit;
+
+# (with three databases the launcher may run combined workers: either kind)
+ok(PgqueNode::poll_until(sub { $node->safe_psql('postgres', q{
+    select count(distinct datname) from pg_stat_activity
+     where backend_type in ('pgque_bgw ticker', 'pgque_bgw worker')}) == 3 }),
+   'a ticker runs in each of the three databases (none crashed on stale plans)');
 unlike(slurp_file($node->logfile), qr/server process .* was terminated by signal (11|6)/,
        'no process died of a signal but the ones this file sent');
 
