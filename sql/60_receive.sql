@@ -100,6 +100,15 @@ begin
                 return;
             end if;
         end if;
+        if pg_catalog.pg_is_in_recovery() then
+            -- a hot standby takes no row lock, not even where no row
+            -- qualifies: the path of before says why (an unlogged queue's
+            -- 0A000 first, else the read-only refusal)
+            locked := true;
+            batch_id := (pgque._next_batch(i_queue_name, i_consumer_name, null, null, null,
+                                           i_max_return)).batch_id;
+            return;
+        end if;
         locked := i_wait;
         -- the receive lock, on the row the names find now
         select sub.* into s
