@@ -802,9 +802,24 @@ again:
 				goto again;
 			}
 		}
-		/* the shard's own error; the connection is idle and stays */
+		/*
+		 * the shard's own error; the connection is idle and stays, unless
+		 * the error's texts were large: libpq keeps its input buffer at the
+		 * largest message read, for as long as the connection is cached
+		 */
+		if (strlen(m) + (dt ? strlen(dt) : 0) + (ht ? strlen(ht) : 0) > BATCH_KEEP_BYTES)
+			close_conn(sc);
 		shard_failed(key.partition, state, m, dt, ht);
 	}
+	/*
+	 * An answer that is not one int8 (at most 20 characters) is unusable:
+	 * its error follows, and the connection that read it is closed first,
+	 * as the keyed batch's is (ADR 0125: a hostile shard's huge answer
+	 * kept libpq's grown buffer for the session)
+	 */
+	if (PQntuples(res) != 1 || PQnfields(res) != 1 ||
+		(!PQgetisnull(res, 0, 0) && PQgetlength(res, 0, 0) > 20))
+		close_conn(sc);
 	if (PQntuples(res) != 1 || PQnfields(res) != 1)
 	{
 		int			rows = PQntuples(res),

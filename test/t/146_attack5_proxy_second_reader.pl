@@ -251,6 +251,8 @@ $shard->safe_psql('odd', q{
         elsif m = 'err08' then raise exception 'the shard''s own 08001' using errcode = '08001';
         elsif m = 'long' then return next repeat('9', 100000);
         elsif m = 'dealloc' then execute 'deallocate pgque_proxy_send'; return next '46';
+        elsif m = 'pid' then return next pg_catalog.pg_backend_pid()::text;
+        elsif m = 'hugeerr' then raise exception 'the shard''s long error: %', repeat('x', 2000000);
         end if;
     end $$;
 });
@@ -273,6 +275,34 @@ for my $mode (sort keys %odd)
     like(q_err($o, q{select pgque.send('q', 't', 'p', 'k')}), $odd{$mode}, "a shard answering '$mode': " . $odd{$mode});
     $shard->safe_psql('odd', "update pgque.mode set m = 'num'");
     like(q_err($o, q{select pgque.send('q', 't', 'p', 'k')}), qr/^ok 42$/, "and the next call gets its own answer");
+}
+# an unusable answer (not one int8) or a large error closes the connection
+# that read it (libpq keeps its input buffer at the largest message read,
+# for the session: ADR 0125 found it with the keyed batch); a usable answer
+# or a small error keeps it
+sub shard_pid
+{
+	$shard->safe_psql('odd', "update pgque.mode set m = 'pid'");
+	my $r = q_err($o, q{select pgque.send('q', 't', 'p', 'k')});
+	$shard->safe_psql('odd', "update pgque.mode set m = 'num'");
+	return $r;
+}
+my $pid = shard_pid();
+like($pid, qr/^ok \d+$/, 'the odd shard says its backend');
+is(shard_pid(), $pid, 'a usable answer keeps the connection');
+for my $mode ('abc', 'err08')
+{
+	$shard->safe_psql('odd', "update pgque.mode set m = '$mode'");
+	q_err($o, q{select pgque.send('q', 't', 'p', 'k')});
+	is(shard_pid(), $pid, "a small unusable answer or error ('$mode') keeps it");
+}
+for my $mode ('long', 'two', 'hugeerr')
+{
+	$shard->safe_psql('odd', "update pgque.mode set m = '$mode'");
+	like(q_err($o, q{select pgque.send('q', 't', 'p', 'k')}), qr/^(22003|08P01|P0001) /, "a shard answering '$mode' is refused");
+	my $now = shard_pid();
+	isnt($now, $pid, "... and the connection that read it is replaced");
+	$pid = $now;
 }
 # a shard's notice and warning reach the caller, as PL/Proxy relays them,
 # not this server's stderr raw (ADR 0119)
