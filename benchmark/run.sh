@@ -409,8 +409,11 @@ fi
 if want sustained; then
 	# issue #30: 20,000 keyed events/s in batches of 10 (SUSTAINED_RATE and
 	# SUSTAINED_BATCH to ask another), 8 slot workers, slot 3 stopped and
-	# then back (the SUS_ knobs above)
-	rate=${SUSTAINED_RATE:-20000}
+	# then back (the SUS_ knobs above).  Asked 1% above the 20,000 the
+	# target reads: pgbench's schedule is a Poisson process, so a run asked
+	# exactly 20,000 lands on either side of it (19,998 in
+	# 20261203T192316Z; ADR 0124)
+	rate=${SUSTAINED_RATE:-20200}
 	per=${SUSTAINED_BATCH:-10}
 	echo "== sustained mixed load: $rate keyed ev/s in batches of $per for $SUS_SECS s, 8 slot workers, slot 3 stopped from $SUS_STOP_AT s for $SUS_STOP_FOR s"
 	sustained_workload "$SUS_SECS" "$SUS_STOP_AT" "$SUS_STOP_FOR" "$rate" "$SUS_EVERY" "$SUS_ROTATION" "$per" "$SUS_CATCH_UP"
