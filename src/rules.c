@@ -264,22 +264,36 @@ pgque_caller_is_admin(Oid caller)
  */
 PG_FUNCTION_INFO_V1(pgque_may_use_sql);
 
-Datum
-pgque_may_use_sql(PG_FUNCTION_ARGS)
+/*
+ * The roles of argument argno, a regrole[] (NULL: none), without its NULL
+ * elements, into *n of them
+ */
+static Oid *
+regrole_arg(FunctionCallInfo fcinfo, int argno, int *n)
 {
 	Datum	   *elems = NULL;
 	bool	   *nulls = NULL;
-	int			n = 0;
+	int			len = 0;
 	Oid		   *oids;
-	int			i, k = 0;
+	int			i;
 
-	if (!PG_ARGISNULL(1))
-		deconstruct_array(PG_GETARG_ARRAYTYPE_P(1), REGROLEOID, sizeof(Oid), true, TYPALIGN_INT,
-						  &elems, &nulls, &n);
-	oids = palloc(sizeof(Oid) * Max(n, 1));
-	for (i = 0; i < n; i++)
+	if (!PG_ARGISNULL(argno))
+		deconstruct_array(PG_GETARG_ARRAYTYPE_P(argno), REGROLEOID, sizeof(Oid), true, TYPALIGN_INT,
+						  &elems, &nulls, &len);
+	oids = palloc(sizeof(Oid) * Max(len, 1));
+	*n = 0;
+	for (i = 0; i < len; i++)
 		if (!nulls[i])
-			oids[k++] = DatumGetObjectId(elems[i]);
+			oids[(*n)++] = DatumGetObjectId(elems[i]);
+	return oids;
+}
+
+Datum
+pgque_may_use_sql(PG_FUNCTION_ARGS)
+{
+	int			k;
+	Oid		   *oids = regrole_arg(fcinfo, 1, &k);
+
 	PG_RETURN_BOOL(pgque_may_use(GetOuterUserId(), PG_ARGISNULL(0) ? InvalidOid : PG_GETARG_OID(0),
 								 oids, k));
 }
@@ -313,21 +327,12 @@ PG_FUNCTION_INFO_V1(pgque_check_queue_right_sql);
 Datum
 pgque_check_queue_right_sql(PG_FUNCTION_ARGS)
 {
-	Datum	   *elems = NULL;
-	bool	   *nulls = NULL;
-	int			n = 0;
+	int			k;
 	Oid		   *oids;
-	int			i, k = 0;
 
 	if (PG_ARGISNULL(0) || PG_ARGISNULL(1))
 		elog(ERROR, "pgque._check_queue_right: null argument");
-	if (!PG_ARGISNULL(2))
-		deconstruct_array(PG_GETARG_ARRAYTYPE_P(2), REGROLEOID, sizeof(Oid), true, TYPALIGN_INT,
-						  &elems, &nulls, &n);
-	oids = palloc(sizeof(Oid) * Max(n, 1));
-	for (i = 0; i < n; i++)
-		if (!nulls[i])
-			oids[k++] = DatumGetObjectId(elems[i]);
+	oids = regrole_arg(fcinfo, 2, &k);
 	pgque_check_queue_right(text_to_cstring(PG_GETARG_TEXT_PP(0)),
 							text_to_cstring(PG_GETARG_TEXT_PP(1)), oids, k);
 	PG_RETURN_VOID();
