@@ -124,12 +124,12 @@ begin
                                            i_max_return)).batch_id;
             return;
         end if;
-        -- the right on the row locked: checked by the look when the row
-        -- still names the same owner, users and queue
-        if l.sub_id is null
-           or (s.sub_owner, s.sub_users, s.sub_queue) is distinct from (l.sub_owner, l.sub_users, l.sub_queue) then
-            perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, i_consumer_name);
-        end if;
+        -- the right, on the row locked, always: what the look checked may
+        -- have changed while the lock was waited for, in the row (its
+        -- owner, users) and outside it (the queue's rights, a membership,
+        -- an anchor: ADR 0125's second reading found a revoked "subscribe"
+        -- passed when only the row was compared)
+        perform pgque._authorize(s.sub_owner, s.sub_users, s.sub_queue, i_consumer_name);
     end if;
     select * into prev from pgque.tick t where t.tick_queue = s.sub_queue and t.tick_id = s.sub_last_tick;
     if s.sub_batch is not null then

@@ -251,8 +251,8 @@ returns int4 language sql immutable parallel safe as $$
 $$;
 
 -- The shard of a partition key (NULL for a NULL key: keyless, any shard).
--- Inlined too (no SET clause, fully qualified): a keyed batch takes it for
--- every event.
+-- Inlined too (no SET clause, fully qualified).  The C paths (_send_keyed,
+-- _send_batch_keyed) take _key_hash's body and the same modulus.
 create function pgque.shard_of(i_key text, i_shards int4 default null)
 returns int4 language sql stable as $$
     select pgque._key_hash(i_key) operator(pg_catalog.%) coalesce(i_shards, pgque._shard_count())

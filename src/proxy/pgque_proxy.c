@@ -85,9 +85,11 @@ PG_MODULE_MAGIC;
 /* the prepared remote statement of a keyed batch's part (ADR 0122) */
 #define BATCH_STMT "pgque_proxy_send_batch"
 #define BATCH_SQL "select pgque.send_batch($1, $2, $3, $4)"
-/* a batch part larger than this (as sent) closes its connection after the
- * call: libpq keeps its buffers at their largest size, per connection */
-#define BATCH_KEEP_BYTES (1024 * 1024)
+/* a batch part larger than this (as sent), or a message read (an answer's
+ * error or notice texts) larger, closes its connection after the call:
+ * libpq keeps its buffers at their largest size, per connection, for as
+ * long as the connection is cached (ADR 0125) */
+#define KEEP_BYTES (1024 * 1024)
 
 typedef struct ShardConnKey
 {
@@ -104,6 +106,7 @@ typedef struct ShardConn
 	bool		batch_prepared; /* BATCH_STMT prepared on conn */
 	bool		in_flight;		/* a call was sent and its result not read */
 	bool		stale;			/* server or mapping changed: close at next use */
+	bool		grown;			/* a message read passed KEEP_BYTES: close after the call */
 } ShardConn;
 
 static HTAB *shard_conns = NULL;
@@ -126,6 +129,14 @@ close_conn(ShardConn *sc)
 	sc->batch_prepared = false;
 	sc->in_flight = false;
 	sc->stale = false;
+	sc->grown = false;
+}
+
+/* the texts of a message (error or notice) passed KEEP_BYTES */
+static bool
+texts_grown(const char *m, const char *dt, const char *ht)
+{
+	return (m ? strlen(m) : 0) + (dt ? strlen(dt) : 0) + (ht ? strlen(ht) : 0) > KEEP_BYTES;
 }
 
 /* A server or user mapping changed: mark, never close here (a callback may
@@ -267,8 +278,12 @@ relay_notice(void *arg, const PGresult *res)
 	const char *msg = PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY);
 	const char *det = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL);
 	const char *hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT);
+	ShardConn  *sc = (ShardConn *) arg;
 	int			elevel;
 
+	/* a huge notice grew libpq's buffer: the call closes the connection */
+	if (texts_grown(msg, det, hint))
+		sc->grown = true;
 	if (ss == NULL || strlen(ss) != 5)
 		ss = "01000";
 	if (strncmp(ss, "57P", 3) == 0 ||
@@ -279,7 +294,7 @@ relay_notice(void *arg, const PGresult *res)
 		elevel = strncmp(ss, "00", 2) == 0 ? NOTICE : WARNING;
 	ereport(elevel,
 			(errcode(MAKE_SQLSTATE(ss[0], ss[1], ss[2], ss[3], ss[4])),
-			 errmsg("shard %d: %s", (int) (intptr_t) arg, msg ? msg : ""),
+			 errmsg("shard %d: %s", sc->key.partition, msg ? msg : ""),
 			 det ? errdetail_internal("%s", det) : 0,
 			 hint ? errhint("%s", hint) : 0));
 }
@@ -519,7 +534,7 @@ connect_shard(ShardConn *sc, ShardFailure *f)
 	sc->conn = PQconnectStartParams(kw, val, 0);
 	if (sc->conn == NULL)
 		ereport(ERROR, (errcode(ERRCODE_OUT_OF_MEMORY), errmsg("out of memory")));
-	PQsetNoticeReceiver(sc->conn, relay_notice, (void *) (intptr_t) sc->key.partition);
+	PQsetNoticeReceiver(sc->conn, relay_notice, sc);
 	if (PQstatus(sc->conn) != CONNECTION_BAD)
 	{
 		PostgresPollingStatusType st = PGRES_POLLING_WRITING;
@@ -807,7 +822,7 @@ again:
 		 * the error's texts were large: libpq keeps its input buffer at the
 		 * largest message read, for as long as the connection is cached
 		 */
-		if (strlen(m) + (dt ? strlen(dt) : 0) + (ht ? strlen(ht) : 0) > BATCH_KEEP_BYTES)
+		if (sc->grown || texts_grown(m, dt, ht))
 			close_conn(sc);
 		shard_failed(key.partition, state, m, dt, ht);
 	}
@@ -817,7 +832,7 @@ again:
 	 * as the keyed batch's is (ADR 0125: a hostile shard's huge answer
 	 * kept libpq's grown buffer for the session)
 	 */
-	if (PQntuples(res) != 1 || PQnfields(res) != 1 ||
+	if (sc->grown || PQntuples(res) != 1 || PQnfields(res) != 1 ||
 		(!PQgetisnull(res, 0, 0) && PQgetlength(res, 0, 0) > 20))
 		close_conn(sc);
 	if (PQntuples(res) != 1 || PQnfields(res) != 1)
@@ -835,8 +850,13 @@ again:
 		PQclear(res);
 		PG_RETURN_NULL();
 	}
-	id = DatumGetInt64(DirectFunctionCall1(int8in, CStringGetDatum(PQgetvalue(res, 0, 0))));
-	PQclear(res);
+	{
+		/* freed before int8in may raise: libpq's memory is not palloc's */
+		char	   *v = pstrdup(PQgetvalue(res, 0, 0));
+
+		PQclear(res);
+		id = DatumGetInt64(DirectFunctionCall1(int8in, CStringGetDatum(v)));
+	}
 	PG_RETURN_INT64(id);
 }
 
@@ -860,7 +880,7 @@ typedef struct BatchPart
 	ShardConn  *sc;
 	PartState	state;
 	bool		retried;		/* prepared again once after a 26000 */
-	bool		big;			/* past BATCH_KEEP_BYTES as sent */
+	bool		big;			/* past KEEP_BYTES as sent */
 	int64	   *ids;			/* PART_OK: n ids */
 	char	   *bad;			/* PART_BAD_ANSWER: what was wrong */
 	ShardFailure fail;			/* PART_FAILED */
@@ -985,11 +1005,13 @@ parse_ids(const char *s, int len, int want, int64 *ids)
  */
 static MemoryContext key_hash_cxt = NULL;
 static Expr *key_hash_expr = NULL;
+static uint64 key_hash_gen = 0; /* pg_proc changes seen */
 
 static void
 proc_inval_callback(Datum arg, int cacheid, uint32 hashvalue)
 {
 	key_hash_expr = NULL;		/* freed at the next build, not here */
+	key_hash_gen++;
 }
 
 static Expr *
@@ -1000,6 +1022,7 @@ key_hash_plan(void)
 	Param	   *param;
 	MemoryContext old;
 	Expr	   *e;
+	uint64		gen = key_hash_gen;
 
 	if (key_hash_expr)
 		return key_hash_expr;
@@ -1024,8 +1047,10 @@ key_hash_plan(void)
 	e = expression_planner((Expr *) makeFuncExpr(fn, INT4OID, list_make1(param), InvalidOid,
 												  DEFAULT_COLLATION_OID, COERCE_EXPLICIT_CALL));
 	MemoryContextSwitchTo(old);
-	/* a pg_proc change while planning leaves it NULL: planned again next time */
-	key_hash_expr = e;
+	/* kept unless pg_proc changed while it was planned (its lookups take
+	 * invalidations): then this call uses it, the next plans again */
+	if (gen == key_hash_gen)
+		key_hash_expr = e;
 	return e;
 }
 
@@ -1121,15 +1146,17 @@ part_read(BatchPart *p, PGresult *volatile *resp)
 			p->state = PART_TODO;
 			return;
 		}
-		if (strcmp(state, "26000") == 0)
-			close_conn(sc);
-		/* the shard's own error; the connection is idle and stays */
+		/* the shard's own error; the connection is idle and stays, unless
+		 * its prepared statement is gone or a message grew the buffer */
 		p->fail.state = state;
 		p->fail.msg = m;
 		p->fail.detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL)
 			? pstrdup(PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL)) : NULL;
 		p->fail.hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT)
 			? pstrdup(PQresultErrorField(res, PG_DIAG_MESSAGE_HINT)) : NULL;
+		if (strcmp(state, "26000") == 0 || sc->grown ||
+			texts_grown(p->fail.msg, p->fail.detail, p->fail.hint))
+			close_conn(sc);
 		return;
 	}
 	/* the part committed there: from here on it is counted as committed */
@@ -1155,7 +1182,11 @@ part_read(BatchPart *p, PGresult *volatile *resp)
 		close_conn(sc);
 	}
 	else
+	{
 		p->state = PART_OK;
+		if (sc->grown)
+			close_conn(sc);
+	}
 }
 
 /* the shards of the parts in state st (or, with st2, in either), in the
@@ -1480,7 +1511,7 @@ pgque_proxy_send_batch_keyed(PG_FUNCTION_ARGS)
 					p->fail.msg = psprintf("could not send to shard %d: %s", p->shard, m);
 				}
 				/* a large part's connection is closed after its answer */
-				p->big = pbuf.len + kbuf.len > BATCH_KEEP_BYTES;
+				p->big = pbuf.len + kbuf.len > KEEP_BYTES;
 			}
 
 			/* every answer read, whatever an earlier one was: no result
