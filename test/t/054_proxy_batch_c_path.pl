@@ -340,7 +340,7 @@ my $stalled = $sa->safe_psql('s0', q{select count(*) from pgque.event_template w
 ok($stalled == 0 || $stalled == 200000, "the stopped part committed whole or not at all ($stalled)");
 
 # ---- the second server restarted between two batches of the session
-$sb->restart('fast');
+$sb->restart;
 like(feed($batch3->('restart')), qr/^\{[\d,]+\}\n$/, 'after a shard server\'s restart the next batch reconnects and sends');
 is($e, '', 'without an error');
 $in .= "\\q\n";

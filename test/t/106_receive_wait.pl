@@ -126,8 +126,18 @@ ok($w->{h}->pumpable, 'it does not return while nothing is there');
 my $t0 = Time::HiRes::time();
 send_one('w', 'e1');
 my ($n, $secs) = split /\|/, finish_wait($w);
+# a ticker pass between the send's nextval and its commit can tick the
+# queue before the event is visible (the sequence moved): that window is
+# empty, and a receive_wait woken by it returns nothing once it finished
+# it (ADR 0107: it holds no lock while it waits); its next call gets the
+# event.  Seen once, PostgreSQL 17 under load.
+if ($n == 0)
+{
+	diag("the first call ended on an empty window after $secs s; calling again");
+	($n) = split /\|/, $node->safe_psql('postgres', q{select wait_once('w', 'c', '30 s')});
+}
 my $woken = Time::HiRes::time() - $t0;
-is($n, 1, 'the waiter gets the event');
+is($n, 1, 'the waiter gets the event (in its first call, or the next where an empty window ended the first)');
 cmp_ok($woken, '<', 5, 'woken by the worker\'s tick within 5 s of the commit (timeout 30 s)');
 cmp_ok($secs, '>', 0.5, 'it had waited');
 diag(sprintf('figure: send to the waiter\'s return %.1f ms on the client (a psql start included), %s ms on the server (workers on)',
