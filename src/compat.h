@@ -13,6 +13,7 @@
 
 #include "postgres.h"
 
+#include "access/transam.h"
 #include "postmaster/bgworker.h"
 
 #if PG_VERSION_NUM < 140000
@@ -101,6 +102,24 @@
 #define pgque_index_beginscan(heap, index, snapshot, nkeys) \
 	index_beginscan((heap), (index), (snapshot), (nkeys), 0)
 #endif
+
+/*
+ * The layout of a pg_snapshot (xid8funcs.c keeps it private; the same from
+ * PostgreSQL 13 to 18): xip holds nxip xids, none at or past xmax.  A
+ * reader that builds or walks one checks the datum's size against
+ * PGQUE_SNAPSHOT_SIZE(nxip) where it did not make it itself (tick.c,
+ * window.c).  Needs access/transam.h.
+ */
+typedef struct PgqueSnapshot
+{
+	int32		vl_len_;
+	uint32		nxip;
+	FullTransactionId xmin;
+	FullTransactionId xmax;
+	FullTransactionId xip[FLEXIBLE_ARRAY_MEMBER];
+} PgqueSnapshot;
+
+#define PGQUE_SNAPSHOT_SIZE(n) (offsetof(PgqueSnapshot, xip) + sizeof(FullTransactionId) * (n))
 
 /* PG18 moved the module magic to carry name and version. */
 #if PG_VERSION_NUM >= 180000

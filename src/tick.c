@@ -54,20 +54,6 @@
 /* pgque._lock (locks.c) */
 extern Datum pgque_lock(PG_FUNCTION_ARGS);
 
-/*
- * The layout of a pg_snapshot (PostgreSQL's xid8funcs.c keeps it private;
- * the same from 13 to 18).  Checked against the datum's size before use.
- */
-typedef struct PgqueSnapshot
-{
-	int32		vl_len_;
-	uint32		nxip;
-	FullTransactionId xmin;
-	FullTransactionId xmax;
-	FullTransactionId xip[FLEXIBLE_ARRAY_MEMBER];
-} PgqueSnapshot;
-
-#define SNAPSHOT_SIZE(n) (offsetof(PgqueSnapshot, xip) + sizeof(FullTransactionId) * (n))
 
 static PgqueKeptPlan *look_lock_skip_plan = NULL;
 static PgqueKeptPlan *look_lock_wait_plan = NULL;
@@ -128,12 +114,12 @@ tick_snapshot(void)
 	if (!FullTransactionIdIsValid(me))
 		return d;
 	s = (PgqueSnapshot *) DatumGetPointer(d);
-	if (VARSIZE(s) != SNAPSHOT_SIZE(s->nxip))
+	if (VARSIZE(s) != PGQUE_SNAPSHOT_SIZE(s->nxip))
 		elog(ERROR, "pgque_bgw: unexpected pg_snapshot layout");
 	if (!FullTransactionIdPrecedes(me, s->xmax))
 		return d;
 
-	r = palloc(SNAPSHOT_SIZE(s->nxip + 1));
+	r = palloc(PGQUE_SNAPSHOT_SIZE(s->nxip + 1));
 	r->xmin = FullTransactionIdPrecedes(me, s->xmin) ? me : s->xmin;
 	r->xmax = s->xmax;
 	/* the xids in order, without duplicates (pg_snapshot_in's form) */
@@ -150,7 +136,7 @@ tick_snapshot(void)
 	if (!added)
 		r->xip[n++] = me;
 	r->nxip = n;
-	SET_VARSIZE(r, SNAPSHOT_SIZE(n));
+	SET_VARSIZE(r, PGQUE_SNAPSHOT_SIZE(n));
 	return PointerGetDatum(r);
 }
 
@@ -159,7 +145,7 @@ snapshot_xmax(Datum d)
 {
 	PgqueSnapshot *s = (PgqueSnapshot *) PG_DETOAST_DATUM(d);
 
-	if (VARSIZE(s) != SNAPSHOT_SIZE(s->nxip))
+	if (VARSIZE(s) != PGQUE_SNAPSHOT_SIZE(s->nxip))
 		elog(ERROR, "pgque_bgw: unexpected pg_snapshot layout");
 	return s->xmax;
 }

@@ -206,19 +206,6 @@ pgque_window_where_sql(PG_FUNCTION_ARGS)
 	PG_RETURN_TEXT_P(cstring_to_text(buf.data));
 }
 
-/*
- * pg_snapshot's layout (src/backend/utils/adt/xid8funcs.c keeps it to
- * itself; the same from PostgreSQL 13 on): xip holds nxip xids, none at or
- * past xmax.
- */
-typedef struct WindowSnapshot
-{
-	int32		vl_len_;
-	uint32		nxip;
-	FullTransactionId xmin;
-	FullTransactionId xmax;
-	FullTransactionId xip[FLEXIBLE_ARRAY_MEMBER];
-} WindowSnapshot;
 
 /*
  * pgque._window_xmin(lo, hi) -> xid8: the smallest xid whose rows can
@@ -232,13 +219,13 @@ PG_FUNCTION_INFO_V1(pgque_window_xmin_sql);
 Datum
 pgque_window_xmin_sql(PG_FUNCTION_ARGS)
 {
-	WindowSnapshot *lo;
+	PgqueSnapshot *lo;
 	FullTransactionId min;
 	uint32		i;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_NULL();
-	lo = (WindowSnapshot *) PG_GETARG_VARLENA_P(0);
+	lo = (PgqueSnapshot *) PG_GETARG_VARLENA_P(0);
 	if (PG_ARGISNULL(1))
 		PG_RETURN_FULLTRANSACTIONID(lo->xmin);
 	min = lo->xmax;
@@ -270,20 +257,20 @@ pgque_window_bounds_sql(PG_FUNCTION_ARGS)
 	MemoryContext old;
 	Datum		values[4];
 	bool		nulls[4] = {false, false, false, false};
-	WindowSnapshot *lo = NULL;
+	PgqueSnapshot *lo = NULL;
 	Datum	   *xips;
 	uint32		i;
 
 	old = pgque_materialize(fcinfo, &ts, &desc);
 	if (!PG_ARGISNULL(0))
-		lo = (WindowSnapshot *) PG_GETARG_VARLENA_P(0);
+		lo = (PgqueSnapshot *) PG_GETARG_VARLENA_P(0);
 	if (lo != NULL)
 		values[0] = FullTransactionIdGetDatum(lo->xmax);
 	else
 		nulls[0] = true;
 	if (!PG_ARGISNULL(1))
 	{
-		WindowSnapshot *hi = (WindowSnapshot *) PG_GETARG_VARLENA_P(1);
+		PgqueSnapshot *hi = (PgqueSnapshot *) PG_GETARG_VARLENA_P(1);
 
 		values[1] = FullTransactionIdGetDatum(hi->xmax);
 		values[3] = PointerGetDatum(hi);
@@ -1430,12 +1417,12 @@ pgque_queues_unticked_read(PG_FUNCTION_ARGS)
 	{
 		List	   *rels;
 		ListCell   *lc;
-		WindowSnapshot *lo;
+		PgqueSnapshot *lo;
 		bool		hit = false;
 
 		if (ids_n[q] || tabs_n[q] || los_n[q])
 			continue;
-		lo = (WindowSnapshot *) PG_DETOAST_DATUM(los[q]);
+		lo = (PgqueSnapshot *) PG_DETOAST_DATUM(los[q]);
 		/* the parent and every table under it, locked as a read would */
 		LockRelationOid(DatumGetObjectId(tabs[q]), AccessShareLock);
 		if (!SearchSysCacheExists1(RELOID, tabs[q]))
