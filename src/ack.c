@@ -98,14 +98,6 @@ static SPIPlanPtr sql_plan;
 
 #define ACK_SQL "select pgque._ack_sql($1)"
 
-static SPIPlanPtr
-plan_of(SPIPlanPtr *plan, const char *sql, int nargs, Oid *argtypes)
-{
-	if (*plan == NULL)
-		*plan = pgque_prepare_kept_generic(sql, nargs, argtypes);
-	return *plan;
-}
-
 static void
 spi_connect(void)
 {
@@ -122,7 +114,7 @@ finish_batch(int64 batch_id)
 	int			ret;
 
 	args[0] = Int64GetDatum(batch_id);
-	ret = SPI_execute_plan(plan_of(&finish_plan, FINISH_SQL, 1, types), args, NULL, false, 0);
+	ret = SPI_execute_plan(pgque_kept_generic_once(&finish_plan, FINISH_SQL, 1, types), args, NULL, false, 0);
 	if (ret != SPI_OK_UPDATE)
 		elog(ERROR, "pgque_bgw: could not finish batch %lld: %s", (long long) batch_id,
 			 SPI_result_code_string(ret));
@@ -145,7 +137,7 @@ ack_batch(int32 sub_id, int64 batch_id, bool part)
 	if (!part)
 		return finish_batch(batch_id);
 	args[0] = Int32GetDatum(sub_id);
-	ret = SPI_execute_plan(plan_of(&part_plan, PART_SQL, 1, types), args, NULL, false, 0);
+	ret = SPI_execute_plan(pgque_kept_generic_once(&part_plan, PART_SQL, 1, types), args, NULL, false, 0);
 	if (ret != SPI_OK_UPDATE)
 		elog(ERROR, "pgque_bgw: could not ack a part of batch %lld: %s", (long long) batch_id,
 			 SPI_result_code_string(ret));
@@ -165,7 +157,7 @@ ack_sql(Datum batch_id, bool isnull)
 
 	args[0] = batch_id;
 	nulls[0] = isnull ? 'n' : ' ';
-	ret = SPI_execute_plan(plan_of(&sql_plan, ACK_SQL, 1, types), args, nulls, false, 1);
+	ret = SPI_execute_plan(pgque_kept_generic_once(&sql_plan, ACK_SQL, 1, types), args, nulls, false, 1);
 	if (ret != SPI_OK_SELECT || SPI_processed != 1)
 		elog(ERROR, "pgque_bgw: ack's SQL path failed: %s", SPI_result_code_string(ret));
 	d = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null);
@@ -203,7 +195,7 @@ pgque_ack(PG_FUNCTION_ARGS)
 	batch_id = PG_GETARG_INT64(0);
 
 	args[0] = Int64GetDatum(batch_id);
-	ret = SPI_execute_plan(plan_of(&lock_plan, LOCK_SQL, 1, lock_types), args, NULL, false, 1);
+	ret = SPI_execute_plan(pgque_kept_generic_once(&lock_plan, LOCK_SQL, 1, lock_types), args, NULL, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pgque_bgw: ack could not read batch %lld: %s", (long long) batch_id,
 			 SPI_result_code_string(ret));

@@ -48,14 +48,16 @@ pgque_prepare_kept(const char *sql, int nargs, Oid *argtypes)
 }
 
 /*
- * The same with a generic plan from the first call: statements that look
- * rows up by key, where the plan cache's custom plans re-planned each call
- * (ADR 0033).
+ * *slot's plan: prepared and kept at its first use, then the same, with a
+ * generic plan from the first call: statements that look rows up by key,
+ * where the plan cache's custom plans re-planned each call (ADR 0033)
  */
 SPIPlanPtr
-pgque_prepare_kept_generic(const char *sql, int nargs, Oid *argtypes)
+pgque_kept_generic_once(SPIPlanPtr *slot, const char *sql, int nargs, Oid *argtypes)
 {
-	return prepare_kept(sql, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
+	if (*slot == NULL)
+		*slot = prepare_kept(sql, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
+	return *slot;
 }
 
 /* A kept plan that a cache may drop (pgque_kept_plan_drop). */

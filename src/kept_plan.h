@@ -19,7 +19,7 @@ typedef struct PgqueKeptPlan
 } PgqueKeptPlan;
 
 extern SPIPlanPtr pgque_prepare_kept(const char *sql, int nargs, Oid *argtypes);
-extern SPIPlanPtr pgque_prepare_kept_generic(const char *sql, int nargs, Oid *argtypes);
+extern SPIPlanPtr pgque_kept_generic_once(SPIPlanPtr *slot, const char *sql, int nargs, Oid *argtypes);
 extern PgqueKeptPlan *pgque_kept_plan_prepare(const char *sql, int nargs, Oid *argtypes,
 											  int cursor_options);
 extern void pgque_kept_plan_drop(PgqueKeptPlan *kp);

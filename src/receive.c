@@ -51,6 +51,7 @@
 #include "utils/timestamp.h"
 #include "utils/tuplestore.h"
 
+#include "kept_plan.h"
 #include "pgque_bgw.h"
 #include "rules.h"
 #include "state.h"
@@ -121,26 +122,11 @@ typedef struct PartReceiver
 	bool		ev_direct;		/* ... and whether message_direct reads its tuples */
 } PartReceiver;
 
-static SPIPlanPtr
-kept_plan(SPIPlanPtr *plan, const char *sql, int nargs, Oid *argtypes)
-{
-	if (*plan == NULL)
-	{
-		/*
-		 * Generic plans: a custom plan per call (the plan cache's choice for
-		 * the joins of _batch_source) cost more than the rest of the call.
-		 */
-		SPIPlanPtr	p = SPI_prepare_cursor(sql, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
-
-		if (p == NULL)
-			elog(ERROR, "pgque_bgw: SPI_prepare failed for \"%s\": %s",
-				 sql, SPI_result_code_string(SPI_result));
-		if (SPI_keepplan(p) != 0)
-			elog(ERROR, "pgque_bgw: SPI_keepplan failed");
-		*plan = p;
-	}
-	return *plan;
-}
+/*
+ * Its statements run on generic plans (pgque_kept_generic_once): a custom
+ * plan per call (the plan cache's choice for the joins of _batch_source)
+ * cost more than the rest of the call.
+ */
 
 /* an event row (pgque.event_template) as a pgque.message */
 static inline void
@@ -617,13 +603,13 @@ batch_bounds(int64 batch_id, const SlotShare *share, WindowOfKind *wk, bool want
 		snulls[1] = snulls[2] = ' ';
 	}
 	if (want_source)
-		ret = SPI_execute_plan(kept_plan(&source_plan,
+		ret = SPI_execute_plan(pgque_kept_generic_once(&source_plan,
 										 "select source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos"
 										 "  from pgque._batch_source($1, $2, $3)",
 										 3, argtypes),
 							   sargs, snulls, false, 1);
 	else
-		ret = SPI_execute_plan(kept_plan(&wk->plan, wk->sql, 1, argtypes), sargs, snulls, false, 1);
+		ret = SPI_execute_plan(pgque_kept_generic_once(&wk->plan, wk->sql, 1, argtypes), sargs, snulls, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pgque_bgw: batch source read failed: %s", SPI_result_code_string(ret));
 	if (SPI_processed == 0)
@@ -891,7 +877,7 @@ read_paused(int64 batch_id, int64 max_return, const SlotShare *share, Tuplestore
 	args[1] = Int32GetDatum((int32) max_return);
 	args[2] = Int32GetDatum(share->n);
 	args[3] = Int32GetDatum(share->slot);
-	ret = SPI_execute_plan(kept_plan(&paused_plan, "select * from pgque._receive_paused($1, $2, $3, $4)",
+	ret = SPI_execute_plan(pgque_kept_generic_once(&paused_plan, "select * from pgque._receive_paused($1, $2, $3, $4)",
 									 4, types),
 						   args, NULL, false, 0);
 	if (ret != SPI_OK_SELECT)
@@ -1008,7 +994,7 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 			/* the checks once, then the batch (re-opened, or the next one) */
 			oargs[kind->nargs] = BoolGetDatum(tries == 0);
 			oargs[kind->nargs + 1] = BoolGetDatum(want_source);
-			ret = SPI_execute_plan(kept_plan(&kind->open_plan, kind->open_sql,
+			ret = SPI_execute_plan(pgque_kept_generic_once(&kind->open_plan, kind->open_sql,
 											 kind->nargs + (kind->next_sql != NULL ? 2 : 1), kind->argtypes),
 								   oargs, onulls, false, 1);
 		}
@@ -1016,7 +1002,7 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 		{
 			/* the next batch of the slot and epoch the first try checked */
 			nargs[5] = BoolGetDatum(want_source);
-			ret = SPI_execute_plan(kept_plan(&kind->next_plan, kind->next_sql, 6, next_types),
+			ret = SPI_execute_plan(pgque_kept_generic_once(&kind->next_plan, kind->next_sql, 6, next_types),
 								   nargs, NULL, false, 1);
 		}
 		if (ret != SPI_OK_SELECT || SPI_processed != 1)
@@ -1099,7 +1085,7 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 				margs[0] = Int64GetDatum(batch_id);
 				margs[1] = Int64GetDatum(last);
 				mnulls[1] = more ? ' ' : 'n';
-				ret = SPI_execute_plan(kept_plan(&kind->mark_plan, kind->mark_sql, 2, mark_types),
+				ret = SPI_execute_plan(pgque_kept_generic_once(&kind->mark_plan, kind->mark_sql, 2, mark_types),
 									   margs, mnulls, false, 0);
 				if (ret != SPI_OK_UPDATE)
 					elog(ERROR, "pgque_bgw: receive could not mark the part: %s", SPI_result_code_string(ret));
@@ -1112,7 +1098,7 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 		}
 		/* an empty window: finished here, the next one is tried */
 		margs[0] = Int64GetDatum(batch_id);
-		ret = SPI_execute_plan(kept_plan(&kind->finish_plan, kind->finish_sql, 1, finish_types),
+		ret = SPI_execute_plan(pgque_kept_generic_once(&kind->finish_plan, kind->finish_sql, 1, finish_types),
 							   margs, NULL, false, 1);
 		if (ret != SPI_OK_SELECT)
 			elog(ERROR, "pgque_bgw: receive could not finish an empty batch: %s", SPI_result_code_string(ret));
