@@ -72,6 +72,11 @@ static PgqueKeptPlan *coop_plan = NULL;
 	"                      order by t.tick_id desc limit 1) l on true"
 
 /* the queue's cooperative groups (ADR 0017), of the queue id qid */
+/* the queue q is one this ticker ticks and a tick of it is due after l.t
+ * (the rules are SQL's: _ticked_by_worker, _tick_due_after) */
+#define DUE_FOR_WORKER \
+	"(pgque._ticked_by_worker(q) and pgque._tick_due_after(q, l.t))"
+
 #define COOP_GROUPS(qid) \
 	" from pgque.subscription s where s.sub_queue operator(pg_catalog.=) " qid \
 	"   and s.sub_role operator(pg_catalog.=) 'coop_main'"
@@ -177,8 +182,7 @@ tick_locked(int32 queue_id, bool check)
 	args[0] = Int32GetDatum(queue_id);
 	args[1] = BoolGetDatum(check);
 	ret = pgque_kept_plan_execute(keep(&tick_read_plan,
-									   "select not $2 or (pgque._ticked_by_worker(q)"
-									   "                  and pgque._tick_due_after(q, l.t)),"
+									   "select not $2 or " DUE_FOR_WORKER ","
 									   "       q.queue_name, q.queue_tick_seq,"
 									   "       greatest(pgque._event_seq_pos(q), coalesce((l.t).tick_event_seq, 0)),"
 									   "       (l.t).tick_snapshot,"
@@ -286,8 +290,7 @@ look(int32 queue_id, bool gated, bool *unlogged)
 	ret = pgque_kept_plan_execute(keep(&look_plan,
 									   "select q.queue_unlogged,"
 									   "       case when q.queue_unlogged and not $2 then null"
-									   "            else pgque._ticked_by_worker(q)"
-									   "                 and pgque._tick_due_after(q, l.t) end"
+									   "            else " DUE_FOR_WORKER " end"
 									   "  from pgque.queue q" LAST_TICK_JOIN
 									   " where q.queue_id operator(pg_catalog.=) $1",
 									   2, types),
@@ -318,7 +321,7 @@ look_and_lock(int32 queue_id, bool wait)
 #define LOOK_AND_LOCK \
 	"select from pgque.queue q" LAST_TICK_JOIN \
 	" where q.queue_id operator(pg_catalog.=) $1 and not q.queue_unlogged" \
-	"   and pgque._ticked_by_worker(q) and pgque._tick_due_after(q, l.t)" \
+	"   and " DUE_FOR_WORKER \
 	"   for no key update of q"
 	if (wait)
 		ret = pgque_kept_plan_execute(keep(&look_lock_wait_plan, LOOK_AND_LOCK, 1, types),
