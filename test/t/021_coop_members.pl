@@ -10,6 +10,9 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use IPC::Run;
 
+# a psql that the crash restart turns away must not kill this script
+$SIG{PIPE} = 'IGNORE';
+
 my $node = PgqueNode->new_preloaded('coop', conf => qq{
 pgque_bgw.launcher_naptime = '1s'
 max_connections = 40
@@ -87,7 +90,7 @@ my $pid = $node->safe_psql('postgres', q{select pid from pg_stat_activity where 
 ok($pid =~ /^\d+$/, 'm1 has a backend');
 kill 'KILL', $pid;
 # the postmaster restarts every backend after a crash: wait for it
-ok($node->poll_query_until('postgres', 'select true'), 'the server is back after the SIGKILL');
+ok($node->wait_back('postgres', undef, $pid), 'the server is back after the SIGKILL');
 finish_members(@members);
 is($node->safe_psql('postgres', qq{select count(*) from pgque.coop_window where cw_batch = $m1_batch and cw_member = 'm1'}),
    '1', 'the killed member\'s window survived the crash, still its');

@@ -25,10 +25,16 @@ $primary->install('postgres');
 my ($qid, $slot3) = $primary->stopped_slot_backlog('sc');
 cmp_ok($slot3, '>', 10000, "slot 3 holds more than the cap ($slot3 events)");
 
-# rows read from the queue's event tables, every session's (each psql
-# session flushes its counts when it ends)
+# rows read from the queue's event tables, every session's.  A psql session
+# flushes its counts as its backend exits, which may be after psql returned:
+# wait until no other client backend is left (a backend leaves
+# pg_stat_activity after its statistics are flushed) before reading.
 my $rows_read = sub {
 	my ($node) = @_;
+	$node->poll_query_until('postgres', q{
+	    select count(*) = 0 from pg_stat_activity
+	     where backend_type = 'client backend' and pid <> pg_backend_pid()})
+	  or die 'a client backend did not exit';
 	return $node->safe_psql('postgres', qq{
 	    select coalesce(sum(coalesce(seq_tup_read, 0) + coalesce(idx_tup_fetch, 0)), 0)
 	      from pg_stat_user_tables where schemaname = 'pgque' and relname like 'event\\_${qid}\\_%'});
