@@ -9,8 +9,6 @@
 #ifndef PGQUE_COMPAT_H
 #define PGQUE_COMPAT_H
 
-#include "textdomain.h"
-
 #include "postgres.h"
 
 #include "access/transam.h"
@@ -121,11 +119,19 @@ typedef struct PgqueSnapshot
 
 #define PGQUE_SNAPSHOT_SIZE(n) (offsetof(PgqueSnapshot, xip) + sizeof(FullTransactionId) * (n))
 
-/* PG18 moved the module magic to carry name and version. */
+/* PG18 moved the module magic to carry name and version (pgque_bgw.so, pgque_proxy.so). */
 #if PG_VERSION_NUM >= 180000
-#define PGQUE_MODULE_MAGIC() PG_MODULE_MAGIC_EXT(.name = "pgque_bgw", .version = PGQUE_VERSION)
+#define PGQUE_MODULE_MAGIC(libname) PG_MODULE_MAGIC_EXT(.name = (libname), .version = PGQUE_VERSION)
 #else
-#define PGQUE_MODULE_MAGIC() PG_MODULE_MAGIC
+#define PGQUE_MODULE_MAGIC(libname) PG_MODULE_MAGIC
+#endif
+
+/* PostgreSQL 16 folded the per-kind ACL checks into object_aclcheck (src/proxy). */
+#if PG_VERSION_NUM >= 160000
+#define pgque_foreign_server_aclcheck(srv, role, mode) \
+	object_aclcheck(ForeignServerRelationId, (srv), (role), (mode))
+#else
+#define pgque_foreign_server_aclcheck(srv, role, mode) pg_foreign_server_aclcheck((srv), (role), (mode))
 #endif
 
 /*

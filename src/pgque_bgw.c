@@ -25,7 +25,7 @@
 #include "slots.h"
 #include "coop.h"
 
-PGQUE_MODULE_MAGIC();
+PGQUE_MODULE_MAGIC("pgque_bgw");
 
 /* true when loaded through shared_preload_libraries */
 static bool pgque_preloaded = false;

@@ -65,17 +65,10 @@
 #include "utils/memutils.h"
 #include "utils/syscache.h"
 
-#if PG_VERSION_NUM >= 180000
-PG_MODULE_MAGIC_EXT(.name = "pgque_proxy", .version = PGQUE_VERSION);
-#else
-PG_MODULE_MAGIC;
-#endif
+/* pgque_bgw's version branches (not its message domain: the proxy has none) */
+#include "../compat.h"
 
-/* PostgreSQL 16 folded the per-kind ACL checks into object_aclcheck */
-#if PG_VERSION_NUM >= 160000
-#define pg_foreign_server_aclcheck(srv, role, mode) \
-	object_aclcheck(ForeignServerRelationId, (srv), (role), (mode))
-#endif
+PGQUE_MODULE_MAGIC("pgque_proxy");
 
 /* the server PL/Proxy's functions name (cluster 'pgque_shards') */
 #define SHARD_SERVER "pgque_shards"
@@ -460,7 +453,7 @@ connect_shard(ShardConn *sc, ShardFailure *f)
 	Oid			checkfn;
 
 	srv = GetForeignServer(sc->key.serverid);
-	aclresult = pg_foreign_server_aclcheck(srv->serverid, userid, ACL_USAGE);
+	aclresult = pgque_foreign_server_aclcheck(srv->serverid, userid, ACL_USAGE);
 	if (aclresult != ACLCHECK_OK)
 		aclcheck_error(aclresult, OBJECT_FOREIGN_SERVER, srv->servername);
 	/* 42704 when the user has no mapping and there is no PUBLIC one */
