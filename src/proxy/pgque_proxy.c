@@ -58,6 +58,7 @@
 #include "utils/acl.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
+#include "utils/datum.h"
 #include "utils/fmgroids.h"
 #include "utils/hsearch.h"
 #include "utils/inval.h"
@@ -420,6 +421,27 @@ failed(ShardFailure *f, int partition, const char *state, char *msg)
 	return false;
 }
 
+/*
+ * Why a call's answer failed (res NULL, not rows, or the connection broken):
+ * true with *f the shard's own error (its SQLSTATE, texts); false when the
+ * connection was lost (f->state NULL, f->msg libpq's message).  The single
+ * send and a batch's part read an answer so.
+ */
+static bool
+answer_failure(PGresult *res, PGconn *conn, ShardFailure *f)
+{
+	const char *st = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
+	const char *m = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	const char *dt = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL) : NULL;
+	const char *ht = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_HINT) : NULL;
+
+	f->state = st ? pstrdup(st) : NULL;
+	f->msg = m ? pstrdup(m) : conn_message(conn);
+	f->detail = dt ? pstrdup(dt) : NULL;
+	f->hint = ht ? pstrdup(ht) : NULL;
+	return f->state != NULL && PQstatus(conn) != CONNECTION_BAD;
+}
+
 static bool flush_out(PGconn *conn);
 static bool prepare_on(ShardConn *sc, const char *name, const char *sql, int nparams,
 					   const Oid *types, ShardFailure *f);
@@ -648,31 +670,51 @@ idle_conn_is_dead(PGconn *conn)
 	return false;
 }
 
+/*
+ * The SQL that serves a call the C path leaves to it: sql, with the
+ * function's arguments from first on as $1 .. $nargs; its one value,
+ * copied into the caller's memory (SPI's goes at SPI_finish).
+ */
+static Datum
+sql_fallback(FunctionCallInfo fcinfo, const char *sql, int first, int nargs, const Oid *types)
+{
+	Datum		vals[FUNC_MAX_ARGS];
+	char		nulls[FUNC_MAX_ARGS];
+	bool		isnull;
+	Datum		r;
+	MemoryContext cxt = CurrentMemoryContext;
+
+	for (int i = 0; i < nargs; i++)
+	{
+		nulls[i] = PG_ARGISNULL(first + i) ? 'n' : ' ';
+		vals[i] = PG_ARGISNULL(first + i) ? (Datum) 0 : PG_GETARG_DATUM(first + i);
+	}
+	SPI_connect();
+	if (SPI_execute_with_args(sql, nargs, (Oid *) types, vals, nulls, false, 0) != SPI_OK_SELECT ||
+		SPI_processed != 1)
+		elog(ERROR, "\"%s\" did not answer", sql);
+	r = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
+	if (!isnull)
+	{
+		Form_pg_attribute att = TupleDescAttr(SPI_tuptable->tupdesc, 0);
+		MemoryContext old = MemoryContextSwitchTo(cxt);
+
+		r = datumCopy(r, att->attbyval, att->attlen);
+		MemoryContextSwitchTo(old);
+	}
+	SPI_finish();
+	fcinfo->isnull = isnull;
+	return isnull ? (Datum) 0 : r;
+}
+
 /* pgque._send_keyed with a NULL key: pgque._route_send(queue, type,
  * payload, NULL, true), the typed keyless send (to any live shard) */
 static Datum
 send_keyless(FunctionCallInfo fcinfo)
 {
-	Oid			types[3] = {TEXTOID, TEXTOID, TEXTOID};
-	Datum		vals[3];
-	char		nulls[3];
-	bool		isnull;
-	Datum		r;
+	static const Oid types[3] = {TEXTOID, TEXTOID, TEXTOID};
 
-	for (int i = 0; i < 3; i++)
-	{
-		nulls[i] = PG_ARGISNULL(i + 1) ? 'n' : ' ';
-		vals[i] = PG_ARGISNULL(i + 1) ? (Datum) 0 : PG_GETARG_DATUM(i + 1);
-	}
-	SPI_connect();
-	if (SPI_execute_with_args("select pgque._route_send($1, $2, $3, null, true)",
-							  3, types, vals, nulls, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "pgque._route_send did not answer");
-	r = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	SPI_finish();
-	if (isnull)
-		PG_RETURN_NULL();
-	PG_RETURN_DATUM(r);			/* int8: by value */
+	return sql_fallback(fcinfo, "select pgque._route_send($1, $2, $3, null, true)", 1, 3, types);
 }
 
 /*
@@ -774,23 +816,16 @@ again:
 
 	if (res == NULL || PQresultStatus(res) != PGRES_TUPLES_OK || PQstatus(sc->conn) == CONNECTION_BAD)
 	{
-		const char *st = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-		char	   *state = st ? pstrdup(st) : NULL;
-		char	   *m = res && PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)
-			? pstrdup(PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)) : conn_message(sc->conn);
-		char	   *dt = res && PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL)
-			? pstrdup(PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL)) : NULL;
-		char	   *ht = res && PQresultErrorField(res, PG_DIAG_MESSAGE_HINT)
-			? pstrdup(PQresultErrorField(res, PG_DIAG_MESSAGE_HINT)) : NULL;
-		bool		broken = PQstatus(sc->conn) == CONNECTION_BAD;
+		ShardFailure fail;
+		bool		own = answer_failure(res, sc->conn, &fail);
 
 		if (res)
 			PQclear(res);
-		if (broken || state == NULL)
+		if (!own)
 		{
 			close_conn(sc);
 			shard_failed(key.partition, "08006",
-						 psprintf("lost the connection to shard %d during the call: %s", key.partition, m),
+						 psprintf("lost the connection to shard %d during the call: %s", key.partition, fail.msg),
 						 NULL, NULL);
 		}
 		/*
@@ -800,7 +835,7 @@ again:
 		 * the call made once more on a new one, prepared again; kept, it
 		 * failed every later call of the session (ADR 0119).
 		 */
-		if (strcmp(state, "26000") == 0)
+		if (strcmp(fail.state, "26000") == 0)
 		{
 			close_conn(sc);
 			if (!prepared_again)
@@ -815,9 +850,9 @@ again:
 		 * the error's texts were large: libpq keeps its input buffer at the
 		 * largest message read, for as long as the connection is cached
 		 */
-		if (sc->grown || texts_grown(m, dt, ht))
+		if (sc->grown || texts_grown(fail.msg, fail.detail, fail.hint))
 			close_conn(sc);
-		shard_failed(key.partition, state, m, dt, ht);
+		shard_failed(key.partition, fail.state, fail.msg, fail.detail, fail.hint);
 	}
 	/*
 	 * An answer that is not one int8 (at most 20 characters) is unusable:
@@ -1115,24 +1150,18 @@ part_read(BatchPart *p, PGresult *volatile *resp)
 	res = *resp;
 	if (res == NULL || PQresultStatus(res) != PGRES_TUPLES_OK || PQstatus(sc->conn) == CONNECTION_BAD)
 	{
-		const char *st = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : NULL;
-		char	   *state = st ? pstrdup(st) : NULL;
-		char	   *m = res && PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)
-			? pstrdup(PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY)) : conn_message(sc->conn);
-		bool		broken = PQstatus(sc->conn) == CONNECTION_BAD;
-
 		p->state = PART_FAILED;
-		if (broken || state == NULL)
+		if (!answer_failure(res, sc->conn, &p->fail))
 		{
 			close_conn(sc);
 			p->fail.state = "08006";
-			p->fail.msg = psprintf("lost the connection to shard %d during the call: %s", p->shard, m);
+			p->fail.msg = psprintf("lost the connection to shard %d during the call: %s", p->shard, p->fail.msg);
 			p->fail.detail = p->fail.hint = NULL;
 			return;
 		}
 		/* its prepared statement is gone there: nothing ran; once more on
 		 * a new connection, as the single send does (ADR 0119) */
-		if (strcmp(state, "26000") == 0 && !p->retried)
+		if (strcmp(p->fail.state, "26000") == 0 && !p->retried)
 		{
 			close_conn(sc);
 			p->retried = true;
@@ -1141,13 +1170,7 @@ part_read(BatchPart *p, PGresult *volatile *resp)
 		}
 		/* the shard's own error; the connection is idle and stays, unless
 		 * its prepared statement is gone or a message grew the buffer */
-		p->fail.state = state;
-		p->fail.msg = m;
-		p->fail.detail = PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL)
-			? pstrdup(PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL)) : NULL;
-		p->fail.hint = PQresultErrorField(res, PG_DIAG_MESSAGE_HINT)
-			? pstrdup(PQresultErrorField(res, PG_DIAG_MESSAGE_HINT)) : NULL;
-		if (strcmp(state, "26000") == 0 || sc->grown ||
+		if (strcmp(p->fail.state, "26000") == 0 || sc->grown ||
 			texts_grown(p->fail.msg, p->fail.detail, p->fail.hint))
 			close_conn(sc);
 		return;
@@ -1296,34 +1319,9 @@ batch_failed(BatchPart *parts, int nparts)
 static Datum
 send_whole(FunctionCallInfo fcinfo)
 {
-	Oid			types[4] = {TEXTOID, TEXTOID, TEXTARRAYOID, TEXTARRAYOID};
-	Datum		vals[4];
-	char		nulls[4];
-	bool		isnull;
-	Datum		r;
-	MemoryContext cxt = CurrentMemoryContext;
+	static const Oid types[4] = {TEXTOID, TEXTOID, TEXTARRAYOID, TEXTARRAYOID};
 
-	for (int i = 0; i < 4; i++)
-	{
-		nulls[i] = PG_ARGISNULL(i) ? 'n' : ' ';
-		vals[i] = PG_ARGISNULL(i) ? (Datum) 0 : PG_GETARG_DATUM(i);
-	}
-	SPI_connect();
-	if (SPI_execute_with_args("select pgque._route_send_batch_on($1, $2, $3, $4, 'keyed')",
-							  4, types, vals, nulls, false, 0) != SPI_OK_SELECT || SPI_processed != 1)
-		elog(ERROR, "pgque._route_send_batch_on did not answer");
-	r = SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &isnull);
-	if (!isnull)
-	{
-		MemoryContext old = MemoryContextSwitchTo(cxt);
-
-		r = PointerGetDatum(PG_DETOAST_DATUM_COPY(r));
-		MemoryContextSwitchTo(old);
-	}
-	SPI_finish();
-	if (isnull)
-		PG_RETURN_NULL();
-	PG_RETURN_DATUM(r);
+	return sql_fallback(fcinfo, "select pgque._route_send_batch_on($1, $2, $3, $4, 'keyed')", 0, 4, types);
 }
 
 /*
