@@ -71,12 +71,12 @@ static PgqueKeptPlan *coop_plan = NULL;
 	"                      where t.tick_queue operator(pg_catalog.=) q.queue_id" \
 	"                      order by t.tick_id desc limit 1) l on true"
 
-/* the queue's cooperative groups (ADR 0017), of the queue id qid */
 /* the queue q is one this ticker ticks and a tick of it is due after l.t
  * (the rules are SQL's: _ticked_by_worker, _tick_due_after) */
 #define DUE_FOR_WORKER \
 	"(pgque._ticked_by_worker(q) and pgque._tick_due_after(q, l.t))"
 
+/* the queue's cooperative groups (ADR 0017), of the queue id qid */
 #define COOP_GROUPS(qid) \
 	" from pgque.subscription s where s.sub_queue operator(pg_catalog.=) " qid \
 	"   and s.sub_role operator(pg_catalog.=) 'coop_main'"
@@ -87,6 +87,30 @@ keep(PgqueKeptPlan **slot, const char *sql, int nargs, Oid *argtypes)
 	if (*slot == NULL)
 		*slot = pgque_kept_plan_prepare(sql, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
 	return *slot;
+}
+
+/*
+ * A locking statement sql (ending in its FOR ... clause), waiting for a
+ * row locked elsewhere or, without wait, skipping it (SKIP LOCKED): two
+ * kept plans of one text.  -> whether it locked a row.
+ */
+static bool
+lock_row(PgqueKeptPlan **wait_slot, PgqueKeptPlan **skip_slot, const char *sql,
+		 bool wait, Oid *types, Datum *args)
+{
+	int			ret;
+
+	if (wait)
+		ret = pgque_kept_plan_execute(keep(wait_slot, sql, 1, types), args, NULL, false, 1);
+	else
+	{
+		if (*skip_slot == NULL)
+			keep(skip_slot, psprintf("%s skip locked", sql), 1, types);
+		ret = pgque_kept_plan_execute(*skip_slot, args, NULL, false, 1);
+	}
+	if (ret != SPI_OK_SELECT)
+		elog(ERROR, "pgque_bgw: locking a queue row failed: %s", SPI_result_code_string(ret));
+	return SPI_processed == 1;
 }
 
 static void
@@ -316,21 +340,13 @@ look_and_lock(int32 queue_id, bool wait)
 {
 	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(queue_id)};
-	int			ret;
 
-#define LOOK_AND_LOCK \
-	"select from pgque.queue q" LAST_TICK_JOIN \
-	" where q.queue_id operator(pg_catalog.=) $1 and not q.queue_unlogged" \
-	"   and " DUE_FOR_WORKER \
-	"   for no key update of q"
-	if (wait)
-		ret = pgque_kept_plan_execute(keep(&look_lock_wait_plan, LOOK_AND_LOCK, 1, types),
-									  args, NULL, false, 1);
-	else
-		ret = pgque_kept_plan_execute(keep(&look_lock_skip_plan, LOOK_AND_LOCK " skip locked", 1, types),
-									  args, NULL, false, 1);
-	check_ret(ret, SPI_OK_SELECT, "locking a queue row");
-	return SPI_processed == 1;
+	return lock_row(&look_lock_wait_plan, &look_lock_skip_plan,
+					"select from pgque.queue q" LAST_TICK_JOIN
+					" where q.queue_id operator(pg_catalog.=) $1 and not q.queue_unlogged"
+					"   and " DUE_FOR_WORKER
+					"   for no key update of q",
+					wait, types, args);
 }
 
 static PgqueTickVisit
@@ -375,20 +391,10 @@ visit(int32 queue_id, bool wait, int64 *tick_id)
 	if (due != 1)
 		return PGQUE_VISIT_NONE;
 
-	if (wait)
-		ret = pgque_kept_plan_execute(keep(&lock_wait_plan,
-										   "select from pgque.queue q where q.queue_id operator(pg_catalog.=) $1"
-										   "   for no key update",
-										   1, types),
-									  args, NULL, false, 1);
-	else
-		ret = pgque_kept_plan_execute(keep(&lock_skip_plan,
-										   "select from pgque.queue q where q.queue_id operator(pg_catalog.=) $1"
-										   "   for no key update skip locked",
-										   1, types),
-									  args, NULL, false, 1);
-	check_ret(ret, SPI_OK_SELECT, "locking a queue row");
-	if (SPI_processed != 1)
+	if (!lock_row(&lock_wait_plan, &lock_skip_plan,
+				  "select from pgque.queue q where q.queue_id operator(pg_catalog.=) $1"
+				  "   for no key update",
+				  wait, types, args))
 		return wait ? PGQUE_VISIT_NONE : PGQUE_VISIT_BUSY;
 
 	*tick_id = tick_locked(queue_id, true);
