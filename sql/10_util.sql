@@ -81,6 +81,11 @@ end $$;
 create function pgque._lock(i_class regclass, i_key int8, i_exclusive boolean, i_wait boolean)
 returns boolean language c volatile strict as 'MODULE_PATHNAME', 'pgque_lock';
 
+-- The queue's DDL lock, below: _lock on (pgque.queue, queue id), the rule
+-- written once in C (src/locks.c), which the ticker calls too.
+create function pgque._queue_lock(i_queue_id int4, i_exclusive boolean, i_wait boolean)
+returns boolean language c volatile strict as 'MODULE_PATHNAME', 'pgque_queue_lock_sql';
+
 -- A queue's DDL lock (ADR 0020, 0040): the extension's lock on (pgque.queue,
 -- queue id).  DDL that drops or replaces a queue's relations (drop_queue)
 -- takes it exclusively before any other lock; the workers' units take it
@@ -90,17 +95,17 @@ returns boolean language c volatile strict as 'MODULE_PATHNAME', 'pgque_lock';
 -- drop_queue holding the row and waiting for that relation.
 create function pgque._queue_ddl_lock(i_queue_id int4)
 returns void language sql as $$
-    select pgque._lock('pgque.queue'::pg_catalog.regclass, i_queue_id, true, true);
+    select pgque._queue_lock(i_queue_id, true, true);
 $$;
 
 create function pgque._queue_try_share(i_queue_id int4)
 returns boolean language sql as $$
-    select pgque._lock('pgque.queue'::pg_catalog.regclass, i_queue_id, false, false);
+    select pgque._queue_lock(i_queue_id, false, false);
 $$;
 
 create function pgque._queue_try_exclusive(i_queue_id int4)
 returns boolean language sql as $$
-    select pgque._lock('pgque.queue'::pg_catalog.regclass, i_queue_id, true, false);
+    select pgque._queue_lock(i_queue_id, true, false);
 $$;
 
 -- The queue's DDL lock, shared, for a caller that must not go on without
@@ -110,7 +115,7 @@ $$;
 create function pgque._queue_share_wait(i_queue_id int4)
 returns void language plpgsql set lock_timeout = '2s' as $$
 begin
-    perform pgque._lock('pgque.queue'::pg_catalog.regclass, i_queue_id, false, true);
+    perform pgque._queue_lock(i_queue_id, false, true);
 exception when lock_not_available then
     raise exception 'the queue is locked for a change of its layout'
         using errcode = 'lock_not_available',

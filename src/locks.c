@@ -35,11 +35,13 @@
 #include "utils/lsyscache.h"
 
 #include "compat.h"
+#include "locks.h"
 
 /* the key fills the object (32 bits) and sub-object (16 bits) fields */
 #define PGQUE_LOCK_KEY_MAX ((INT64CONST(1) << 48) - 1)
 
 PG_FUNCTION_INFO_V1(pgque_lock);
+PG_FUNCTION_INFO_V1(pgque_queue_lock_sql);
 
 /*
  * pgque._lock(i_class regclass, i_key int8, i_exclusive boolean,
@@ -73,4 +75,32 @@ pgque_lock(PG_FUNCTION_ARGS)
 	SET_LOCKTAG_OBJECT(tag, MyDatabaseId, cls, (uint32) key, (uint16) (key >> 32));
 	PG_RETURN_BOOL(LockAcquire(&tag, exclusive ? AccessExclusiveLock : AccessShareLock,
 							   false, !wait) != LOCKACQUIRE_NOT_AVAIL);
+}
+
+/*
+ * The queue's DDL lock (ADR 0020, 0040): the lock of class pgque.queue and
+ * key queue_id, as pgque._lock takes it.  One rule for the ticker
+ * (src/tick.c) and SQL (pgque._queue_lock, which _queue_ddl_lock,
+ * _queue_try_share, _queue_try_exclusive and _queue_share_wait call).
+ * False when schema pgque has no queue table.
+ */
+bool
+pgque_queue_lock(int32 queue_id, bool exclusive, bool wait)
+{
+	Oid			nsp = get_namespace_oid("pgque", true);
+	Oid			relid = OidIsValid(nsp) ? get_relname_relid("queue", nsp) : InvalidOid;
+
+	if (!OidIsValid(relid))
+		return false;
+	return DatumGetBool(DirectFunctionCall4(pgque_lock, ObjectIdGetDatum(relid),
+											Int64GetDatum(queue_id), BoolGetDatum(exclusive),
+											BoolGetDatum(wait)));
+}
+
+/* pgque._queue_lock(i_queue_id int4, i_exclusive boolean, i_wait boolean)
+ * -> whether the lock is held */
+Datum
+pgque_queue_lock_sql(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_BOOL(pgque_queue_lock(PG_GETARG_INT32(0), PG_GETARG_BOOL(1), PG_GETARG_BOOL(2)));
 }

@@ -48,11 +48,9 @@
 
 #include "compat.h"
 #include "kept_plan.h"
+#include "locks.h"
 #include "tick.h"
 #include "wake.h"
-
-/* pgque._lock (locks.c) */
-extern Datum pgque_lock(PG_FUNCTION_ARGS);
 
 
 static PgqueKeptPlan *look_lock_skip_plan = NULL;
@@ -288,19 +286,6 @@ tick_locked(int32 queue_id, bool check)
 	return tid;
 }
 
-/* the queue's DDL lock, tried shared (pgque._queue_try_share) */
-static bool
-queue_try_share(int32 queue_id)
-{
-	Oid			relid = get_relname_relid("queue", get_namespace_oid("pgque", false));
-
-	if (!OidIsValid(relid))
-		return false;
-	return DatumGetBool(DirectFunctionCall4(pgque_lock, ObjectIdGetDatum(relid),
-											Int64GetDatum(queue_id), BoolGetDatum(false),
-											BoolGetDatum(false)));
-}
-
 /* the look: -1 no row, else *unlogged and the due rule (NULL: not asked) */
 static int
 look(int32 queue_id, bool gated, bool *unlogged)
@@ -414,7 +399,7 @@ pgque_tick_visit(int32 queue_id, bool wait, int64 *tick_id)
 	int			ret;
 
 	*tick_id = 0;
-	if (!queue_try_share(queue_id))
+	if (!pgque_queue_lock(queue_id, false, false))
 		return PGQUE_VISIT_NONE;
 	if ((ret = SPI_connect()) != SPI_OK_CONNECT)
 		elog(ERROR, "pgque_bgw: SPI_connect failed: %s", SPI_result_code_string(ret));

@@ -20,6 +20,21 @@ reset role;
 set role pgque_t35_admin;
 select pgque._lock('pgque.queue', 1, true, true);
 reset role;
+-- nor the queue's DDL lock, whose rule (class pgque.queue, key the queue's
+-- id) is written once in C for SQL and the ticker (pgque._queue_lock)
+set role pgque_t35_login;
+select pgque._queue_lock(1, true, true);
+reset role;
+set role pgque_t35_admin;
+select pgque._queue_lock(1, false, false);
+reset role;
+select pgque._queue_lock(:qid, null, true) is null as strict;
+-- its lock, as pg_locks shows it: the queue's id under class pgque.queue
+-- (the ticker's try meets a drop's hold: isolation lock_squat)
+begin;
+select pgque._queue_lock(:qid, true, true) as held;
+select class, objid = :qid as is_queue, objsubid, mode from t35_locks;
+commit;
 
 -- bad input (the owner's): a class outside pgque, a key outside 48 bits
 select pgque._lock('pg_catalog.pg_class', 1, true, true);
