@@ -26,6 +26,8 @@
 #include "access/genam.h"
 #include "access/xact.h"
 #include "access/heapam.h"
+#include "access/htup_details.h"
+#include "access/tupmacs.h"
 #include "access/relscan.h"
 #include "access/stratnum.h"
 #include "access/table.h"
@@ -40,6 +42,8 @@
 #include "executor/tuptable.h"
 #include "miscadmin.h"
 #include "nodes/makefuncs.h"
+#include "pgstat.h"
+#include "storage/bufmgr.h"
 #include "storage/lmgr.h"
 #include "utils/acl.h"
 #include "utils/array.h"
@@ -260,41 +264,227 @@ open_direct(DirectRel *d, Oid nsp)
 }
 
 /*
- * The rows of one index scan of d (the keys: the range, or one xid) that
- * pass the rest of the window's predicate, to dest; false when dest asked
- * to stop.
+ * What one read hands out and how (ADR 0127): the TIDs its index scans
+ * found, kept until the heap is read in block order.
+ */
+typedef struct DirectRead
+{
+	Snapshot	snapshot;
+	Datum		hi;				/* the new tick's pg_snapshot, detoasted once */
+	bool		has_owner;
+	bool		has_after;
+	int32		owner;
+	int64		after;
+	TupleTableSlot *slot;
+	DestReceiver *dest;
+	uint64	   *nrows;
+	uint64	   *tids;			/* block << 16 | offset, as the index found them */
+	int			ntids;
+} DirectRead;
+
+/*
+ * At most this many TIDs are collected before the heap is read: a window's
+ * rows go out in runs of this many (48 kB of TIDs), whatever its size.
+ */
+#define DIRECT_TID_CHUNK 8192
+
+static int
+tid_cmp(const void *a, const void *b)
+{
+	uint64		x = *(const uint64 *) a;
+	uint64		y = *(const uint64 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * ev_id, ev_txid and ev_owner (NULL: owner_null) of an event row, read
+ * from its bytes as slot_deform_heap_tuple would (event_template's first
+ * four columns: three of 8 bytes, one of 4; open_direct checked their
+ * types): false for a row stored with fewer columns, or a null ev_id or
+ * ev_txid (never: open_direct checked they are not null), which the
+ * caller skips.
+ */
+static inline bool
+row_keys(HeapTupleHeader t, int64 *ev_id, Datum *txid, bool *owner_null, int32 *owner)
+{
+	char	   *tp = (char *) t + t->t_hoff;
+	bool		hasnull = (t->t_infomask & HEAP_HASNULL) != 0;
+	uint32		off = 0;
+	int			i;
+
+	if (HeapTupleHeaderGetNatts(t) <= EV_OWNER)
+		return false;
+	*owner_null = true;
+	for (i = 0; i <= EV_OWNER; i++)
+	{
+		if (hasnull && att_isnull(i, t->t_bits))
+		{
+			if (i == EV_ID || i == EV_TXID)
+				return false;
+			continue;
+		}
+		if (i < EV_OWNER)
+		{
+			off = att_align_nominal(off, TYPALIGN_DOUBLE);
+			if (i == EV_ID)
+				memcpy(ev_id, tp + off, sizeof(int64));
+			else if (i == EV_TXID)
+			{
+				FullTransactionId x;
+
+				memcpy(&x, tp + off, sizeof(x));
+				*txid = FullTransactionIdGetDatum(x);
+			}
+			off += sizeof(int64);
+		}
+		else
+		{
+			off = att_align_nominal(off, TYPALIGN_INT);
+			memcpy(owner, tp + off, sizeof(int32));
+			*owner_null = false;
+		}
+	}
+	return true;
+}
+
+/*
+ * The rows of the TIDs collected from d's index, heap page by heap page in
+ * block order: each page pinned and share-locked once, the visible member
+ * of each TID's HOT chain found under the lock (heap_hot_search_buffer, as
+ * an index scan's heap fetch finds it), then, the lock released and the
+ * pin kept, each row that passes the rest of the window's predicate handed
+ * to dest.  An index scan fetched each row by its own call (a buffer
+ * lookup, a content lock, a HOT search, a slot deform) in ev_txid order,
+ * which visits a page again wherever two transactions' rows interleave.
+ * false when dest asked to stop.
  */
 static bool
-scan_direct(DirectRel *d, Snapshot snapshot, ScanKey keys, int nkeys, Datum *args, char *nulls,
-			TupleTableSlot *slot, DestReceiver *dest, uint64 *nrows)
+read_tids(DirectRel *d, DirectRead *rd)
+{
+	uint64	   *t = rd->tids;
+	int			n = rd->ntids;
+	int			i;
+	bool		go_on = true;
+	Oid			relid = RelationGetRelid(d->rel);
+
+	rd->ntids = 0;
+	for (i = 1; i < n; i++)
+		if (t[i - 1] > t[i])
+			break;
+	/* a window's rows were written in about the order their xids ended: rarely unsorted */
+	if (i < n)
+		qsort(t, n, sizeof(uint64), tid_cmp);
+	i = 0;
+	while (go_on && i < n)
+	{
+		BlockNumber blk = (BlockNumber) (t[i] >> 16);
+		OffsetNumber vis[MaxHeapTuplesPerPage];
+		int			nvis = 0;
+		int			k;
+		Buffer		buf;
+		Page		page;
+
+		CHECK_FOR_INTERRUPTS();
+		buf = ReadBuffer(d->rel, blk);
+		heap_page_prune_opt(d->rel, buf);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		for (; i < n && (BlockNumber) (t[i] >> 16) == blk; i++)
+		{
+			ItemPointerData tid;
+			HeapTupleData ht;
+			bool		all_dead;
+
+			/* a TID found twice (never: one key each) goes out once */
+			if (i > 0 && t[i] == t[i - 1])
+				continue;
+			ItemPointerSet(&tid, blk, (OffsetNumber) (t[i] & 0xffff));
+			if (heap_hot_search_buffer(&tid, d->rel, buf, rd->snapshot, &ht, &all_dead, true) &&
+				nvis < MaxHeapTuplesPerPage)
+			{
+				vis[nvis++] = ItemPointerGetOffsetNumber(&tid);
+				/* as an index scan's heap fetch counts it (the index's idx_tup_fetch) */
+				pgstat_count_heap_fetch(d->irel);
+			}
+		}
+		LockBuffer(buf, BUFFER_LOCK_UNLOCK);
+
+		/*
+		 * The rows stay where they are while the page is pinned (pruning
+		 * moves them only under a cleanup lock): handed out from the page
+		 */
+		page = BufferGetPage(buf);
+		for (k = 0; k < nvis; k++)
+		{
+			ItemId		lp = PageGetItemId(page, vis[k]);
+			HeapTupleData ht;
+			int64		ev_id = 0;
+			Datum		txid = (Datum) 0;
+			bool		owner_null = true;
+			int32		owner = 0;
+
+			ht.t_data = (HeapTupleHeader) PageGetItem(page, lp);
+			ht.t_len = ItemIdGetLength(lp);
+			ht.t_tableOid = relid;
+			ItemPointerSet(&ht.t_self, blk, vis[k]);
+			if (!row_keys(ht.t_data, &ev_id, &txid, &owner_null, &owner))
+			{
+				/* a row of another layout: as the slot reads it */
+				ExecStoreBufferHeapTuple(&ht, rd->slot, buf);
+				slot_getsomeattrs(rd->slot, EV_OWNER + 1);
+				if (rd->slot->tts_isnull[EV_ID] || rd->slot->tts_isnull[EV_TXID])
+					continue;
+				ev_id = DatumGetInt64(rd->slot->tts_values[EV_ID]);
+				txid = rd->slot->tts_values[EV_TXID];
+				owner_null = rd->slot->tts_isnull[EV_OWNER];
+				owner = owner_null ? 0 : DatumGetInt32(rd->slot->tts_values[EV_OWNER]);
+			}
+			if (!pgque_window_row_visible(txid, rd->hi))
+				continue;
+			if (rd->has_owner && !owner_null && owner != rd->owner)
+				continue;
+			if (rd->has_after && ev_id <= rd->after)
+				continue;
+			ExecStoreBufferHeapTuple(&ht, rd->slot, buf);
+			(*rd->nrows)++;
+			if (!rd->dest->receiveSlot(rd->slot, rd->dest))
+			{
+				go_on = false;
+				break;
+			}
+		}
+		/* the slot keeps its own pin of the page its last row is on */
+		ReleaseBuffer(buf);
+	}
+	return go_on;
+}
+
+/*
+ * The TIDs of one index scan of d (the keys: the range, or one xid) into
+ * rd, the heap read each time they fill a chunk; false when dest asked to
+ * stop.
+ */
+static bool
+scan_direct(DirectRel *d, DirectRead *rd, ScanKey keys, int nkeys)
 {
 	IndexScanDesc scan;
+	ItemPointer tid;
 	bool		go_on = true;
-	bool		has_owner = nulls[WA_OWNER] != 'n';
-	bool		has_after = nulls[WA_AFTER] != 'n';
-	int32		owner = has_owner ? DatumGetInt32(args[WA_OWNER]) : 0;
-	int64		after = has_after ? DatumGetInt64(args[WA_AFTER]) : 0;
 
-	scan = pgque_index_beginscan(d->rel, d->irel, snapshot, nkeys);
+	scan = pgque_index_beginscan(d->rel, d->irel, rd->snapshot, nkeys);
 	index_rescan(scan, keys, nkeys, NULL, 0);
-	while (index_getnext_slot(scan, ForwardScanDirection, slot))
+	while ((tid = index_getnext_tid(scan, ForwardScanDirection)) != NULL)
 	{
-		CHECK_FOR_INTERRUPTS();
-		slot_getsomeattrs(slot, EV_OWNER + 1);
-		/* never (open_direct: the columns are not null) */
-		if (slot->tts_isnull[EV_ID] || slot->tts_isnull[EV_TXID])
-			continue;
-		if (!pgque_window_row_visible(slot->tts_values[EV_TXID], args[WA_SNAP]))
-			continue;
-		if (has_owner && !slot->tts_isnull[EV_OWNER] && DatumGetInt32(slot->tts_values[EV_OWNER]) != owner)
-			continue;
-		if (has_after && DatumGetInt64(slot->tts_values[EV_ID]) <= after)
-			continue;
-		(*nrows)++;
-		if (!dest->receiveSlot(slot, dest))
+		rd->tids[rd->ntids++] =
+			((uint64) ItemPointerGetBlockNumber(tid) << 16) | ItemPointerGetOffsetNumber(tid);
+		if (rd->ntids == DIRECT_TID_CHUNK)
 		{
-			go_on = false;
-			break;
+			CHECK_FOR_INTERRUPTS();
+			if (!read_tids(d, rd))
+			{
+				go_on = false;
+				break;
+			}
 		}
 	}
 	index_endscan(scan);
@@ -323,6 +513,7 @@ pgque_window_read_direct(const char *source, Datum *args, char *nulls, DestRecei
 	Datum	   *xids = NULL;
 	int			nxids = 0;
 	bool		ok = true;
+	DirectRead	rd;
 
 	if (nulls[WA_LO] == 'n' || nulls[WA_HI] == 'n' || nulls[WA_SNAP] == 'n')
 		return false;
@@ -391,6 +582,17 @@ pgque_window_read_direct(const char *source, Datum *args, char *nulls, DestRecei
 	UpdateActiveSnapshotCommandId();
 	snapshot = RegisterSnapshot(GetActiveSnapshot());
 	*nrows = 0;
+	memset(&rd, 0, sizeof(rd));
+	rd.snapshot = snapshot;
+	/* detoasted once, not by every row's test (a short header is copied each time) */
+	rd.hi = PointerGetDatum(PG_DETOAST_DATUM(args[WA_SNAP]));
+	rd.has_owner = nulls[WA_OWNER] != 'n';
+	rd.has_after = nulls[WA_AFTER] != 'n';
+	rd.owner = rd.has_owner ? DatumGetInt32(args[WA_OWNER]) : 0;
+	rd.after = rd.has_after ? DatumGetInt64(args[WA_AFTER]) : 0;
+	rd.dest = dest;
+	rd.nrows = nrows;
+	rd.tids = palloc(sizeof(uint64) * DIRECT_TID_CHUNK);
 	dest->rStartup(dest, CMD_SELECT, RelationGetDescr(rels[0].rel));
 	for (i = 0; i < nrels; i++)
 	{
@@ -403,19 +605,23 @@ pgque_window_read_direct(const char *source, Datum *args, char *nulls, DestRecei
 				ExecDropSingleTupleTableSlot(slot);
 			slot = table_slot_create(rels[i].rel, NULL);
 		}
+		rd.slot = slot;
 		/* ev_txid >= lo's xmax and < hi's xmax */
 		ScanKeyInit(&keys[0], 1, BTGreaterEqualStrategyNumber, F_XID8GE, args[WA_LO]);
 		ScanKeyInit(&keys[1], 1, BTLessStrategyNumber, F_XID8LT, args[WA_HI]);
-		if (!scan_direct(&rels[i], snapshot, keys, 2, args, nulls, slot, dest, nrows))
+		if (!scan_direct(&rels[i], &rd, keys, 2))
 			break;
 		/* or in progress at lo (below its xmax: no row of the range again) */
 		for (k = 0; k < nxids; k++)
 		{
 			ScanKeyInit(&keys[0], 1, BTEqualStrategyNumber, F_XID8EQ, xids[k]);
-			if (!scan_direct(&rels[i], snapshot, keys, 1, args, nulls, slot, dest, nrows))
+			if (!scan_direct(&rels[i], &rd, keys, 1))
 				break;
 		}
 		if (k < nxids)
+			break;
+		/* the relation's last TIDs, with those of its in-progress xids: one pass over its pages */
+		if (rd.ntids > 0 && !read_tids(&rels[i], &rd))
 			break;
 	}
 	if (slot != NULL)
