@@ -120,6 +120,12 @@ typedef struct PartReceiver
 	bool		msg_direct;		/* desc is pgque.message as message_direct forms it */
 	TupleDesc	ev_desc;		/* the last event tuple descriptor checked ... */
 	bool		ev_direct;		/* ... and whether message_direct reads its tuples */
+	bool		stream;			/* the part goes straight to ts (ADR 0127) ... */
+	int64		smax;			/* ... its greatest ev_id so far */
+	bool		rest;			/* rows past the streamed part went to mcache */
+	MemoryContext cxt;			/* the read's caller's, which holds buf */
+	char	   *buf;			/* message_direct's buffer for a streamed row */
+	Size		bufsize;
 } PartReceiver;
 
 /*
@@ -196,8 +202,9 @@ layout_is(TupleDesc desc, const Oid *types, int natts)
 	return true;
 }
 
-static HeapTuple
-message_direct(HeapTupleHeader ev, TupleDesc mdesc, int64 batch_id)
+static pg_attribute_always_inline HeapTuple
+message_direct(HeapTupleHeader ev, TupleDesc mdesc, int64 batch_id, MemoryContext bufcxt, char **buf,
+			   Size *bufsize)
 {
 	/* the columns that are not null, one bit each (an event row has 11: two bytes of bitmap) */
 	uint32		notnull = (ev->t_infomask & HEAP_HASNULL) ?
@@ -250,7 +257,22 @@ message_direct(HeapTupleHeader ev, TupleDesc mdesc, int64 batch_id)
 	 */
 	hoff = MAXALIGN(offsetof(HeapTupleHeaderData, t_bits) + (hasnull ? BITMAPLEN(MSG_NATTS) : 0));
 	bound = hoff + off + sizeof(int64) + MSG_NATTS * MAXIMUM_ALIGNOF;
-	tuple = (HeapTuple) palloc(HEAPTUPLESIZE + bound);
+	if (buf == NULL)
+		tuple = (HeapTuple) palloc(HEAPTUPLESIZE + bound);
+	else
+	{
+		/* the caller's buffer, reused row after row (a message handed straight out) */
+		if (*bufsize < HEAPTUPLESIZE + bound)
+		{
+			Size		want = Max(HEAPTUPLESIZE + bound, (Size) 1024);
+
+			if (*buf != NULL)
+				pfree(*buf);
+			*buf = MemoryContextAlloc(bufcxt, want);
+			*bufsize = want;
+		}
+		tuple = (HeapTuple) *buf;
+	}
 	tuple->t_data = td = (HeapTupleHeader) ((char *) tuple + HEAPTUPLESIZE);
 	memset(td, 0, hoff);
 	ItemPointerSetInvalid(&(tuple->t_self));
@@ -370,6 +392,38 @@ part_startup(DestReceiver *self, int operation, TupleDesc typeinfo)
 	pgque_window_check_desc(typeinfo);
 }
 
+/*
+ * A streamed part meets a row out of ev_id order (or one message_direct
+ * does not read): the rows already in the result move to mcache, which
+ * puts every row of the read in order as before, and the result is
+ * emptied (it held only these: streaming starts on an empty one).
+ */
+static void
+stream_stop(PartReceiver *r)
+{
+	TupleTableSlot *s;
+	MemoryContext old;
+
+	r->stream = false;
+	if (r->nput == 0)
+		return;
+	s = MakeSingleTupleTableSlot(r->desc, &TTSOpsMinimalTuple);
+	while (tuplestore_gettupleslot(r->ts, true, false, s))
+	{
+		bool		isnull;
+		int64		ev_id = DatumGetInt64(slot_getattr(s, MSG_ID + 1, &isnull));
+		HeapTuple	tup;
+
+		old = MemoryContextSwitchTo(mcache.cxt);
+		tup = ExecCopySlotHeapTuple(s);
+		MemoryContextSwitchTo(old);
+		pgque_window_cache_keep_smallest(&mcache, tup, ev_id, (int) r->max_return + 1);
+	}
+	ExecDropSingleTupleTableSlot(s);
+	tuplestore_clear(r->ts);
+	r->nput = 0;
+}
+
 static bool
 part_receive(TupleTableSlot *slot, DestReceiver *self)
 {
@@ -385,14 +439,33 @@ part_receive(TupleTableSlot *slot, DestReceiver *self)
 	{
 		HeapTupleHeader ev = event_direct(r, slot);
 
+		if (ev == NULL && r->stream)
+			stream_stop(r);
 		if (ev != NULL)
 		{
 			/* ev_id: the first column, never null */
 			memcpy(&ev_id, (char *) ev + ev->t_hoff, sizeof(int64));
+			if (r->stream && r->nput > 0 && ev_id < r->smax)
+				stream_stop(r);	/* a row out of ev_id order: the cache sorts them */
+			if (r->stream && (r->nput < r->max_return || ev_id == r->smax))
+			{
+				/*
+				 * In ev_id order so far, and within the part (or of its last
+				 * id): straight into the result, formed once in a reused
+				 * buffer, the tuplestore's copy the only one kept
+				 */
+				tup = message_direct(ev, r->desc, r->batch_id, r->cxt, &r->buf, &r->bufsize);
+				tuplestore_puttuple(r->ts, tup);
+				r->nput++;
+				r->smax = ev_id;
+				return true;
+			}
+			if (r->stream)
+				r->rest = true;	/* past the part: kept for the next ones */
 			if (!pgque_window_cache_wants(&mcache, ev_id))
 				return true;
 			old = MemoryContextSwitchTo(mcache.cxt);
-			tup = message_direct(ev, r->desc, r->batch_id);
+			tup = message_direct(ev, r->desc, r->batch_id, NULL, NULL, NULL);
 			MemoryContextSwitchTo(old);
 			pgque_window_cache_keep_smallest(&mcache, tup, ev_id, (int) r->max_return + 1);
 			return true;
@@ -496,6 +569,7 @@ part_receiver_init(PartReceiver *r, Tuplestorestate *ts, TupleDesc desc, int64 b
 	r->batch_id = batch_id;
 	r->max_return = max_return;
 	r->msg_direct = layout_is(desc, msg_types, MSG_NATTS);
+	r->cxt = CurrentMemoryContext;
 }
 
 /*
@@ -689,6 +763,13 @@ read_part(int64 batch_id, int64 max_return, const SlotShare *share, WindowOfKind
 	{
 		part_receiver_init(&r, ts, desc, batch_id, max_return);
 		r.collect = true;
+		/*
+		 * The part straight out while the rows come in ev_id order (ADR
+		 * 0127): a source of one relation, whose heap holds them about in
+		 * that order (a bucketed one's come in a run per bucket: sorted in
+		 * mcache as before)
+		 */
+		r.stream = r.msg_direct && tuplestore_tuple_count(ts) == 0 && strstr(source, " union all ") == NULL;
 		pgque_window_cache_reset(&mcache, source, args, nulls);
 		/* a fresh snapshot: the window's tick may be newer than the caller's */
 		mcache.filling = true;
@@ -703,6 +784,26 @@ read_part(int64 batch_id, int64 max_return, const SlotShare *share, WindowOfKind
 		}
 		PG_END_TRY();
 		mcache.filling = false;
+		if (r.buf != NULL)
+			pfree(r.buf);
+		if (r.stream)
+		{
+			/*
+			 * Every row came in ev_id order: the part is in the result,
+			 * with every row of its last id.  The rows past it are kept,
+			 * starting after that id; the part itself is not (read again,
+			 * it is read from the tables).
+			 */
+			pgque_window_cache_seal(&mcache);
+			mcache.has_from = true;
+			mcache.from = r.smax;
+			if (!r.rest)
+				mcache.valid = false;
+			mcache_rest = r.rest;
+			*more = r.rest;
+			*last = r.rest ? r.smax : 0;
+			return r.nput;
+		}
 		pgque_window_cache_seal(&mcache);
 		if (part_from_cache(source, args, nulls, batch_id, max_return, ts, &n, more, last))
 			return n;
