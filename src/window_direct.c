@@ -399,9 +399,14 @@ read_tids(DirectRel *d, DirectRead *rd)
 			if (i > 0 && t[i] == t[i - 1])
 				continue;
 			ItemPointerSet(&tid, blk, (OffsetNumber) (t[i] & 0xffff));
-			if (heap_hot_search_buffer(&tid, d->rel, buf, rd->snapshot, &ht, &all_dead, true) &&
-				nvis < MaxHeapTuplesPerPage)
+			if (heap_hot_search_buffer(&tid, d->rel, buf, rd->snapshot, &ht, &all_dead, true))
 			{
+				/* distinct offsets of one page: never more (an index pointing past the page) */
+				if (nvis >= MaxHeapTuplesPerPage)
+					ereport(ERROR,
+							(errcode(ERRCODE_INDEX_CORRUPTED),
+							 errmsg("index \"%s\" points to more rows of block %u of \"%s\" than a page holds",
+									RelationGetRelationName(d->irel), blk, RelationGetRelationName(d->rel))));
 				vis[nvis++] = ItemPointerGetOffsetNumber(&tid);
 				/* as an index scan's heap fetch counts it (the index's idx_tup_fetch) */
 				pgstat_count_heap_fetch(d->irel);
