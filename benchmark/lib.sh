@@ -132,10 +132,20 @@ bench_hold_xid() {
 	exit 1
 }
 bench_release_xid() {
+	local i
 	[ -n "${BENCH_XID_PID:-}" ] || return 0
 	exec 9>&-	# the end of its input: the session ends, its transaction rolled back
 	wait "$BENCH_XID_PID" || true
 	BENCH_XID_PID=
+	# psql may exit before its backend has: wait until the backend has left
+	# pg_stat_activity (its transaction ended before, at its exit's abort)
+	local n
+	for i in $(seq 1 300); do
+		n=$("${PSQL[@]}" -c "select count(*) from pg_catalog.pg_stat_activity
+			where application_name = 'bench_hold_xid'" 2>/dev/null) || return 0	# no server
+		[ "$n" = 0 ] && return 0
+		sleep 0.1
+	done
 }
 
 # have_pgq: PgQ 3 is installed in PG_CONFIG's server
