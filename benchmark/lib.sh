@@ -214,6 +214,51 @@ drain_notice_eps() {
 	sed -n 's/.*drained \([0-9]*\) events in \([0-9.e-]*\) s.*/\1 \2/p' |
 		awk '$2 > 0 {printf "%d %.0f\n", $1, $1 / $2}'
 }
+# bench_evindex LAYOUT: every event table's and bucket's ev_txid index
+# made LAYOUT (btree, or brin: BRIN minmax pages_per_range 4 through the
+# xid8_minmax_ops operator class, public's when the build has none), by
+# hand, whatever this build makes (ADR 0073, 0126: the other layout
+# measured beside the build's)
+bench_evindex() {
+	"${PSQL[@]}" >/dev/null <<SQL
+do \$\$ declare r record; opc text; begin
+  select pg_catalog.format('%I.%I', n.nspname, o.opcname) into opc from pg_catalog.pg_opclass o
+    join pg_catalog.pg_namespace n on n.oid = o.opcnamespace join pg_catalog.pg_am a on a.oid = o.opcmethod
+   where o.opcname = 'xid8_minmax_ops' and a.amname = 'brin' order by n.nspname = 'pgque' desc limit 1;
+  if opc is null and '$1' = 'brin' then
+    create operator class public.xid8_minmax_ops for type xid8 using brin as
+      operator 1 pg_catalog.< (xid8, xid8), operator 2 pg_catalog.<= (xid8, xid8),
+      operator 3 pg_catalog.= (xid8, xid8), operator 4 pg_catalog.>= (xid8, xid8),
+      operator 5 pg_catalog.> (xid8, xid8),
+      function 1 pg_catalog.brin_minmax_opcinfo(internal),
+      function 2 pg_catalog.brin_minmax_add_value(internal, internal, internal, internal),
+      function 3 pg_catalog.brin_minmax_consistent(internal, internal, internal),
+      function 4 pg_catalog.brin_minmax_union(internal, internal, internal);
+    opc := 'public.xid8_minmax_ops';
+  end if;
+  for r in select i.indexrelid::regclass as idx, i.indrelid::regclass as tbl, c.relname
+             from pg_catalog.pg_index i join pg_catalog.pg_class c on c.oid = i.indexrelid
+             join pg_catalog.pg_class t on t.oid = i.indrelid
+             join pg_catalog.pg_namespace n on n.oid = t.relnamespace
+            where n.nspname = 'pgque' and t.relname ~ '^event_[0-9]+_[0-9]+(_b[0-9]+)?\$' loop
+    execute 'drop index ' || r.idx;
+    if '$1' = 'brin' then
+      execute pg_catalog.format('create index %I on %s using brin (ev_txid %s) with (pages_per_range = 4, autosummarize = off)',
+                                r.relname, r.tbl, opc);
+    else
+      execute pg_catalog.format('create index %I on %s (ev_txid)', r.relname, r.tbl);
+    end if;
+  end loop;
+end \$\$;
+SQL
+}
+# bench_evindex_summarise: every BRIN of the event tables summarised (the
+# ticker's duty, ADR 0126, done at once)
+bench_evindex_summarise() {
+	"${PSQL[@]}" >/dev/null -c "select pg_catalog.brin_summarize_new_values(c.oid) from pg_catalog.pg_class c
+		join pg_catalog.pg_am a on a.oid = c.relam join pg_catalog.pg_namespace n on n.oid = c.relnamespace
+		where a.amname = 'brin' and n.nspname = 'pgque' and c.relname ~ '^event_'"
+}
 # drain_backlog WINDOWS WINDOW: the queues (PgQ's too when installed) and
 # WINDOWS tick windows of WINDOW events in each, the systems' windows
 # interleaved in one session; DRAIN_SYSTEMS: the systems made
@@ -221,6 +266,8 @@ drain_backlog() {
 	DRAIN_SYSTEMS=(pgque pgque_32_buckets pgque_window)
 	have_pgq && DRAIN_SYSTEMS+=(pgq)
 	drain_queues "$(have_pgq && echo pgq)"
+	# EVINDEX=btree|brin: the queues' ev_txid index made so by hand
+	[ -z "${EVINDEX:-}" ] || bench_evindex "$EVINDEX"
 	local sys n=0
 	for _ in $(seq 1 "$1"); do
 		for sys in "${DRAIN_SYSTEMS[@]}"; do
@@ -235,6 +282,7 @@ drain_backlog() {
 	if [ "${DRAIN_XIP_COMMIT:-0}" = 1 ]; then
 		"${PSQL[@]}" -c "commit prepared 'drain_xip_$(($1 * ${#DRAIN_SYSTEMS[@]}))'" >/dev/null
 	fi
+	[ "${EVINDEX:-}" != brin ] || bench_evindex_summarise
 }
 # drain_xip_window SYSTEM EVENTS N: drain_window with make bench's other
 # producers as one transaction (prepared, so no session has to stay open):
