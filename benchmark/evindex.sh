@@ -29,17 +29,9 @@ command -v valgrind >/dev/null || { echo "valgrind is needed" >&2; exit 1; }
 # (benchmark/server.conf's settings; autovacuum off: the counts repeat)
 bench_server evindex 56711 "autovacuum = off" "full_page_writes = off"
 psql_() { "${PSQL[@]}" "$@"; }
+psql_ >/dev/null -c "$BENCH_XID8_BRIN_OPCLASS"
 psql_ >/dev/null <<'SQL'
 create extension pgque_bgw;
--- BRIN has no xid8 operator class in core: minmax over xid8's btree operators
-create operator class public.xid8_minmax_ops for type xid8 using brin as
-    operator 1 pg_catalog.< (xid8, xid8), operator 2 pg_catalog.<= (xid8, xid8),
-    operator 3 pg_catalog.= (xid8, xid8), operator 4 pg_catalog.>= (xid8, xid8),
-    operator 5 pg_catalog.> (xid8, xid8),
-    function 1 pg_catalog.brin_minmax_opcinfo(internal),
-    function 2 pg_catalog.brin_minmax_add_value(internal, internal, internal, internal),
-    function 3 pg_catalog.brin_minmax_consistent(internal, internal, internal),
-    function 4 pg_catalog.brin_minmax_union(internal, internal, internal);
 create function public.relayout(q text, how text) returns void language plpgsql as $$
 declare t text; qid int4 := (select queue_id from pgque.queue where queue_name = q);
 begin

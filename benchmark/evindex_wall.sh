@@ -26,14 +26,7 @@ for q in btree brin; do
 	psql_ >/dev/null <<SQL
 do \$\$ declare r record; begin
   if not exists (select from pg_catalog.pg_opclass where opcname = 'xid8_minmax_ops') then
-    create operator class public.xid8_minmax_ops for type xid8 using brin as
-      operator 1 pg_catalog.< (xid8, xid8), operator 2 pg_catalog.<= (xid8, xid8),
-      operator 3 pg_catalog.= (xid8, xid8), operator 4 pg_catalog.>= (xid8, xid8),
-      operator 5 pg_catalog.> (xid8, xid8),
-      function 1 pg_catalog.brin_minmax_opcinfo(internal),
-      function 2 pg_catalog.brin_minmax_add_value(internal, internal, internal, internal),
-      function 3 pg_catalog.brin_minmax_consistent(internal, internal, internal),
-      function 4 pg_catalog.brin_minmax_union(internal, internal, internal);
+    $BENCH_XID8_BRIN_OPCLASS;
   end if;
   for r in select i.indexrelid::regclass as idx, i.indrelid::regclass as tbl, c.relname
              from pg_catalog.pg_index i join pg_catalog.pg_class c on c.oid = i.indexrelid

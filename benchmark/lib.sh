@@ -214,6 +214,17 @@ drain_notice_eps() {
 	sed -n 's/.*drained \([0-9]*\) events in \([0-9.e-]*\) s.*/\1 \2/p' |
 		awk '$2 > 0 {printf "%d %.0f\n", $1, $1 / $2}'
 }
+# BRIN has no xid8 operator class in core: minmax over xid8's btree
+# operators (the statement evindex.sh, evindex-read.sh, evindex_wall.sh and
+# bench_evindex run when they need one)
+BENCH_XID8_BRIN_OPCLASS='create operator class public.xid8_minmax_ops for type xid8 using brin as
+    operator 1 pg_catalog.< (xid8, xid8), operator 2 pg_catalog.<= (xid8, xid8),
+    operator 3 pg_catalog.= (xid8, xid8), operator 4 pg_catalog.>= (xid8, xid8),
+    operator 5 pg_catalog.> (xid8, xid8),
+    function 1 pg_catalog.brin_minmax_opcinfo(internal),
+    function 2 pg_catalog.brin_minmax_add_value(internal, internal, internal, internal),
+    function 3 pg_catalog.brin_minmax_consistent(internal, internal, internal),
+    function 4 pg_catalog.brin_minmax_union(internal, internal, internal)'
 # bench_evindex LAYOUT: every event table's and bucket's ev_txid index
 # made LAYOUT (btree, or brin: BRIN minmax pages_per_range 4 through the
 # xid8_minmax_ops operator class, public's when the build has none), by
@@ -226,14 +237,7 @@ do \$\$ declare r record; opc text; begin
     join pg_catalog.pg_namespace n on n.oid = o.opcnamespace join pg_catalog.pg_am a on a.oid = o.opcmethod
    where o.opcname = 'xid8_minmax_ops' and a.amname = 'brin' order by n.nspname = 'pgque' desc limit 1;
   if opc is null and '$1' = 'brin' then
-    create operator class public.xid8_minmax_ops for type xid8 using brin as
-      operator 1 pg_catalog.< (xid8, xid8), operator 2 pg_catalog.<= (xid8, xid8),
-      operator 3 pg_catalog.= (xid8, xid8), operator 4 pg_catalog.>= (xid8, xid8),
-      operator 5 pg_catalog.> (xid8, xid8),
-      function 1 pg_catalog.brin_minmax_opcinfo(internal),
-      function 2 pg_catalog.brin_minmax_add_value(internal, internal, internal, internal),
-      function 3 pg_catalog.brin_minmax_consistent(internal, internal, internal),
-      function 4 pg_catalog.brin_minmax_union(internal, internal, internal);
+    $BENCH_XID8_BRIN_OPCLASS;
     opc := 'public.xid8_minmax_ops';
   end if;
   for r in select i.indexrelid::regclass as idx, i.indrelid::regclass as tbl, c.relname
