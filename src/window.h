@@ -119,6 +119,14 @@ extern int	pgque_window_read(const char *source, Datum *args, char *nulls, bool 
 							  bool ordered, DestReceiver *dest);
 
 /*
+ * What joins the relations of a source that _event_source()
+ * (sql/20_queue.sql) writes for a reader of every row: its C readers
+ * (window_direct.c's parse, receive.c's choice to stream a part) read it
+ * by this one spelling.
+ */
+#define PGQUE_SOURCE_UNION " union all "
+
+/*
  * The same read without the executor (window_direct.c, ADR 0110): every
  * row of one reader's window in no order to dest; false, with no row
  * handed out, when the source is not one it reads (then the plan does).

@@ -145,9 +145,9 @@ parse_source(const char *source, DirectRel *rels, int max)
 		rels[n].rel = NULL;
 		rels[n].irel = NULL;
 		n++;
-		if (strncmp(p, " union all ", 11) == 0)
+		if (strncmp(p, PGQUE_SOURCE_UNION, strlen(PGQUE_SOURCE_UNION)) == 0)
 		{
-			p += 11;
+			p += strlen(PGQUE_SOURCE_UNION);
 			continue;
 		}
 		if (p[0] == ')' && p[1] == '\0')
