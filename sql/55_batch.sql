@@ -693,7 +693,7 @@ declare
 begin
     select * into q from pgque.queue where queue_id = s.sub_queue;
     return query
-        select pg_catalog.format('pgque.%I', 'event_' || q.queue_id || '_' || t)
+        select pg_catalog.format('pgque.%I', pgque._event_table(q.queue_id, t, null))
           from pgque.tick lo, pgque.tick hi,
                pg_catalog.unnest(pgque._event_tables(q, lo.tick_snapshot, hi.tick_snapshot)) with ordinality u(t, o)
          where lo.tick_queue = q.queue_id and lo.tick_id = s.sub_last_tick
