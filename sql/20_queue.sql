@@ -262,6 +262,17 @@ returns boolean language sql immutable as $$
        and (i_n is null or coalesce(i_buckets, 0) % i_n = 0)
 $$;
 
+-- The writer of a source's text (src/source.c, ADR 0133): one relation of
+-- schema pgque, whole or "only" its own rows, with SQL's filter (or NULL),
+-- and the parts joined as one FROM item.  The form is C's, where the
+-- window reads parse it back (window_direct.c) and count its relations
+-- (receive.c); which relations a window reads is _event_source's.
+create function pgque._source_part(i_rel text, i_only boolean, i_filter text)
+returns text language c immutable parallel safe as 'MODULE_PATHNAME', 'pgque_source_part_sql';
+
+create function pgque._source_join(i_parts text[])
+returns text language c immutable strict parallel safe as 'MODULE_PATHNAME', 'pgque_source_join_sql';
+
 -- The relations that can hold events of the window between snapshots i_lo
 -- and i_hi, as a FROM item; with i_n, only the rows of slot i_slot: its
 -- buckets where the buckets allow it (n divides their number: every row
@@ -285,28 +296,29 @@ declare
     slot_filter text := case when i_n is not null
                              then pg_catalog.format(' where pgque._slot_of(ev_extra1, %s) operator(pg_catalog.=) %s',
                                                     i_n, coalesce(i_slot, -1))
-                             else '' end;
+                        end;
 begin
     -- one statement builds it (the ticker and every receive call this)
     select pg_catalog.array_agg(src order by t, o) into parts
       from (
         -- no buckets, or none that match n: the whole table, filtered
-        select t, 0 as o, pg_catalog.format('select * from pgque.%I', pgque._event_table(q.queue_id, t, null)) || slot_filter as src
+        select t, 0 as o, pgque._source_part(pgque._event_table(q.queue_id, t, null), false, slot_filter) as src
           from pg_catalog.unnest(tabs) t
          where not pgque._slot_own_buckets(nb, i_n)
         union all
         -- rows written to the child table itself before its buckets' step 2
-        select t, 0, pg_catalog.format('select * from only pgque.%I', pgque._event_table(q.queue_id, t, null)) || slot_filter
+        select t, 0, pgque._source_part(pgque._event_table(q.queue_id, t, null), true, slot_filter)
           from pg_catalog.unnest(tabs) t
          where pgque._slot_own_buckets(nb, i_n)
            and (q.queue_buckets_step2 is null or pgque._window_xmin(i_lo, i_hi) <= q.queue_buckets_step2)
         union all
         -- this slot's buckets (all of them for plain readers)
-        select t, 1 + b, pg_catalog.format('select * from pgque.%I', pgque._event_table(q.queue_id, t, b))
+        select t, 1 + b, pgque._source_part(pgque._event_table(q.queue_id, t, b), false, null)
           from pg_catalog.unnest(tabs) t,
                pg_catalog.generate_series(coalesce(i_slot, 0), nb - 1, coalesce(i_n, 1)) b
          where pgque._slot_own_buckets(nb, i_n)) s;
-    return '(' || pg_catalog.array_to_string(parts, ' union all ') || ')';
+    -- the form is C's (src/source.h), beside its readers
+    return pgque._source_join(parts);
 end $$;
 
 -- Per-queue rights (ADR 0047).  A queue starts with "send" granted to
