@@ -3,7 +3,7 @@
  *		The writer of a window's source (ADR 0133): pgque._source_part()
  *		and pgque._source_join(), which _event_source() (sql/20_queue.sql)
  *		calls to put the relations it chose into the one form of source.h,
- *		and pgque_source_nrels(), receive.c's count of them.  The choice of
+ *		and pgque_source_single(), receive.c's test of their number.  The choice of
  *		the relations (which child tables, buckets and filters a window
  *		reads) stays SQL's; how they are written down is C's, beside its
  *		readers.
@@ -87,19 +87,12 @@ pgque_source_join_sql(PG_FUNCTION_ARGS)
 }
 
 /*
- * The relations a source reads: one more than its joiners.  A filter is
- * SQL's (" where pgque._slot_of(...) ..."), never the joiner.
+ * Does a source read one relation?  It does when no joiner stands in it: a
+ * filter is SQL's (" where pgque._slot_of(...) ..."), never the joiner.
+ * The first joiner decides: a bucketed window's 33 parts are not counted.
  */
-int
-pgque_source_nrels(const char *source)
+bool
+pgque_source_single(const char *source)
 {
-	const char *p = source;
-	int			n = 1;
-
-	while ((p = strstr(p, PGQUE_SOURCE_UNION)) != NULL)
-	{
-		n++;
-		p += strlen(PGQUE_SOURCE_UNION);
-	}
-	return n;
+	return strstr(source, PGQUE_SOURCE_UNION) == NULL;
 }

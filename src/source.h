@@ -18,7 +18,7 @@
 #define PGQUE_SOURCE_UNION " union all "
 #define PGQUE_SOURCE_CLOSE ")"
 
-/* how many relations a source reads (its parts), whatever their filters */
-extern int	pgque_source_nrels(const char *source);
+/* does a source read one relation (one part, whatever its filter)? */
+extern bool pgque_source_single(const char *source);
 
 #endif							/* PGQUE_SOURCE_H */
