@@ -242,6 +242,18 @@ returns void language sql stable as $$
                                     case i_right when 'send' then q.queue_senders else q.queue_subscribers end)
 $$;
 
+-- The names of a queue's event relations in schema pgque (ADR 0133): the
+-- parent event_<queue> (table_no NULL), a child table event_<queue>_<table>
+-- (bucket NULL) and its partition bucket event_<queue>_<table>_b<bucket>;
+-- the sequences event_<queue>_id_seq and event_<queue>_tick_seq.  Spelled
+-- once, in C (src/rules.c): the producer names its table with it and every
+-- SQL part calls these.
+create function pgque._event_table(i_queue_id int4, i_table_no int4, i_bucket int4)
+returns text language c immutable parallel safe as 'MODULE_PATHNAME', 'pgque_event_table_sql';
+
+create function pgque._event_seq(i_queue_id int4, i_kind text)
+returns text language c immutable parallel safe as 'MODULE_PATHNAME', 'pgque_event_seq_sql';
+
 -- The grantee anchor (ADR 0079, table pgque.grantee_anchor): a role named
 -- in a regrole list counts only while it holds its own SELECT on the
 -- anchor (the C rule of src/rules.c, which the producer uses too).

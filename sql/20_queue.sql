@@ -57,10 +57,10 @@ begin
     -- returns 0 (or creates it, if the first rolled back).  No lock any
     -- role could take in advance.  (Such a race costs a queue id.)
     qid := pg_catalog.nextval('pgque.queue_queue_id_seq');
-    pfx := 'event_' || qid;
+    pfx := pgque._event_table(qid, null, null);
     insert into pgque.queue (queue_id, queue_name, queue_data_pfx, queue_event_seq, queue_tick_seq)
     values (qid, i_queue_name, 'pgque.' || pfx,
-            'pgque.' || pfx || '_id_seq', 'pgque.' || pfx || '_tick_seq')
+            'pgque.' || pgque._event_seq(qid, 'id'), 'pgque.' || pgque._event_seq(qid, 'tick'))
     on conflict (queue_name) do nothing;
     if not found then
         return 0;
@@ -68,31 +68,32 @@ begin
     -- the state is whole from the first queue on (ADR 0022)
     insert into pgque.state_seal default values on conflict do nothing;
 
-    execute pg_catalog.format('create sequence pgque.%I', pfx || '_id_seq');
-    execute pg_catalog.format('create sequence pgque.%I', pfx || '_tick_seq');
+    execute pg_catalog.format('create sequence pgque.%I', pgque._event_seq(qid, 'id'));
+    execute pg_catalog.format('create sequence pgque.%I', pgque._event_seq(qid, 'tick'));
     execute pg_catalog.format('create table pgque.%I () inherits (pgque.event_template)', pfx);
     for i in 0 .. 2 loop
         -- Children are append-only and reclaimed by TRUNCATE: never vacuumed,
         -- packed full.  The ev_txid index serves the snapshot-window scan.
         execute pg_catalog.format(
             'create table pgque.%I () inherits (pgque.%I) with (%s)',
-            pfx || '_' || i, pfx, pgque._event_table_options());
+            pgque._event_table(qid, i, null), pfx, pgque._event_table_options());
         execute pg_catalog.format('alter table pgque.%I alter column ev_id set default pg_catalog.nextval(%L)',
-            pfx || '_' || i, 'pgque.' || pfx || '_id_seq');
-        execute pg_catalog.format('create index %I on pgque.%I (ev_txid)', pfx || '_' || i || '_txid_idx', pfx || '_' || i);
+            pgque._event_table(qid, i, null), 'pgque.' || pgque._event_seq(qid, 'id'));
+        execute pg_catalog.format('create index %I on pgque.%I (ev_txid)', pgque._event_table(qid, i, null) || '_txid_idx',
+            pgque._event_table(qid, i, null));
     end loop;
     perform pgque._event_table_grants(qid);
     -- the sequences go with the queue's parent table (drop_queue, and
     -- DROP EXTENSION ... CASCADE)
-    execute pg_catalog.format('alter sequence pgque.%I owned by pgque.%I.ev_id', pfx || '_id_seq', pfx);
-    execute pg_catalog.format('alter sequence pgque.%I owned by pgque.%I.ev_id', pfx || '_tick_seq', pfx);
+    execute pg_catalog.format('alter sequence pgque.%I owned by pgque.%I.ev_id', pgque._event_seq(qid, 'id'), pfx);
+    execute pg_catalog.format('alter sequence pgque.%I owned by pgque.%I.ev_id', pgque._event_seq(qid, 'tick'), pfx);
 
     -- The first tick: consumers subscribe at the latest tick.  setval, not
     -- nextval: under wal_level = minimal a sequence created in this
     -- transaction is not WAL-logged, and a nextval here would leave a
     -- cached-ahead count in the page image written at commit, letting the
     -- sequence repeat values after a crash.
-    perform pg_catalog.setval(('pgque.' || pfx || '_tick_seq')::regclass, 1);
+    perform pg_catalog.setval(('pgque.' || pgque._event_seq(qid, 'tick'))::regclass, 1);
     insert into pgque.tick (tick_queue, tick_id, tick_snapshot, tick_event_seq)
     values (qid, 1, pg_catalog.pg_current_snapshot(), 0);
     return 1;
@@ -140,11 +141,11 @@ begin
     delete from pgque.tick where tick_queue = q.queue_id;
     for i in 0 .. q.queue_ntables - 1 loop
         for b in 0 .. coalesce(q.queue_partition_buckets, 0) - 1 loop
-            execute pg_catalog.format('drop table pgque.%I', 'event_' || q.queue_id || '_' || i || '_b' || b);
+            execute pg_catalog.format('drop table pgque.%I', pgque._event_table(q.queue_id, i, b));
         end loop;
-        execute pg_catalog.format('drop table pgque.%I', 'event_' || q.queue_id || '_' || i);
+        execute pg_catalog.format('drop table pgque.%I', pgque._event_table(q.queue_id, i, null));
     end loop;
-    execute pg_catalog.format('drop table pgque.%I', 'event_' || q.queue_id);   -- and its sequences
+    execute pg_catalog.format('drop table pgque.%I', pgque._event_table(q.queue_id, null, null));   -- and its sequences
     if pg_catalog.to_regclass(pgque._space_reserve_name(q)) is not null then
         execute 'drop table ' || pgque._space_reserve_name(q);
     end if;
@@ -172,10 +173,10 @@ declare
 begin
     for t in 0 .. q.queue_ntables - 1 loop
         for b in 0 .. i_buckets - 1 loop
-            tbl := 'event_' || q.queue_id || '_' || t || '_b' || b;
+            tbl := pgque._event_table(q.queue_id, t, b);
             execute pg_catalog.format(
                 'create table pgque.%I () inherits (pgque.%I) with (%s)',
-                tbl, 'event_' || q.queue_id || '_' || t, pgque._event_table_options());
+                tbl, pgque._event_table(q.queue_id, t, null), pgque._event_table_options());
             execute pg_catalog.format('create index %I on pgque.%I (ev_txid)', tbl || '_txid_idx', tbl);
         end loop;
     end loop;
@@ -261,6 +262,17 @@ returns boolean language sql immutable as $$
        and (i_n is null or coalesce(i_buckets, 0) % i_n = 0)
 $$;
 
+-- The writer of a source's text (src/source.c, ADR 0133): one relation of
+-- schema pgque, whole or "only" its own rows, with SQL's filter (or NULL),
+-- and the parts joined as one FROM item.  The form is C's, where the
+-- window reads parse it back (window_direct.c) and count its relations
+-- (receive.c); which relations a window reads is _event_source's.
+create function pgque._source_part(i_rel text, i_only boolean, i_filter text)
+returns text language c immutable parallel safe as 'MODULE_PATHNAME', 'pgque_source_part_sql';
+
+create function pgque._source_join(i_parts text[])
+returns text language c immutable strict parallel safe as 'MODULE_PATHNAME', 'pgque_source_join_sql';
+
 -- The relations that can hold events of the window between snapshots i_lo
 -- and i_hi, as a FROM item; with i_n, only the rows of slot i_slot: its
 -- buckets where the buckets allow it (n divides their number: every row
@@ -284,28 +296,29 @@ declare
     slot_filter text := case when i_n is not null
                              then pg_catalog.format(' where pgque._slot_of(ev_extra1, %s) operator(pg_catalog.=) %s',
                                                     i_n, coalesce(i_slot, -1))
-                             else '' end;
+                        end;
 begin
     -- one statement builds it (the ticker and every receive call this)
     select pg_catalog.array_agg(src order by t, o) into parts
       from (
         -- no buckets, or none that match n: the whole table, filtered
-        select t, 0 as o, pg_catalog.format('select * from pgque.%I', 'event_' || q.queue_id || '_' || t) || slot_filter as src
+        select t, 0 as o, pgque._source_part(pgque._event_table(q.queue_id, t, null), false, slot_filter) as src
           from pg_catalog.unnest(tabs) t
          where not pgque._slot_own_buckets(nb, i_n)
         union all
         -- rows written to the child table itself before its buckets' step 2
-        select t, 0, pg_catalog.format('select * from only pgque.%I', 'event_' || q.queue_id || '_' || t) || slot_filter
+        select t, 0, pgque._source_part(pgque._event_table(q.queue_id, t, null), true, slot_filter)
           from pg_catalog.unnest(tabs) t
          where pgque._slot_own_buckets(nb, i_n)
            and (q.queue_buckets_step2 is null or pgque._window_xmin(i_lo, i_hi) <= q.queue_buckets_step2)
         union all
         -- this slot's buckets (all of them for plain readers)
-        select t, 1 + b, pg_catalog.format('select * from pgque.%I', 'event_' || q.queue_id || '_' || t || '_b' || b)
+        select t, 1 + b, pgque._source_part(pgque._event_table(q.queue_id, t, b), false, null)
           from pg_catalog.unnest(tabs) t,
                pg_catalog.generate_series(coalesce(i_slot, 0), nb - 1, coalesce(i_n, 1)) b
          where pgque._slot_own_buckets(nb, i_n)) s;
-    return '(' || pg_catalog.array_to_string(parts, ' union all ') || ')';
+    -- the form is C's (src/source.h), beside its readers
+    return pgque._source_join(parts);
 end $$;
 
 -- Per-queue rights (ADR 0047).  A queue starts with "send" granted to

@@ -19,7 +19,7 @@ begin
         return true;
     end if;
     execute pg_catalog.format('select ev_txid from pgque.%I order by ev_txid desc limit 1',
-                              'event_' || q.queue_id || '_' || (q.queue_cur_table + 1) % q.queue_ntables)
+                              pgque._event_table(q.queue_id, (q.queue_cur_table + 1) % q.queue_ntables, null))
        into newest;
     return newest is null
         or coalesce((select pg_catalog.pg_snapshot_xmin(t.tick_snapshot) > newest

@@ -167,7 +167,7 @@ begin
         oldest := last;
     end if;
     -- the events there now were sent after the crash
-    execute pg_catalog.format('select count(*) from pgque.%I', 'event_' || q.queue_id) into present;
+    execute pg_catalog.format('select count(*) from pgque.%I', pgque._event_table(q.queue_id, null, null)) into present;
     -- at most: the sequence runs ahead of what committed (rollbacks, and up
     -- to 32 values a crash skips)
     dropped := greatest(pgque._event_seq_pos(q) - oldest.tick_event_seq - present, 0);
@@ -193,7 +193,7 @@ begin
     get diagnostics kept = row_count;
     execute pg_catalog.format(
         'delete from pgque.idem i where i.queue_id = $1
-            and not exists (select from pgque.%I e where e.ev_id = i.event_id)', 'event_' || q.queue_id)
+            and not exists (select from pgque.%I e where e.ev_id = i.event_id)', pgque._event_table(q.queue_id, null, null))
       using q.queue_id;
 
     -- the replay floor (ADR 0100): the windows up to the last tick lost
@@ -298,7 +298,7 @@ begin
     end loop;
     for r in select c.oid::regclass from pg_catalog.pg_class c
               where c.relnamespace = 'pgque'::pg_catalog.regnamespace and c.relkind = 'S'
-                and c.relname in ('event_' || q.queue_id || '_id_seq', 'event_' || q.queue_id || '_tick_seq')
+                and c.relname in (pgque._event_seq(q.queue_id, 'id'), pgque._event_seq(q.queue_id, 'tick'))
                 and c.relpersistence <> 'p'
               order by c.relname loop
         execute pg_catalog.format('alter sequence %s set logged', r);

@@ -178,7 +178,7 @@ set search_path = pgque, pg_catalog, pg_temp as $$
 declare
     q pgque.queue := pgque._producer_queue(x_queue_name);
 begin
-    return pg_catalog.format('pgque.%I', 'event_' || q.queue_id || '_' || q.queue_cur_table);
+    return pg_catalog.format('pgque.%I', pgque._event_table(q.queue_id, q.queue_cur_table, null));
 end $$;
 
 -- An event id a caller chooses (insert_event_raw, event_retry_raw): NULL

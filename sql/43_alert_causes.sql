@@ -95,7 +95,7 @@ set search_path = pgque, pg_catalog, pg_temp as $$
       from due d
       -- the table step 1 truncates next, and its partition buckets
       join lateral (select pg_catalog.to_regclass(pg_catalog.format('pgque.%I',
-                               'event_' || d.queue_id || '_' || (d.queue_cur_table + 1) % d.queue_ntables))::oid
+                               pgque._event_table(d.queue_id, (d.queue_cur_table + 1) % d.queue_ntables, null)))::oid
                            as rel) nxt on true
       join pg_catalog.pg_stat_activity a
         on exists (select 1 from pg_catalog.pg_locks l

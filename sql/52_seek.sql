@@ -98,7 +98,7 @@ begin
     loop
         select queue_cur_table into cur from pgque.queue where queue_id = q.queue_id;
         execute pg_catalog.format('lock table pgque.%I in access share mode',
-                                  'event_' || q.queue_id || '_' || (cur + 1) % q.queue_ntables);
+                                  pgque._event_table(q.queue_id, (cur + 1) % q.queue_ntables, null));
         -- a new statement: a rotation that held the table is seen now
         select * into q from pgque.queue where queue_id = q.queue_id;
         exit when q.queue_cur_table = cur;
@@ -206,7 +206,7 @@ begin
     if i_tick < cur then
         execute pg_catalog.format('delete from pgque.%I ev where ev.ev_owner operator(pg_catalog.=) $1 and %s'
                                   ' and not pgque._addressed(ev.ev_owner, ev.ev_id, ev.ev_txid)',
-                                  'event_' || q.queue_id, pgque._window_where(2, 3, 4, 5))
+                                  pgque._event_table(q.queue_id, null, null), pgque._window_where(2, 3, 4, 5))
             using i_sub, pg_catalog.pg_snapshot_xmax(lo), pg_catalog.pg_snapshot_xmax(hi),
                   array(select pg_catalog.pg_snapshot_xip(lo)), hi;
         get diagnostics n = row_count;
@@ -216,7 +216,7 @@ begin
         execute pg_catalog.format('delete from pgque.%I ev where ev.ev_owner operator(pg_catalog.=) $1'
                                   ' and ev.ev_id operator(pg_catalog.<=) $6 and %s'
                                   ' and not pgque._addressed(ev.ev_owner, ev.ev_id, ev.ev_txid)',
-                                  'event_' || q.queue_id, pgque._window_where(2, 3, 4, 5))
+                                  pgque._event_table(q.queue_id, null, null), pgque._window_where(2, 3, 4, 5))
             using i_sub, pg_catalog.pg_snapshot_xmax(hi), pg_catalog.pg_snapshot_xmax(nx),
                   array(select pg_catalog.pg_snapshot_xip(hi)), nx, pos;
         get diagnostics m = row_count;

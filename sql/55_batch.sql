@@ -56,6 +56,30 @@ begin
     return nxt;
 end $$;
 
+-- Open a plain subscription's next batch (ADR 0133): the tick that ends it
+-- (_pick_tick's rule after prev, span_events only for a consumer that opted
+-- in to merged windows) and a new batch id on its row, which the caller
+-- locked and found with no open batch.  batch_id NULL (nxt NULL): no tick
+-- yet, nothing opened.  The one open of _next_batch and of the plain
+-- receive's _plain_receive_open (sql/60_receive.sql).
+create function pgque._open_batch(s pgque.subscription, prev pgque.tick, i_min_lag interval,
+                                  i_min_count int4, i_min_interval interval, i_span_events int4,
+                                  out batch_id bigint, out nxt pgque.tick)
+language plpgsql as $$
+begin
+    nxt := pgque._pick_tick(s.sub_queue, prev, i_min_lag, i_min_count, i_min_interval,
+                            case when s.sub_merge_windows then i_span_events end);
+    if nxt.tick_id is null then
+        nxt := null;
+        return;
+    end if;
+    update pgque.subscription x
+       set sub_batch = pg_catalog.nextval('pgque.batch_id_seq'), sub_next_tick = nxt.tick_id,
+           sub_batch_pos = null, sub_batch_last = null, sub_active = pg_catalog.now()
+     where x.sub_id = s.sub_id
+    returning x.sub_batch into batch_id;
+end $$;
+
 -- Open a batch for a subscription, or return the one already open.  The row
 -- lock on the subscription is the receive lock: concurrent callers queue and
 -- get the same batch.  A batch is one tick window, as in PgQ and PgQue
@@ -71,6 +95,7 @@ declare
     prev  pgque.tick;
     nxt   pgque.tick;
     res   pgque.batch_info;
+    o     record;
 begin
     s := pgque._subscription(i_queue_name, i_consumer_name);
     -- an unlogged queue that lost its events and is not reset yet is
@@ -105,17 +130,12 @@ begin
                 nxt.tick_event_seq, prev.tick_event_seq)::pgque.batch_info;
     end if;
 
-    nxt := pgque._pick_tick(s.sub_queue, prev, i_min_lag, i_min_count, i_min_interval,
-                            case when s.sub_merge_windows then i_span_events end);
+    o := pgque._open_batch(s, prev, i_min_lag, i_min_count, i_min_interval, i_span_events);
+    nxt := o.nxt;
+    res.batch_id := o.batch_id;
     if nxt.tick_id is null then
         return (null, null, prev.tick_id, null, prev.tick_time, null, prev.tick_event_seq)::pgque.batch_info;
     end if;
-
-    update pgque.subscription
-       set sub_batch = pg_catalog.nextval('pgque.batch_id_seq'), sub_next_tick = nxt.tick_id,
-           sub_batch_pos = null, sub_batch_last = null, sub_active = now()
-     where sub_id = s.sub_id
-    returning sub_batch into res.batch_id;
     return (res.batch_id, nxt.tick_id, prev.tick_id, nxt.tick_time, prev.tick_time,
             nxt.tick_event_seq, prev.tick_event_seq)::pgque.batch_info;
 end $$;
@@ -693,7 +713,7 @@ declare
 begin
     select * into q from pgque.queue where queue_id = s.sub_queue;
     return query
-        select pg_catalog.format('pgque.%I', 'event_' || q.queue_id || '_' || t)
+        select pg_catalog.format('pgque.%I', pgque._event_table(q.queue_id, t, null))
           from pgque.tick lo, pgque.tick hi,
                pg_catalog.unnest(pgque._event_tables(q, lo.tick_snapshot, hi.tick_snapshot)) with ordinality u(t, o)
          where lo.tick_queue = q.queue_id and lo.tick_id = s.sub_last_tick

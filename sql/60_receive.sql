@@ -27,8 +27,8 @@ end $$;
 -- then whether there is a batch to hand out, without a lock: none ->
 -- nothing is opened, locked false); then the consumer's row locked (the
 -- receive lock: concurrent calls queue and get the same batch), the caller's
--- right on the locked row, and its open batch or the next one (_pick_tick,
--- the rule of _next_batch), with where its events are: the window's bounds
+-- right on the locked row, and its open batch or the next one (_open_batch,
+-- as _next_batch opens it), with where its events are: the window's bounds
 -- always and its source (the relations) when i_want_source, as the slot's
 -- open (ADR 0078), so that the part is read without another statement.
 -- The row is found by its keys in one statement, the queue's and the
@@ -59,6 +59,7 @@ declare
     r     record;
     prev  pgque.tick;
     nxt   pgque.tick;
+    o     record;
 begin
     pause := false;
     locked := false;
@@ -138,16 +139,12 @@ begin
         pos := s.sub_batch_pos;
         part_last := s.sub_batch_last;
     else
-        nxt := pgque._pick_tick(s.sub_queue, prev, null, null, null,
-                                case when s.sub_merge_windows then i_max_return end);
-        if nxt.tick_id is null then
+        o := pgque._open_batch(s, prev, null, null, null, i_max_return);
+        batch_id := o.batch_id;
+        nxt := o.nxt;
+        if batch_id is null then
             return;
         end if;
-        update pgque.subscription x
-           set sub_batch = pg_catalog.nextval('pgque.batch_id_seq'), sub_next_tick = nxt.tick_id,
-               sub_batch_pos = null, sub_batch_last = null, sub_active = pg_catalog.now()
-         where x.sub_id = s.sub_id
-        returning x.sub_batch into batch_id;
     end if;
     sub_id := s.sub_id;
     select * into lo_xmax, hi_xmax, lo_xip, hi from pgque._window_bounds(prev.tick_snapshot, nxt.tick_snapshot);

@@ -61,7 +61,7 @@ begin
     end if;
 
     nxt := (q.queue_cur_table + 1) % q.queue_ntables;
-    tbl := pg_catalog.format('pgque.%I', 'event_' || q.queue_id || '_' || nxt);
+    tbl := pg_catalog.format('pgque.%I', pgque._event_table(q.queue_id, nxt, null));
     begin
         -- pg_dump or a long reader holds it: try again next time
         execute 'lock table ' || tbl || ' in access exclusive mode nowait';
@@ -82,7 +82,7 @@ begin
                               '   and not exists (select from pgque.%I ev'
                               '                    where ev.ev_txid operator(pg_catalog.=) a.ae_txid'
                               '                      and ev.ev_id operator(pg_catalog.=) a.ae_ev_id)',
-                              'event_' || q.queue_id)
+                              pgque._event_table(q.queue_id, null, null))
         using q.queue_id;
     -- the table current until now becomes the previous one
     update pgque.queue

@@ -82,7 +82,7 @@ declare
 begin
     q := pgque._queue(i_queue_name);
     nxt := pg_catalog.to_regclass(pg_catalog.format('pgque.%I',
-               'event_' || q.queue_id || '_' || (q.queue_cur_table + 1) % q.queue_ntables));
+               pgque._event_table(q.queue_id, (q.queue_cur_table + 1) % q.queue_ntables, null)));
     if nxt is null then
         return 0;
     end if;
@@ -181,7 +181,7 @@ set search_path = pgque, pg_catalog, pg_temp as $$
           from pgque.queue q
          cross join lateral (
                select pg_catalog.to_regclass(pg_catalog.format('pgque.%I',
-                          'event_' || q.queue_id || '_' || (q.queue_cur_table + 1) % q.queue_ntables)) as nxt,
+                          pgque._event_table(q.queue_id, (q.queue_cur_table + 1) % q.queue_ntables, null))) as nxt,
                       pg_catalog.to_regclass(pgque._space_reserve_name(q)) as res) r
           left join (select mf.mf_queue,
                             pg_catalog.bool_or(mf.mf_step = 'rotation step 1') as rotate_failing,

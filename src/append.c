@@ -67,6 +67,7 @@
 
 #include "compat.h"
 #include "producer.h"
+#include "rules.h"
 #include "window.h"
 
 /* event_template's columns, in order (sql/02_tables.sql; EV_NATTS and their types: window.h) */
@@ -354,10 +355,7 @@ open_target(Target *t, const QueueInfo *q, int bucket)
 		{
 			char		name[NAMEDATALEN];
 
-			if (q->nbuckets > 0)
-				snprintf(name, sizeof(name), "event_%d_%d_b%d", q->queue_id, q->cur_table, bucket);
-			else
-				snprintf(name, sizeof(name), "event_%d_%d", q->queue_id, q->cur_table);
+			pgque_event_table(name, q->queue_id, q->cur_table, q->nbuckets > 0 ? bucket : -1);
 			t->relid = get_relname_relid(name, get_namespace_oid("pgque", false));
 			if (!OidIsValid(t->relid))
 				return NULL;	/* the plan says it is missing */

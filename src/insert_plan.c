@@ -26,6 +26,7 @@
 
 #include "kept_plan.h"
 #include "producer.h"
+#include "rules.h"
 
 typedef struct InsertPlan
 {
@@ -90,7 +91,7 @@ static PgqueKeptPlan *
 insert_plan(const QueueInfo *q, int bucket, InsertKind kind)
 {
 	InsertPlan *entry = plan_entry(q);
-	char		table[96];
+	char		table[NAMEDATALEN];
 	char		sql[768];
 	PgqueKeptPlan *plan;
 
@@ -98,10 +99,7 @@ insert_plan(const QueueInfo *q, int bucket, InsertKind kind)
 	if (plan != NULL)
 		return plan;
 
-	if (q->nbuckets > 0)
-		snprintf(table, sizeof(table), "pgque.event_%d_%d_b%d", q->queue_id, q->cur_table, bucket);
-	else
-		snprintf(table, sizeof(table), "pgque.event_%d_%d", q->queue_id, q->cur_table);
+	pgque_event_table(table, q->queue_id, q->cur_table, q->nbuckets > 0 ? bucket : -1);
 
 	if (kind == INSERT_ONE)
 	{
@@ -113,7 +111,7 @@ insert_plan(const QueueInfo *q, int bucket, InsertKind kind)
 		 * nextval_internal), which spares the SPI tuple table per call.
 		 */
 		snprintf(sql, sizeof(sql),
-				 "insert into %s"
+				 "insert into pgque.%s"
 				 " (ev_id, ev_time, ev_owner, ev_retry, ev_type, ev_data,"
 				 "  ev_extra1, ev_extra2, ev_extra3, ev_extra4)"
 				 " values ($7, coalesce($8, pg_catalog.now()), $9, $10, $1, $2, $3, $4, $5, $6)",
@@ -129,7 +127,7 @@ insert_plan(const QueueInfo *q, int bucket, InsertKind kind)
 		 * sort.  A NULL keys array pads with NULL keys.
 		 */
 		snprintf(sql, sizeof(sql),
-				 "insert into %s (ev_id, ev_type, ev_data, ev_extra1)"
+				 "insert into pgque.%s (ev_id, ev_type, ev_data, ev_extra1)"
 				 " select u.i, $1, u.p, u.k"
 				 " from rows from (pg_catalog.unnest($2), pg_catalog.unnest($3), pg_catalog.unnest($4)) as u(i, p, k)",
 				 table);

@@ -249,7 +249,7 @@ pgque_lookup_queue(text *queue_name, QueueInfo *info)
 	{
 		char		seq[NAMEDATALEN];
 
-		snprintf(seq, sizeof(seq), "event_%d_id_seq", info->queue_id);
+		pgque_event_seq(seq, info->queue_id, false);
 		info->event_seq = get_relname_relid(seq, get_namespace_oid("pgque", false));
 		if (!OidIsValid(info->event_seq) || get_rel_relkind(info->event_seq) != RELKIND_SEQUENCE)
 			ereport(ERROR,

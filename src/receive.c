@@ -769,7 +769,7 @@ read_part(int64 batch_id, int64 max_return, const SlotShare *share, WindowOfKind
 		 * that order (a bucketed one's come in a run per bucket: sorted in
 		 * mcache as before)
 		 */
-		r.stream = r.msg_direct && tuplestore_tuple_count(ts) == 0 && strstr(source, PGQUE_SOURCE_UNION) == NULL;
+		r.stream = r.msg_direct && tuplestore_tuple_count(ts) == 0 && pgque_source_single(source);
 		pgque_window_cache_reset(&mcache, source, args, nulls);
 		/* a fresh snapshot: the window's tick may be newer than the caller's */
 		mcache.filling = true;

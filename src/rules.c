@@ -4,7 +4,9 @@
  *		partition slot of a key, each also what SQL calls; the per-queue
  *		rights rule (ADR 0047); and the anchor rule (ADR 0079): a role named
  *		in a regrole list counts only while it holds its own grant on
- *		pgque.grantee_anchor.
+ *		pgque.grantee_anchor; the names of a queue's event relations
+ *		(ADR 0133), which SQL builds through pgque._event_table() and
+ *		pgque._event_seq().
  */
 #include "postgres.h"
 
@@ -26,6 +28,8 @@
 #include "rules.h"
 
 PG_FUNCTION_INFO_V1(pgque_slot_of_sql);
+PG_FUNCTION_INFO_V1(pgque_event_table_sql);
+PG_FUNCTION_INFO_V1(pgque_event_seq_sql);
 
 /*
  * Validate a queue name: not NULL, not empty, at most PGQUE_QUEUE_NAME_MAX
@@ -87,6 +91,105 @@ pgque_slot_of_sql(PG_FUNCTION_ARGS)
 	if (PG_ARGISNULL(1))
 		PG_RETURN_NULL();
 	PG_RETURN_INT32(pgque_slot_of(PG_GETARG_DATUM(0), false, PG_GETARG_INT32(1)));
+}
+
+/*
+ * The name, in schema pgque, of a queue's event relation (ADR 0133): the
+ * parent "event_<queue>" (table < 0), a child table "event_<queue>_<table>"
+ * (bucket < 0) or a partition bucket of one, "event_<queue>_<table>_b<bucket>".
+ * The one spelling: the producer (append.c, insert_plan.c) calls it, SQL
+ * through pgque._event_table(); buf holds NAMEDATALEN bytes (the longest
+ * name, three int4s, is 39).
+ */
+void
+pgque_event_table(char *buf, int32 queue_id, int32 table, int32 bucket)
+{
+	if (table < 0)
+		snprintf(buf, NAMEDATALEN, "event_%d", queue_id);
+	else if (bucket < 0)
+		snprintf(buf, NAMEDATALEN, "event_%d_%d", queue_id, table);
+	else
+		snprintf(buf, NAMEDATALEN, "event_%d_%d_b%d", queue_id, table, bucket);
+}
+
+/*
+ * The name, in schema pgque, of a queue's event id sequence (tick false,
+ * "event_<queue>_id_seq") or tick sequence ("event_<queue>_tick_seq"):
+ * create_queue makes them by it, the producer's cache finds the first by it.
+ */
+void
+pgque_event_seq(char *buf, int32 queue_id, bool tick)
+{
+	char		parent[NAMEDATALEN];
+
+	pgque_event_table(parent, queue_id, -1, -1);
+	snprintf(buf, NAMEDATALEN, "%s_%s_seq", parent, tick ? "tick" : "id");
+}
+
+/* an argument of the name functions: not NULL (where required), not negative */
+static int32
+event_name_arg(FunctionCallInfo fcinfo, int arg, const char *what, bool required)
+{
+	int32		v;
+
+	if (PG_ARGISNULL(arg))
+	{
+		if (required)
+			ereport(ERROR,
+					(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+					 errmsg("%s must not be null", what)));
+		return -1;
+	}
+	v = PG_GETARG_INT32(arg);
+	if (v < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("%s must not be negative, got %d", what, v)));
+	return v;
+}
+
+/*
+ * pgque._event_table(queue_id int4, table_no int4, bucket int4) -> text: the
+ * parent (table_no NULL), a child table (bucket NULL) or a bucket, by
+ * pgque_event_table; a bucket needs its table.
+ */
+Datum
+pgque_event_table_sql(PG_FUNCTION_ARGS)
+{
+	char		buf[NAMEDATALEN];
+	int32		queue_id = event_name_arg(fcinfo, 0, "queue_id", true);
+	int32		table = event_name_arg(fcinfo, 1, "table_no", false);
+	int32		bucket = event_name_arg(fcinfo, 2, "bucket", false);
+
+	if (table < 0 && bucket >= 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("bucket %d needs its table_no", bucket),
+				 errhint("A partition bucket is a table of one child table: pass the child's number.")));
+	pgque_event_table(buf, queue_id, table, bucket);
+	PG_RETURN_TEXT_P(cstring_to_text(buf));
+}
+
+/* pgque._event_seq(queue_id int4, kind text) -> text: kind 'id' or 'tick' */
+Datum
+pgque_event_seq_sql(PG_FUNCTION_ARGS)
+{
+	char		buf[NAMEDATALEN];
+	int32		queue_id = event_name_arg(fcinfo, 0, "queue_id", true);
+	char	   *kind;
+
+	if (PG_ARGISNULL(1))
+		ereport(ERROR,
+				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
+				 errmsg("kind must not be null")));
+	kind = text_to_cstring(PG_GETARG_TEXT_PP(1));
+	if (strcmp(kind, "id") != 0 && strcmp(kind, "tick") != 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("unknown event sequence kind: \"%.32s\"", kind),
+				 errhint("The kinds are 'id' and 'tick'.")));
+	pgque_event_seq(buf, queue_id, strcmp(kind, "tick") == 0);
+	PG_RETURN_TEXT_P(cstring_to_text(buf));
 }
 
 /*

@@ -59,6 +59,8 @@ pgque_shmem_reserve(int capacity)
 struct varlena;
 extern void pgque_check_queue_name(struct varlena *name);
 extern int32 pgque_slot_of(Datum key, bool isnull, int32 n);
+extern void pgque_event_table(char *buf, int32 queue_id, int32 table, int32 bucket);
+extern void pgque_event_seq(char *buf, int32 queue_id, bool tick);
 extern void pgque_check_queue_right(const char *queue_name, const char *right,
 									const Oid *grantees, int ngrantees);
 extern bool pgque_role_anchored(Oid role);

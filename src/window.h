@@ -12,6 +12,8 @@
 #include "executor/spi.h"
 #include "tcop/dest.h"
 
+#include "source.h"
+
 /*
  * The window plan's parameters, in order; the source (the relations to
  * read) is not a parameter but picks the plan.
@@ -118,13 +120,6 @@ extern void pgque_window_cache_seal(WindowCache *c);
 extern int	pgque_window_read(const char *source, Datum *args, char *nulls, bool read_only,
 							  bool ordered, DestReceiver *dest);
 
-/*
- * What joins the relations of a source that _event_source()
- * (sql/20_queue.sql) writes for a reader of every row: its C readers
- * (window_direct.c's parse, receive.c's choice to stream a part) read it
- * by this one spelling.
- */
-#define PGQUE_SOURCE_UNION " union all "
 
 /*
  * The same read without the executor (window_direct.c, ADR 0110): every

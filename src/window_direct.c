@@ -114,10 +114,22 @@ parse_ident(const char **p, char *out)
 	return true;
 }
 
+/* past word at *p: true; else *p stays */
+static bool
+skip_word(const char **p, const char *word)
+{
+	size_t		len = strlen(word);
+
+	if (strncmp(*p, word, len) != 0)
+		return false;
+	*p += len;
+	return true;
+}
+
 /*
- * The relations of a source as _event_source() writes it for a reader of
- * every row: "(select * from [only ]pgque.<name>[ union all ...])".  -1:
- * another form (a slot's filter, say), read by the plan.
+ * The relations of a source as _event_source() writes it (source.h's form)
+ * for a reader of every row: "(select * from [only ]pgque.<name>[ union all
+ * ...])".  -1: another form (a slot's filter, say), read by the plan.
  */
 static int
 parse_source(const char *source, DirectRel *rels, int max)
@@ -125,32 +137,25 @@ parse_source(const char *source, DirectRel *rels, int max)
 	const char *p = source;
 	int			n = 0;
 
-	if (*p++ != '(')
+	if (!skip_word(&p, PGQUE_SOURCE_OPEN))
 		return -1;
 	for (;;)
 	{
 		if (n >= max)
 			return -1;
-		if (strncmp(p, "select * from ", 14) != 0)
+		if (!skip_word(&p, PGQUE_SOURCE_SELECT))
 			return -1;
-		p += 14;
-		rels[n].only = strncmp(p, "only ", 5) == 0;
-		if (rels[n].only)
-			p += 5;
-		if (strncmp(p, "pgque.", 6) != 0)
+		rels[n].only = skip_word(&p, PGQUE_SOURCE_ONLY);
+		if (!skip_word(&p, PGQUE_SOURCE_SCHEMA))
 			return -1;
-		p += 6;
 		if (!parse_ident(&p, rels[n].name))
 			return -1;
 		rels[n].rel = NULL;
 		rels[n].irel = NULL;
 		n++;
-		if (strncmp(p, PGQUE_SOURCE_UNION, strlen(PGQUE_SOURCE_UNION)) == 0)
-		{
-			p += strlen(PGQUE_SOURCE_UNION);
+		if (skip_word(&p, PGQUE_SOURCE_UNION))
 			continue;
-		}
-		if (p[0] == ')' && p[1] == '\0')
+		if (skip_word(&p, PGQUE_SOURCE_CLOSE) && *p == '\0')
 			return n;
 		return -1;
 	}
