@@ -156,12 +156,19 @@ create table pgque.coop_fence (
 -- for a fenced (frozen) owner's open transaction.  sb_last_tick is what
 -- this epoch has acked (its cursor); the slot's cursor is the greatest of
 -- these and sub_last_tick, into which every ack folds (skipping a locked
--- row: the next ack folds it).
+-- row: the next ack folds it).  No index holds an updated column: the
+-- open, the mark and the finish of every part are HOT updates (ADR 0130),
+-- which insert nothing into the primary key's few leaves that all the
+-- slots' workers read.  The row is found by (sb_sub, sb_epoch) wherever the
+-- caller knows them; by the batch id alone (an ack or a read by batch id)
+-- through a scan of this small table.
 create table pgque.slot_batch (
     sb_sub        int4 not null references pgque.subscription (sub_id) on delete cascade,
     sb_epoch      bigint not null,
     sb_last_tick  bigint not null,
-    sb_batch      bigint unique,
+    -- unique: every id comes from batch_id_seq, and a row made at another
+    -- epoch's place takes a new one (_slot_batch_row)
+    sb_batch      bigint,
     sb_next_tick  bigint,
     -- receive progress inside the window, as sub_batch_pos/last (ADR 0003)
     sb_pos        bigint,

@@ -477,7 +477,7 @@ begin
             update pgque.slot_batch sb
                set sb_last = m.last
               from m
-             where sb.sb_batch = i_batch and sb.sb_last is distinct from m.last),
+             where sb.sb_sub = sid and sb.sb_batch = i_batch and sb.sb_last is distinct from m.last),
         -- one index probe per event (a scalar subquery: never a scan of
         -- every blocked key of the slot, however many there are)
         -- the part: i_max_return rows and the other rows of the last

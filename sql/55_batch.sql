@@ -314,33 +314,37 @@ begin
                                          for update skip locked);
 end $$;
 
--- Ack a slot's open batch i_batch: the part handed out, or the whole
--- window (the epoch's cursor moves to its end, then folds).  -> 1 / 0.
-create function pgque._slot_finish(i_batch bigint)
+-- Ack a slot's open batch i_batch of subscription i_sub's lease epoch
+-- i_epoch: the part handed out, or the whole window (the epoch's cursor
+-- moves to its end, then folds).  -> 1 / 0 (not that row's open batch).
+-- The row by its key: no index holds sb_batch (ADR 0130).
+create function pgque._slot_finish(i_batch bigint, i_sub int4, i_epoch bigint)
 returns int4 language plpgsql as $$
 declare
     r pgque.slot_batch;
 begin
-    select * into r from pgque.slot_batch where sb_batch = i_batch;
+    select * into r from pgque.slot_batch
+     where sb_sub = i_sub and sb_epoch = i_epoch and sb_batch = i_batch;
     if not found then
         return 0;
     end if;
     return pgque._slot_finish_row(r);
 end $$;
 
--- _slot_finish of the epoch's row in hand (ack_partitioned has it locked).
+-- _slot_finish of the epoch's row in hand (ack_partitioned has it locked),
+-- updated by its key and batch (HOT, ADR 0130).
 create function pgque._slot_finish_row(r pgque.slot_batch)
 returns int4 language plpgsql as $$
 begin
     if r.sb_last is not null then
         update pgque.slot_batch
            set sb_batch = pg_catalog.nextval('pgque.batch_id_seq'), sb_pos = sb_last, sb_last = null
-         where sb_batch = r.sb_batch;
+         where sb_sub = r.sb_sub and sb_epoch = r.sb_epoch and sb_batch = r.sb_batch;
         return 1;
     end if;
     update pgque.slot_batch
        set sb_last_tick = sb_next_tick, sb_batch = null, sb_next_tick = null, sb_pos = null, sb_last = null
-     where sb_batch = r.sb_batch;
+     where sb_sub = r.sb_sub and sb_epoch = r.sb_epoch and sb_batch = r.sb_batch;
     perform pgque._slot_fold(r.sb_sub, r.sb_epoch, r.sb_next_tick);
     return 1;
 end $$;

@@ -845,8 +845,10 @@ typedef struct ReceiveKind
 	int			max_return_arg;
 	int			share_arg;		/* slot, n at these two arguments; -1: none */
 	bool		share_by_source;	/* its sources hold the slot's rows alone */
-	const char *mark_sql;		/* $1 batch, $2 the part's last ev_id or NULL */
-	const char *finish_sql;		/* $1 batch */
+	const char *mark_sql;		/* $1 batch, $2 the part's last ev_id or NULL,
+								 * $3 sub_id, $4 epoch (as next_sql's: NULL
+								 * for a kind without next_sql) */
+	const char *finish_sql;		/* $1 batch, $3 sub_id, $4 epoch */
 	WindowOfKind window;		/* the batch's window, without its source */
 	const char *next_sql;		/* the tries after the first, from what it
 								 * returned: $1 sub_id, $2 epoch, $3 slot,
@@ -880,12 +882,23 @@ typedef struct ReceiveKind
 #define SLOT_NEXT_SOURCE 2
 
 /* the part's end, for the ack of the table the batch lives in */
-#define MARK_SQL(tbl, batch_col, last_col) \
+#define MARK_SQL_WHERE(tbl, row, last_col) \
 	"update pgque." tbl " set " last_col " = $2" \
-	" where " batch_col " operator(pg_catalog.=) $1" \
+	" where " row \
 	"   and case when " last_col " is null then $2 is not null" \
 	"            when $2 is null then true" \
 	"            else " last_col " operator(pg_catalog.<>) $2 end"
+#define MARK_SQL(tbl, batch_col, last_col) \
+	MARK_SQL_WHERE(tbl, batch_col " operator(pg_catalog.=) $1", last_col)
+
+/*
+ * A slot's epoch row by its key, the subscription $3 and the epoch $4 that
+ * the open returned, and the batch $1: slot_batch has no index on sb_batch,
+ * so that its updates are HOT (ADR 0130).
+ */
+#define SLOT_ROW_SQL \
+	"sb_sub operator(pg_catalog.=) $3 and sb_epoch operator(pg_catalog.=) $4" \
+	" and sb_batch operator(pg_catalog.=) $1"
 
 #define WINDOW_OF_KIND_SQL(fn) \
 	fn, "select lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos from pgque." fn "($1)"
@@ -934,8 +947,8 @@ static ReceiveKind slot_kind = {
 	"select batch_id, pause, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos, epoch"
 	"  from pgque._slot_receive_open($1, $2, $3, $4, $5, $6, $7, $8)",
 	6, {TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTOID, INT4OID, BOOLOID, BOOLOID}, 5, 2, true,
-	MARK_SQL("slot_batch", "sb_batch", "sb_last"),
-	"select pgque._slot_finish($1)",
+	MARK_SQL_WHERE("slot_batch", SLOT_ROW_SQL, "sb_last"),
+	"select pgque._slot_finish($1, $3, $4)",
 	{NULL},						/* the bounds come with the open */
 	"select batch_id, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos"
 	"  from pgque._slot_receive_next($1, $2, $3, $4, $5, $6)"
@@ -1032,8 +1045,7 @@ static int64
 receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, TupleDesc desc,
 			 bool *no_batch_out, WaitLook *look)
 {
-	Oid			mark_types[2] = {INT8OID, INT8OID};
-	Oid			finish_types[1] = {INT8OID};
+	Oid			mark_types[4] = {INT8OID, INT8OID, INT4OID, INT8OID};
 	Datum		oargs[9];
 	char		onulls[9];
 	SlotShare	share;
@@ -1041,7 +1053,8 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 	int			guc_level;
 	bool		no_batch = false;
 	bool		pause = false;
-	Datum		nargs[6];		/* next_sql's: sub_id, epoch, slot, n, max_return, want source */
+	Datum		nargs[6] = {0};	/* next_sql's: sub_id, epoch, slot, n, max_return, want source */
+	char		keynulls[2] = {'n', 'n'};	/* sub_id and epoch in nargs yet? */
 	Oid			next_types[6] = {INT4OID, INT8OID, INT4OID, INT4OID, INT4OID, BOOLOID};
 	int64		handed = 0;
 	bool		use_next = false;	/* the first try named its subscription */
@@ -1074,8 +1087,8 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 		int64		last = 0;
 		bool		more = false;
 		bool		isnull;
-		Datum		margs[2];
-		char		mnulls[2] = {' ', ' '};
+		Datum		margs[4];
+		char		mnulls[4] = {' ', ' ', ' ', ' '};
 		int			ret;
 		char	   *source = NULL;
 		bool		want_source;
@@ -1147,6 +1160,8 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 				if ((null_sub && kind->share_arg >= 0) || null_epoch)
 					elog(ERROR, "pgque_bgw: a slot's open returned batch %lld without its subscription or epoch",
 						 (long long) batch_id);
+				keynulls[0] = null_sub ? 'n' : ' ';
+				keynulls[1] = ' ';
 				/* a plain open the SQL of before served: no subscription, no bounds */
 				use_next = !null_sub;
 				nargs[2] = Int32GetDatum(kind->share_arg >= 0 ? share.slot : 0);
@@ -1186,7 +1201,11 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 				margs[0] = Int64GetDatum(batch_id);
 				margs[1] = Int64GetDatum(last);
 				mnulls[1] = more ? ' ' : 'n';
-				ret = SPI_execute_plan(pgque_kept_generic_once(&kind->mark_plan, kind->mark_sql, 2, mark_types),
+				margs[2] = nargs[0];
+				margs[3] = nargs[1];
+				mnulls[2] = keynulls[0];
+				mnulls[3] = keynulls[1];
+				ret = SPI_execute_plan(pgque_kept_generic_once(&kind->mark_plan, kind->mark_sql, 4, mark_types),
 									   margs, mnulls, false, 0);
 				if (ret != SPI_OK_UPDATE)
 					elog(ERROR, "pgque_bgw: receive could not mark the part: %s", SPI_result_code_string(ret));
@@ -1199,8 +1218,13 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 		}
 		/* an empty window: finished here, the next one is tried */
 		margs[0] = Int64GetDatum(batch_id);
-		ret = SPI_execute_plan(pgque_kept_generic_once(&kind->finish_plan, kind->finish_sql, 1, finish_types),
-							   margs, NULL, false, 1);
+		mnulls[1] = 'n';
+		margs[2] = nargs[0];
+		margs[3] = nargs[1];
+		mnulls[2] = keynulls[0];
+		mnulls[3] = keynulls[1];
+		ret = SPI_execute_plan(pgque_kept_generic_once(&kind->finish_plan, kind->finish_sql, 4, mark_types),
+							   margs, mnulls, false, 1);
 		if (ret != SPI_OK_SELECT)
 			elog(ERROR, "pgque_bgw: receive could not finish an empty batch: %s", SPI_result_code_string(ret));
 	}

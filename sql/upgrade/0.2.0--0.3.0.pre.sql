@@ -140,3 +140,10 @@ create table pgque.addressed_event (
     primary key (ae_sub, ae_ev_id, ae_txid)
 );
 select pg_catalog.pg_extension_config_dump('pgque.addressed_event', '');
+
+-- A slot batch's updates are HOT (ADR 0130): sb_batch loses its unique
+-- index (the ids stay unique: batch_id_seq hands each out once).
+alter table pgque.slot_batch drop constraint slot_batch_sb_batch_key;
+-- _slot_finish finds the row by its key: it takes the subscription and
+-- the epoch (the receive has them).
+drop function pgque._slot_finish(bigint);
