@@ -450,7 +450,12 @@ returns setof record language sql stable as $$
             union all
             select * from pgque._coop_batch_window(i_batch_id)
             union all
-            select * from pgque._slot_batch_window(i_batch_id)) w
+            -- slot_batch has no index on sb_batch (ADR 0130): scanned only
+            -- for a batch that is no plain or cooperative one (a one-time
+            -- filter: two probes of unique indexes)
+            select * from pgque._slot_batch_window(i_batch_id)
+             where not exists (select from pgque.subscription s where s.sub_batch = i_batch_id)
+               and not exists (select from pgque.coop_window c where c.cw_batch = i_batch_id)) w
       join pgque.queue q on q.queue_id = w.queue_id
      -- an unlogged queue emptied by a crash is reset before this batch (ADR 0068)
      where (not q.queue_unlogged or pgque._unlogged_whole(q))
