@@ -155,7 +155,9 @@ have_pgq() { [ -f "$("$PG_CONFIG" --sharedir)/extension/pgq.control" ]; }
 # drain_instructions.sh: queue "drain" (pgque, unbucketed), "drain_b"
 # (pgque, 32 partition buckets, keys over 2,000 tenants), "drain_w" (pgque,
 # unbucketed, drained a tick window a batch as PgQ is: ADR 0116) and
-# "drain" of PgQ, each with consumer "c".
+# "drain" of PgQ, each with consumer "c"; with DRAIN_KEYED=1 also "drain_k"
+# (system pgque_keyed: unbucketed, its events keyed as drain_b's, the
+# 32-bucket drain's like with like, ADR 0131).
 # drain_queues [pgq]: make them (PgQ's only when asked)
 drain_queues() {
 	"${PSQL[@]}" >/dev/null <<'SQL'
@@ -167,6 +169,9 @@ select pgque.subscribe('drain_b', 'c');
 select pgque.create_queue('drain_w');
 select pgque.subscribe('drain_w', 'c');
 SQL
+	if [ "${DRAIN_KEYED:-0}" = 1 ]; then
+		"${PSQL[@]}" >/dev/null -c "select pgque.create_queue('drain_k')" -c "select pgque.subscribe('drain_k', 'c')"
+	fi
 	if [ "${1:-}" = pgq ]; then
 		"${PSQL[@]}" >/dev/null -c "create extension if not exists pgq" -c "select pgq.create_queue('drain')" \
 			-c "select pgq.register_consumer('drain', 'c')"
@@ -181,8 +186,10 @@ drain_window() {
 	       [ "$1" = pgque_window ] && q=drain_w
 	       echo "select count(pgque.send_batch('$q', 'default', array_fill('payload-abcdefghij'::text, array[$2])));"
 	       echo "select pgque.ticker('$q');" ;;
-	pgque_32_buckets) echo "select count(pgque.send_batch('drain_b', 'default', array_fill('payload-abcdefghij'::text, array[$2]), array(select 'tenant-' || (g % 2000) from generate_series(1, $2) g)));"
-	       echo "select pgque.ticker('drain_b');" ;;
+	pgque_32_buckets|pgque_keyed) local q=drain_b
+	       [ "$1" = pgque_keyed ] && q=drain_k
+	       echo "select count(pgque.send_batch('$q', 'default', array_fill('payload-abcdefghij'::text, array[$2]), array(select 'tenant-' || (g % 2000) from generate_series(1, $2) g)));"
+	       echo "select pgque.ticker('$q');" ;;
 	pgq) echo "select count(pgq.insert_event('drain', 'default', 'payload-abcdefghij')) from generate_series(1, $2);"
 	     echo "select pgq.ticker('drain');" ;;
 	esac
@@ -200,11 +207,12 @@ drain_window() {
 drain_do() {
 	local q=drain stop="" max=1000 end
 	[ "$1" = pgque_32_buckets ] && q=drain_b
+	[ "$1" = pgque_keyed ] && q=drain_k
 	[ "$1" = pgque_window ] && q=drain_w max=${DRAIN_WINDOW:-10000}
 	[ -n "${2:-}" ] && stop=" exit when t >= $2;"
 	end=" end loop; raise notice 'drained % events in % s', t, extract(epoch from clock_timestamp() - t0); end \$\$;"
 	case $1 in
-	pgque|pgque_32_buckets|pgque_window) echo "do \$\$ declare b bigint; n bigint; t bigint := 0; t0 timestamptz := clock_timestamp(); begin loop select max(batch_id), count(*) into b, n from pgque.receive('$q', 'c', $max); exit when b is null; perform pgque.ack(b); commit; t := t + n;$stop$end" ;;
+	pgque|pgque_32_buckets|pgque_keyed|pgque_window) echo "do \$\$ declare b bigint; n bigint; t bigint := 0; t0 timestamptz := clock_timestamp(); begin loop select max(batch_id), count(*) into b, n from pgque.receive('$q', 'c', $max); exit when b is null; perform pgque.ack(b); commit; t := t + n;$stop$end" ;;
 	pgq) echo "do \$\$ declare b bigint; n bigint; t bigint := 0; t0 timestamptz := clock_timestamp(); begin loop b := pgq.next_batch('drain', 'c'); exit when b is null; select count(*) into n from pgq.get_batch_events(b); perform pgq.finish_batch(b); commit; t := t + n;$stop$end" ;;
 	esac
 }
@@ -268,6 +276,7 @@ bench_evindex_summarise() {
 # interleaved in one session; DRAIN_SYSTEMS: the systems made
 drain_backlog() {
 	DRAIN_SYSTEMS=(pgque pgque_32_buckets pgque_window)
+	[ "${DRAIN_KEYED:-0}" != 1 ] || DRAIN_SYSTEMS+=(pgque_keyed)
 	have_pgq && DRAIN_SYSTEMS+=(pgq)
 	drain_queues "$(have_pgq && echo pgq)"
 	# EVINDEX=btree|brin: the queues' ev_txid index made so by hand

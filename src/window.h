@@ -57,6 +57,11 @@ extern void pgque_window_check_desc(TupleDesc desc);
  */
 #define WINDOW_CACHE_ROWS 50000
 #define WINDOW_CACHE_BYTES (16 * 1024 * 1024)
+/*
+ * at most this much of a cache's rows' memory is kept between windows (an
+ * AllocSet's first block: at most its largest block)
+ */
+#define WINDOW_CACHE_KEEP_MAX ALLOCSET_DEFAULT_MAXSIZE
 
 /*
  * The rows of one window after "from" (or from its start), in ev_id
@@ -74,7 +79,10 @@ typedef struct WindowCache
 	bool		filling;		/* a read is forming rows into it: a read nested
 								 * in that one (a policy, ADR 0037) neither uses
 								 * nor resets it */
-	MemoryContext cxt;
+	MemoryContext cxt;			/* the rows */
+	MemoryContext arrcxt;		/* tuples and ev_ids (and their reorders) */
+	Size		keep;			/* cxt's first block, kept by a reset: what
+								 * the largest window's rows used (ADR 0131) */
 	char	   *source;
 	Datum		key[WINDOW_NPARAMS];	/* copies; after/ev_id/limit unused */
 	bool		keynull[WINDOW_NPARAMS];

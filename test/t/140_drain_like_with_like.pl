@@ -18,8 +18,9 @@ use PgqueNode;
 my ($out, $rc) = PgqueNode::bench_probe(<<'SH');
 bench_server drain_like 1 "autovacuum = off" "track_functions = all" "max_prepared_transactions = 4"
 DRAIN_WINDOW=2000
-# make bench's case: producers' transactions in progress at every tick
-DRAIN_XIP_COMMIT=1 drain_backlog 3 2000
+# make bench's case: producers' transactions in progress at every tick;
+# with the keyed unbucketed queue of ADR 0131
+DRAIN_KEYED=1 DRAIN_XIP_COMMIT=1 drain_backlog 3 2000
 echo "systems=${DRAIN_SYSTEMS[*]}"
 counts() {
 	"${PSQL[@]}" -F ' ' -c "select coalesce((select calls from pg_stat_user_functions where schemaname = 'pgque' and funcname = 'ack'), 0),
@@ -41,7 +42,7 @@ for sys in "${DRAIN_SYSTEMS[@]}"; do
 	echo "commits_$sys=$((c1 - c0))"
 done
 # every event handed out once: nothing left for any consumer
-for q in drain drain_b drain_w; do
+for q in drain drain_b drain_w drain_k; do
 	echo "left_$q=$("${PSQL[@]}" -c "select count(*) from pgque.receive('$q', 'c', 100000)")"
 done
 if have_pgq; then
@@ -49,6 +50,7 @@ if have_pgq; then
 fi
 # a drain with a limit stops at a whole window (drain_instructions.sh's warm-up)
 echo "limited=$(unset DRAIN_WINDOW; drain_do pgque_window 4000)"
+echo "keyed_sent=$("${PSQL[@]}" -c "select count(*) filter (where ev_extra1 like 'tenant-%') || '/' || count(*) from pgque.event_$("${PSQL[@]}" -c "select queue_id from pgque.queue where queue_name = 'drain_k'")")"
 SH
 is($rc, 0, 'the probe ran') or diag($out);
 my %v = $out =~ /^(\w+)=(.*)$/mg;
@@ -58,10 +60,12 @@ like($v{systems}, qr/^pgque pgque_32_buckets pgque_window\b/,
 is($v{batches_pgque}, 6, 'the drain of 1,000 a batch: 3 windows of 2,000 in 6 batches');
 is($v{batches_pgque_32_buckets}, 6, 'the 32-bucket queue\'s: the same');
 is($v{batches_pgque_window}, 3, 'the window-a-batch drain: one batch a window');
+is($v{batches_pgque_keyed}, 6, 'DRAIN_KEYED=1: the keyed unbucketed queue drained as the 32-bucket one, 1,000 a batch');
+is($v{keyed_sent}, '6000/6000', '... its events keyed as the 32-bucket queue\'s');
 # the commits a drain makes: one a batch, and one of the psql session that
 # reads the counters (the same in every row)
 is($v{commits_pgque} - $v{commits_pgque_window}, 3, 'it commits a window\'s worth less often: 3 commits fewer');
-is($v{"left_$_"}, 0, "every event of queue $_ handed out") for qw(drain drain_b drain_w);
+is($v{"left_$_"}, 0, "every event of queue $_ handed out") for qw(drain drain_b drain_w drain_k);
 like($v{limited}, qr/pgque\.receive\('drain_w', 'c', 10000\).*exit when t >= 4000;/,
 	'drain_do of pgque_window asks for the backlog window of make bench (10,000) by default');
 SKIP:
