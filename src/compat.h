@@ -90,6 +90,16 @@
 #endif
 
 /*
+ * The largest btree item a page takes (evpost.c): PostgreSQL 18 made
+ * BTMaxItemSize a constant of the block size.  Needs access/nbtree.h.
+ */
+#if PG_VERSION_NUM >= 180000
+#define pgque_bt_max_item_size(page) ((void) (page), BTMaxItemSize)
+#else
+#define pgque_bt_max_item_size(page) BTMaxItemSize(page)
+#endif
+
+/*
  * An index scan (window_direct.c's read, ADR 0110): PostgreSQL 18 added
  * the instrumentation argument (NULL: none).  Needs access/genam.h.
  */
