@@ -508,7 +508,7 @@ multi_slots(TupleDesc desc, int m)
  * The rows of a batch, MULTI_INSERT_ROWS at a time: heap_multi_insert
  * (one WAL record per heap page, not per row: 0.7k instructions a row
  * against heap_insert's 3.1k, ADR 0085), then the index entries: the
- * ev_txid index's as posting tuples (evpost.c, ADR 0136), any other's row
+ * ev_txid index's as posting tuples (evpost.c, ADR 0137), any other's row
  * by row.
  * The slots own their tuples (formed in the caller's context) until
  * cleared, also on an error.

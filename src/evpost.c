@@ -1,7 +1,7 @@
 /*
  * evpost.c
  *		A send_batch chunk's ev_txid index entries written as posting
- *		tuples straight into the index's rightmost leaf (ADR 0136).
+ *		tuples straight into the index's rightmost leaf (ADR 0137).
  *
  * Every row of one transaction carries the same ev_txid, and a batch's
  * rows are inserted by one heap_multi_insert (append.c).  index_insert

@@ -1,7 +1,7 @@
 /*
  * evpost.h
  *		A batch's ev_txid index entries as posting tuples (evpost.c,
- *		ADR 0136): the rows of one send_batch chunk share one ev_txid, so
+ *		ADR 0137): the rows of one send_batch chunk share one ev_txid, so
  *		their entries go into the index's rightmost leaf as one posting
  *		tuple per up to ~220 rows, where index_insert makes one entry and
  *		one descent per row.  Called by append.c only.
