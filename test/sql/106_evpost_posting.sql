@@ -12,8 +12,8 @@
 create temp table t106_seqs as
 select c.oid, pg_sequence_last_value(c.oid) as v from pg_class c
  where c.relkind = 'S' and c.relnamespace = 'pgque'::regnamespace;
-create extension if not exists pageinspect;
-create extension if not exists amcheck;
+create extension pageinspect;
+create extension amcheck;
 
 select pgque.create_queue('ep106') is not null as created;
 
@@ -78,5 +78,7 @@ select (xpath('/row/c/text()', query_to_xml(format('select count(*) as c from %s
        as event_rows;
 
 select pgque.drop_queue('ep106', true) as dropped;
+drop extension pageinspect;
+drop extension amcheck;
 select count(pg_catalog.setval(s.oid::regclass, coalesce(s.v, q.seqstart), s.v is not null)) >= 0 as sequences_back
   from t106_seqs s join pg_sequence q on q.seqrelid = s.oid;
