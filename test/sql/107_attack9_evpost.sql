@@ -191,3 +191,6 @@ drop operator class pg_temp_xid8_noeq using btree;
 drop operator family pg_temp_xid8_noeq using btree;
 select count(pg_catalog.setval(s.oid::regclass, coalesce(s.v, q.seqstart), s.v is not null)) >= 0 as sequences_back
   from t107_seqs s join pg_sequence q on q.seqrelid = s.oid;
+-- the extensions go with the file: a later one creating amcheck (70) gets no NOTICE
+drop extension pageinspect;
+drop extension amcheck;
