@@ -100,6 +100,15 @@
 #endif
 
 /*
+ * A btree page's opaque data (evpost.c): BTPageGetOpaque came with
+ * PostgreSQL 15; on 14 the special space is cast by hand, as core's own
+ * code did then.  Needs access/nbtree.h.
+ */
+#if PG_VERSION_NUM < 150000
+#define BTPageGetOpaque(page) ((BTPageOpaque) PageGetSpecialPointer(page))
+#endif
+
+/*
  * An index scan (window_direct.c's read, ADR 0110): PostgreSQL 18 added
  * the instrumentation argument (NULL: none).  Needs access/genam.h.
  */
