@@ -24,7 +24,7 @@ MODULE_big = pgque_bgw
 OBJS       = src/pgque_bgw.o src/guc.o src/state.o src/wake.o src/worker.o \
              src/launcher.o src/ticker.o src/tick.o src/maint.o src/watchdog.o src/utility.o \
              src/status.o src/slots.o src/slot_sql.o src/window.o src/window_direct.o src/receive.o \
-             src/produce.o src/queue_cache.o src/append.o src/insert_plan.o src/rules.o src/source.o src/srf.o \
+             src/produce.o src/queue_cache.o src/append.o src/evpost.o src/insert_plan.o src/rules.o src/source.o src/srf.o \
              src/caller.o src/cdc.o src/cdc_encode.o src/coop.o src/restore.o src/supervise.o \
              src/kept_plan.o src/ack.o src/reclaim.o src/budget.o src/locks.o src/errcodes.o
 

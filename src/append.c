@@ -17,7 +17,8 @@
  * index.  That is what this file does, the way core writes catalog rows
  * (CatalogTupleInsert: heap_insert, then FormIndexDatum/index_insert on
  * the opened indexes), and a batch the way COPY does (heap_multi_insert,
- * then each row's index entries).
+ * then the rows' index entries; the ev_txid index's as posting tuples:
+ * evpost.c).
  *
  * Only when the table is as the extension made it: a plain heap table with
  * event_template's eleven columns, no default but ev_id's, ev_time's now()
@@ -66,6 +67,7 @@
 #include "utils/xid8.h"
 
 #include "compat.h"
+#include "evpost.h"
 #include "producer.h"
 #include "rules.h"
 #include "window.h"
@@ -438,37 +440,34 @@ hint_rightmost_leaf(Target *t, int i, Relation irel)
 	_bt_relbuf(irel, buf);
 }
 
-/* the values of the row's index columns, as FormIndexDatum gives them for plain columns */
+/* index i's entry of a row: its columns' values, as FormIndexDatum gives them for plain columns */
 static void
-insert_index_rows_tid(Target *t, Relation rel, Relation *irels, ItemPointer tid, Datum *values,
-					  bool *isnull)
+insert_index_entry(Target *t, int i, Relation rel, Relation irel, ItemPointer tid, Datum *values,
+				   bool *isnull)
 {
-	int			i;
+	IndexInfo  *ii = t->index_infos[i];
+	Datum		ivalues[INDEX_MAX_KEYS];
+	bool		inull[INDEX_MAX_KEYS];
 	int			k;
 
-	for (i = 0; i < t->nindexes; i++)
+	for (k = 0; k < ii->ii_NumIndexAttrs; k++)
 	{
-		IndexInfo  *ii = t->index_infos[i];
-		Datum		ivalues[INDEX_MAX_KEYS];
-		bool		inull[INDEX_MAX_KEYS];
-
-		if (!irels[i]->rd_index->indisready)
-			continue;			/* being built concurrently: not yet */
-		for (k = 0; k < ii->ii_NumIndexAttrs; k++)
-		{
-			ivalues[k] = values[ii->ii_IndexAttrNumbers[k] - 1];
-			inull[k] = isnull[ii->ii_IndexAttrNumbers[k] - 1];
-		}
-		hint_rightmost_leaf(t, i, irels[i]);
-		index_insert(irels[i], ivalues, inull, tid, rel, UNIQUE_CHECK_NO, false, ii);
+		ivalues[k] = values[ii->ii_IndexAttrNumbers[k] - 1];
+		inull[k] = isnull[ii->ii_IndexAttrNumbers[k] - 1];
 	}
+	hint_rightmost_leaf(t, i, irel);
+	index_insert(irel, ivalues, inull, tid, rel, UNIQUE_CHECK_NO, false, ii);
 }
 
 static void
 insert_index_rows(Target *t, Relation rel, Relation *irels, HeapTuple tup, Datum *values,
 				  bool *isnull)
 {
-	insert_index_rows_tid(t, rel, irels, &tup->t_self, values, isnull);
+	int			i;
+
+	for (i = 0; i < t->nindexes; i++)
+		if (irels[i]->rd_index->indisready)	/* else being built concurrently: not yet */
+			insert_index_entry(t, i, rel, irels[i], &tup->t_self, values, isnull);
 }
 
 /*
@@ -508,7 +507,9 @@ multi_slots(TupleDesc desc, int m)
 /*
  * The rows of a batch, MULTI_INSERT_ROWS at a time: heap_multi_insert
  * (one WAL record per heap page, not per row: 0.7k instructions a row
- * against heap_insert's 3.1k, ADR 0085), then each row's index entries.
+ * against heap_insert's 3.1k, ADR 0085), then the index entries: the
+ * ev_txid index's as posting tuples (evpost.c, ADR 0137), any other's row
+ * by row.
  * The slots own their tuples (formed in the caller's context) until
  * cleared, also on an error.
  */
@@ -518,16 +519,35 @@ append_chunk(Target *t, Relation rel, Relation *irels, Datum (*values)[EV_NATTS]
 {
 	TupleDesc	desc = RelationGetDescr(rel);
 	TupleTableSlot **slots = multi_slots(desc, k);
+	ItemPointerData *tids = palloc(sizeof(ItemPointerData) * k);
 
 	PG_TRY();
 	{
 		int			r;
+		int			i;
 
 		for (r = 0; r < k; r++)
 			ExecStoreHeapTuple(heap_form_tuple(desc, values[r], isnull[r]), slots[r], true);
 		heap_multi_insert(rel, slots, k, cid, 0, NULL);
-		for (r = 0; r < k; r++)
-			insert_index_rows_tid(t, rel, irels, &slots[r]->tts_tid, values[r], isnull[r]);
+		for (i = 0; i < t->nindexes; i++)
+		{
+			if (!irels[i]->rd_index->indisready)
+				continue;		/* being built concurrently: not yet */
+			if (k > 1 && pgque_evpost_fits(irels[i], AT_TXID + 1))
+			{
+				/* one ev_txid for every row of a batch (fill_batch): posting tuples */
+				for (r = 0; r < k; r++)
+				{
+					Assert(values[r][AT_TXID] == values[0][AT_TXID]);
+					tids[r] = slots[r]->tts_tid;
+				}
+				pgque_evpost_insert(irels[i], rel, t->index_infos[i], values[0][AT_TXID], tids, k);
+			}
+			else
+				for (r = 0; r < k; r++)
+					insert_index_entry(t, i, rel, irels[i], &slots[r]->tts_tid, values[r],
+									   isnull[r]);
+		}
 	}
 	PG_FINALLY();
 	{
@@ -537,6 +557,7 @@ append_chunk(Target *t, Relation rel, Relation *irels, Datum (*values)[EV_NATTS]
 			ExecClearTuple(slots[c]);
 	}
 	PG_END_TRY();
+	pfree(tids);
 }
 
 /* fills rows first .. first + k - 1 of a source into values/isnull[0 .. k - 1] */

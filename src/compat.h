@@ -90,6 +90,25 @@
 #endif
 
 /*
+ * The largest btree item a page takes (evpost.c): PostgreSQL 18 made
+ * BTMaxItemSize a constant of the block size.  Needs access/nbtree.h.
+ */
+#if PG_VERSION_NUM >= 180000
+#define pgque_bt_max_item_size(page) ((void) (page), BTMaxItemSize)
+#else
+#define pgque_bt_max_item_size(page) BTMaxItemSize(page)
+#endif
+
+/*
+ * A btree page's opaque data (evpost.c): BTPageGetOpaque came with
+ * PostgreSQL 15; on 14 the special space is cast by hand, as core's own
+ * code did then.  Needs access/nbtree.h.
+ */
+#if PG_VERSION_NUM < 150000
+#define BTPageGetOpaque(page) ((BTPageOpaque) PageGetSpecialPointer(page))
+#endif
+
+/*
  * An index scan (window_direct.c's read, ADR 0110): PostgreSQL 18 added
  * the instrumentation argument (NULL: none).  Needs access/genam.h.
  */

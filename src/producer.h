@@ -1,6 +1,6 @@
 /*
  * producer.h
- *		The producer side, in four files:
+ *		The producer side, in five files:
  *		  produce.c      the SQL-callable entry points (send, send_batch,
  *		                 insert_event, _insert_event) and the C one the CDC
  *		                 triggers use; runs the append as the extension owner
@@ -9,11 +9,13 @@
  *		                 per backend and flushed by invalidations
  *		  append.c       the append: rows formed and inserted without the
  *		                 executor into a table as the extension made it
+ *		  evpost.c       a batch's ev_txid entries as posting tuples on the
+ *		                 index's rightmost leaf (evpost.h, ADR 0137)
  *		  insert_plan.c  the kept SPI insert plans, per queue and table, for
  *		                 any other table
  *		Decisions: ADR 0001 (hot path in C), 0004 (queue cache), 0032 (the
  *		append runs as the owner without SECURITY DEFINER), 0085 (the
- *		append without the executor).
+ *		append without the executor), 0137 (posting tuples).
  */
 #ifndef PGQUE_PRODUCER_H
 #define PGQUE_PRODUCER_H

@@ -49,7 +49,8 @@ pgque_source_part_sql(PG_FUNCTION_ARGS)
 /*
  * pgque._source_join(parts text[]) -> text: the parts as one FROM item, in
  * their order; NULL parts are left out, as array_to_string left them out.
- * No part (an empty or NULL array): "()", as before, which no plan reads.
+ * No part (an empty array): "()", as before, which no plan reads.  The SQL
+ * function is STRICT: a NULL array gives NULL without a call here.
  */
 Datum
 pgque_source_join_sql(PG_FUNCTION_ARGS)
