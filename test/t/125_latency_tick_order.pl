@@ -293,7 +293,8 @@ select 'released';
 	my $pid = $node->safe_psql('postgres',
 		q{select pid from pg_stat_activity where backend_type = 'pgque_bgw ticker' and datname = 'postgres'});
 	ok($pid =~ /^\d+$/, 'the ticker has a pid');
-	kill 'KILL', $pid;
+	# back once the postmaster has reaped it: the crash restart has begun
+	$node->kill9_and_wait($pid);
 	$h->finish;
 	ok(PgqueNode::wait_back($node), 'the server is back');
 	ok($node->wait_for_workers('postgres'), 'the workers run again');
