@@ -831,8 +831,15 @@ ticker_pass_body(TickerState *st, MemoryContext cxt, PgqueStateGate *gate)
 	bool		charged = !(pg_atomic_read_u32(&pgque_worker_db->wake) != 0 &&
 							woken_idle(st, &woken_at));
 
-	/* commits from here on wake the next pass, and mark their queues */
-	pg_atomic_write_u32(&pgque_worker_db->wake, 0);
+	/*
+	 * Commits from here on wake the next pass, and mark their queues.  An
+	 * exchange, not a write: a write has no barrier, and the reads of the
+	 * dirty bits below could pass it (a store then a load, reordered even
+	 * on x86); a commit that set its bit after those reads and then found
+	 * the flag still 1 would neither be taken nor wake anyone (wake.c
+	 * sets the bit, then exchanges the flag).
+	 */
+	(void) pg_atomic_exchange_u32(&pgque_worker_db->wake, 0);
 	any_dirty = take_dirty(st);
 	st->last_pass = now = GetCurrentTimestamp();
 	if (charged)
