@@ -158,6 +158,9 @@ $$;
 -- Its statements and those of the functions it calls run on generic plans
 -- (ADR 0118): the loop's query over i_queue_ids was planned anew at every
 -- visit (a custom plan each time, some 300k instructions of a tick's 1.1M).
+-- Both answers are one expression, planned at the first visit that ticks:
+-- the row found locked had a statement of its own, planned only the first
+-- time a row was, at a moment nobody chose (ADR 0136).
 create function pgque._tick_many(i_queue_ids int4[])
 returns setof int4 language plpgsql
 set plan_cache_mode = force_generic_plan as $$
@@ -169,10 +172,8 @@ begin
               where x.queue_id = any(i_queue_ids) and pgque._ticked_by_worker(x)
               order by x.queue_id loop
         t := pgque._tick_visit(q, false);
-        if t = 0 then
-            return next -q.queue_id;
-        elsif t is not null then
-            return next q.queue_id;
+        if t is not null then
+            return next case when t = 0 then -q.queue_id else q.queue_id end;
         end if;
     end loop;
 end $$;

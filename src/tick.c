@@ -30,7 +30,9 @@
  *   groups' windows (pgque._coop_sync, ADR 0017), the notification and
  *   the wake-up of receive_wait at commit (ADR 0102).
  * Every statement is fully qualified and kept for the process on a
- * generic plan (ADR 0118: a custom plan per visit was a third of a tick).
+ * generic plan (ADR 0118: a custom plan per visit was a third of a tick),
+ * every one of them prepared and planned at the process's first visit
+ * (pgque_tick_warm, ADR 0136), not at its first use.
  */
 #include "postgres.h"
 
@@ -45,6 +47,8 @@
 #include "utils/builtins.h"
 #include "utils/fmgrprotos.h"
 #include "utils/lsyscache.h"
+#include "utils/plancache.h"
+#include "utils/resowner.h"
 
 #include "compat.h"
 #include "kept_plan.h"
@@ -79,12 +83,66 @@ static PgqueKeptPlan *coop_plan = NULL;
 	" from pgque.subscription s where s.sub_queue operator(pg_catalog.=) " qid \
 	"   and s.sub_role operator(pg_catalog.=) 'coop_main'"
 
+/*
+ * The visit's statements, each kept in its slot above.  The locking ones
+ * end in their FOR ... clause: kept twice, waiting and SKIP LOCKED.
+ */
+#define LOOK_AND_LOCK_SQL \
+	"select from pgque.queue q" LAST_TICK_JOIN \
+	" where q.queue_id operator(pg_catalog.=) $1 and not q.queue_unlogged" \
+	"   and " DUE_FOR_WORKER \
+	"   for no key update of q"
+#define LOOK_SQL \
+	"select q.queue_unlogged," \
+	"       case when q.queue_unlogged and not $2 then null" \
+	"            else " DUE_FOR_WORKER " end" \
+	"  from pgque.queue q" LAST_TICK_JOIN \
+	" where q.queue_id operator(pg_catalog.=) $1"
+#define GATE_SQL \
+	"select pgque._unlogged_gate(q, $2) from pgque.queue q" \
+	" where q.queue_id operator(pg_catalog.=) $1"
+/* the plain lock: the row alone, once the look said the queue is due */
+#define LOCK_SQL \
+	"select from pgque.queue q where q.queue_id operator(pg_catalog.=) $1" \
+	"   for no key update"
+#define TICK_READ_SQL \
+	"select not $2 or " DUE_FOR_WORKER "," \
+	"       q.queue_name, q.queue_tick_seq," \
+	"       greatest(pgque._event_seq_pos(q), coalesce((l.t).tick_event_seq, 0))," \
+	"       (l.t).tick_snapshot," \
+	"       exists (select" COOP_GROUPS("q.queue_id") ")," \
+	"       pgque._tick_snapshot()" \
+	"  from pgque.queue q" LAST_TICK_JOIN \
+	" where q.queue_id operator(pg_catalog.=) $1"
+#define INSERT_SQL \
+	"insert into pgque.tick (tick_queue, tick_id, tick_time, tick_snapshot, tick_event_seq)" \
+	" values ($1, pg_catalog.nextval($2::pg_catalog.regclass), pg_catalog.now(), $3, $4)" \
+	" returning tick_id"
+#define COOP_SQL "select pgque._coop_sync(s.sub_id)" COOP_GROUPS("$1")
+
+/* their argument types: (queue id), (queue id, flag), the insert's */
+static Oid	id_types[1] = {INT4OID};
+static Oid	id_flag_types[2] = {INT4OID, BOOLOID};
+static Oid	insert_types[4] = {INT4OID, TEXTOID, PG_SNAPSHOTOID, INT8OID};
+
 static PgqueKeptPlan *
 keep(PgqueKeptPlan **slot, const char *sql, int nargs, Oid *argtypes)
 {
 	if (*slot == NULL)
 		*slot = pgque_kept_plan_prepare(sql, nargs, argtypes, CURSOR_OPT_GENERIC_PLAN);
 	return *slot;
+}
+
+/* the kept plan of a locking statement sql, waiting or SKIP LOCKED */
+static PgqueKeptPlan *
+keep_lock(PgqueKeptPlan **wait_slot, PgqueKeptPlan **skip_slot, const char *sql,
+		  bool wait, Oid *types)
+{
+	if (wait)
+		return keep(wait_slot, sql, 1, types);
+	if (*skip_slot == NULL)
+		keep(skip_slot, psprintf("%s skip locked", sql), 1, types);
+	return *skip_slot;
 }
 
 /*
@@ -94,18 +152,12 @@ keep(PgqueKeptPlan **slot, const char *sql, int nargs, Oid *argtypes)
  */
 static bool
 lock_row(PgqueKeptPlan **wait_slot, PgqueKeptPlan **skip_slot, const char *sql,
-		 bool wait, Oid *types, Datum *args)
+		 bool wait, Datum *args)
 {
 	int			ret;
 
-	if (wait)
-		ret = pgque_kept_plan_execute(keep(wait_slot, sql, 1, types), args, NULL, false, 1);
-	else
-	{
-		if (*skip_slot == NULL)
-			keep(skip_slot, psprintf("%s skip locked", sql), 1, types);
-		ret = pgque_kept_plan_execute(*skip_slot, args, NULL, false, 1);
-	}
+	ret = pgque_kept_plan_execute(keep_lock(wait_slot, skip_slot, sql, wait, id_types),
+								  args, NULL, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pgque_bgw: locking a queue row failed: %s", SPI_result_code_string(ret));
 	return SPI_processed == 1;
@@ -185,7 +237,6 @@ snapshot_xmax(Datum d)
 static int64
 tick_locked(int32 queue_id, bool check)
 {
-	Oid			types[4] = {INT4OID, BOOLOID, PG_SNAPSHOTOID, INT8OID};
 	Datum		args[4];
 	HeapTuple	tup;
 	TupleDesc	desc;
@@ -203,16 +254,7 @@ tick_locked(int32 queue_id, bool check)
 
 	args[0] = Int32GetDatum(queue_id);
 	args[1] = BoolGetDatum(check);
-	ret = pgque_kept_plan_execute(keep(&tick_read_plan,
-									   "select not $2 or " DUE_FOR_WORKER ","
-									   "       q.queue_name, q.queue_tick_seq,"
-									   "       greatest(pgque._event_seq_pos(q), coalesce((l.t).tick_event_seq, 0)),"
-									   "       (l.t).tick_snapshot,"
-									   "       exists (select" COOP_GROUPS("q.queue_id") "),"
-									   "       pgque._tick_snapshot()"
-									   "  from pgque.queue q" LAST_TICK_JOIN
-									   " where q.queue_id operator(pg_catalog.=) $1",
-									   2, types),
+	ret = pgque_kept_plan_execute(keep(&tick_read_plan, TICK_READ_SQL, 2, id_flag_types),
 								  args, NULL, false, 1);
 	check_ret(ret, SPI_OK_SELECT, "reading the queue to tick");
 	if (SPI_processed != 1)
@@ -250,15 +292,10 @@ tick_locked(int32 queue_id, bool check)
 						name),
 				 errhint("Call the ticker in a READ COMMITTED transaction.")));
 
-	types[1] = TEXTOID;
 	args[1] = CStringGetTextDatum(seq);
 	args[2] = snap;
 	args[3] = Int64GetDatum(event_seq);
-	ret = pgque_kept_plan_execute(keep(&insert_plan,
-									   "insert into pgque.tick (tick_queue, tick_id, tick_time, tick_snapshot, tick_event_seq)"
-									   " values ($1, pg_catalog.nextval($2::pg_catalog.regclass), pg_catalog.now(), $3, $4)"
-									   " returning tick_id",
-									   4, types),
+	ret = pgque_kept_plan_execute(keep(&insert_plan, INSERT_SQL, 4, insert_types),
 								  args, NULL, false, 1);
 	check_ret(ret, SPI_OK_INSERT_RETURNING, "inserting a tick");
 	tid = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
@@ -271,9 +308,7 @@ tick_locked(int32 queue_id, bool check)
 	 */
 	if (coop)
 	{
-		ret = pgque_kept_plan_execute(keep(&coop_plan,
-										   "select pgque._coop_sync(s.sub_id)" COOP_GROUPS("$1"),
-										   1, types),
+		ret = pgque_kept_plan_execute(keep(&coop_plan, COOP_SQL, 1, id_types),
 									  args, NULL, false, 0);
 		check_ret(ret, SPI_OK_SELECT, "syncing cooperative groups");
 	}
@@ -290,19 +325,12 @@ tick_locked(int32 queue_id, bool check)
 static int
 look(int32 queue_id, bool gated, bool *unlogged)
 {
-	Oid			types[2] = {INT4OID, BOOLOID};
 	Datum		args[2] = {Int32GetDatum(queue_id), BoolGetDatum(gated)};
 	bool		null;
 	bool		due;
 	int			ret;
 
-	ret = pgque_kept_plan_execute(keep(&look_plan,
-									   "select q.queue_unlogged,"
-									   "       case when q.queue_unlogged and not $2 then null"
-									   "            else " DUE_FOR_WORKER " end"
-									   "  from pgque.queue q" LAST_TICK_JOIN
-									   " where q.queue_id operator(pg_catalog.=) $1",
-									   2, types),
+	ret = pgque_kept_plan_execute(keep(&look_plan, LOOK_SQL, 2, id_flag_types),
 								  args, NULL, false, 1);
 	check_ret(ret, SPI_OK_SELECT, "looking at a queue");
 	if (SPI_processed != 1)
@@ -323,21 +351,14 @@ look(int32 queue_id, bool gated, bool *unlogged)
 static bool
 look_and_lock(int32 queue_id, bool wait)
 {
-	Oid			types[1] = {INT4OID};
 	Datum		args[1] = {Int32GetDatum(queue_id)};
 
-	return lock_row(&look_lock_wait_plan, &look_lock_skip_plan,
-					"select from pgque.queue q" LAST_TICK_JOIN
-					" where q.queue_id operator(pg_catalog.=) $1 and not q.queue_unlogged"
-					"   and " DUE_FOR_WORKER
-					"   for no key update of q",
-					wait, types, args);
+	return lock_row(&look_lock_wait_plan, &look_lock_skip_plan, LOOK_AND_LOCK_SQL, wait, args);
 }
 
 static PgqueTickVisit
 visit(int32 queue_id, bool wait, int64 *tick_id)
 {
-	Oid			types[2] = {INT4OID, BOOLOID};
 	Datum		args[2] = {Int32GetDatum(queue_id), BoolGetDatum(wait)};
 	bool		unlogged = false;
 	bool		null;
@@ -360,10 +381,7 @@ visit(int32 queue_id, bool wait, int64 *tick_id)
 	if (due == 2)
 	{
 		/* an unlogged queue: its reset first, when it lost its events (ADR 0068) */
-		ret = pgque_kept_plan_execute(keep(&gate_plan,
-										   "select pgque._unlogged_gate(q, $2) from pgque.queue q"
-										   " where q.queue_id operator(pg_catalog.=) $1",
-										   2, types),
+		ret = pgque_kept_plan_execute(keep(&gate_plan, GATE_SQL, 2, id_flag_types),
 									  args, NULL, false, 1);
 		check_ret(ret, SPI_OK_SELECT, "the unlogged queue's gate");
 		if (SPI_processed != 1)
@@ -376,14 +394,52 @@ visit(int32 queue_id, bool wait, int64 *tick_id)
 	if (due != 1)
 		return PGQUE_VISIT_NONE;
 
-	if (!lock_row(&lock_wait_plan, &lock_skip_plan,
-				  "select from pgque.queue q where q.queue_id operator(pg_catalog.=) $1"
-				  "   for no key update",
-				  wait, types, args))
+	if (!lock_row(&lock_wait_plan, &lock_skip_plan, LOCK_SQL, wait, args))
 		return wait ? PGQUE_VISIT_NONE : PGQUE_VISIT_BUSY;
 
 	*tick_id = tick_locked(queue_id, true);
 	return *tick_id != 0 ? PGQUE_VISIT_TICKED : PGQUE_VISIT_NONE;
+}
+
+/* the generic plan of kp made now (inside SPI), as its first execution would */
+static void
+plan_now(PgqueKeptPlan *kp)
+{
+	CachedPlan *cplan = SPI_plan_get_cached_plan(kp->plan);
+
+	if (cplan == NULL)
+		elog(ERROR, "pgque_bgw: planning a kept statement of the tick failed");
+	ReleaseCachedPlan(cplan, CurrentResourceOwner);
+}
+
+/*
+ * Every statement a visit may run, waiting for locked rows or not (the
+ * ticker's), prepared and planned once, at the process's first such visit
+ * (inside SPI).  Kept at its first use, a statement was planned at a
+ * moment nobody chose: the plain lock (LOCK_SQL) only when a row was found
+ * locked, or a commit made the queue due between the look-and-lock and the
+ * look; the look at the first queue found not due; the gate at the first
+ * unlogged queue.  Its plan, some 20 kB of the process's memory, and its
+ * planning (catalog reads, the relations' locks) then fell into whatever
+ * was measured at that moment: TAP 050 saw the ticker grow by 21 kB in
+ * the middle of its two minutes (ADR 0136).
+ */
+static void
+pgque_tick_warm(bool wait)
+{
+	static bool warmed[2] = {false, false};
+
+	if (warmed[wait])
+		return;
+	plan_now(keep_lock(&look_lock_wait_plan, &look_lock_skip_plan, LOOK_AND_LOCK_SQL, wait,
+					   id_types));
+	plan_now(keep(&look_plan, LOOK_SQL, 2, id_flag_types));
+	plan_now(keep(&gate_plan, GATE_SQL, 2, id_flag_types));
+	plan_now(keep_lock(&lock_wait_plan, &lock_skip_plan, LOCK_SQL, wait, id_types));
+	plan_now(keep(&tick_read_plan, TICK_READ_SQL, 2, id_flag_types));
+	plan_now(keep(&insert_plan, INSERT_SQL, 4, insert_types));
+	plan_now(keep(&coop_plan, COOP_SQL, 1, id_types));
+	warmed[wait] = true;
 }
 
 /*
@@ -403,6 +459,7 @@ pgque_tick_visit(int32 queue_id, bool wait, int64 *tick_id)
 		return PGQUE_VISIT_NONE;
 	if ((ret = SPI_connect()) != SPI_OK_CONNECT)
 		elog(ERROR, "pgque_bgw: SPI_connect failed: %s", SPI_result_code_string(ret));
+	pgque_tick_warm(wait);
 	r = visit(queue_id, wait, tick_id);
 	SPI_finish();
 	return r;

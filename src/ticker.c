@@ -5,8 +5,11 @@
  * A producer's commit marks its queue in the database's dirty bits and sets
  * the ticker's latch (wake.c).  A pass takes the bits (exchanging them with
  * 0, before any snapshot of the pass) and asks pgque.ticker(queue) of the
- * queues marked, one transaction per queue; an idle queue is visited only
- * when its idle tick is due (once per ticker_idle_period).  The queue list
+ * queues marked, one transaction per queue, first of all (round 1, ADR
+ * 0108); a queue so woken is visited in a round 1 until a visit of it
+ * completes (ADR 0136), never in round 2 among the idle ticks.  An idle
+ * queue is visited only when its idle tick is due (once per
+ * ticker_idle_period).  The queue list
  * is cached here and read again only when pgque.queue changed (its trigger
  * sends a relcache invalidation, which a callback notes).
  *
@@ -77,7 +80,7 @@ typedef struct TickQueue
 	int64		idle_ms;
 	TimestampTz idle_due;		/* its idle tick is due (0: visit at once) */
 	bool		visit;			/* visit in this pass */
-	bool		woken;			/* a commit marked it: visited first (ADR 0108) */
+	bool		woken;			/* a commit marked it: round 1 only (ADR 0108, 0136) */
 	bool		busy;			/* its row was locked in this pass: at the poll */
 	int32		failures;		/* visits failed in a row (ADR 0100) */
 	TimestampTz retry_at;		/* after a failure: not visited before */
@@ -261,8 +264,9 @@ list_queues(void *arg)
 		else
 			q->idle_due = Min(known->idle_due,
 							  TimestampTzPlusMilliseconds(DatumGetTimestampTz(last), q->idle_ms));
-		/* a visit still owed (a failed one, a busy row) is kept */
+		/* a visit still owed (a failed one, a busy row) is kept, a commit's in round 1 */
 		q->visit = (q->idle_due <= now) || (known != NULL && known->visit);
+		q->woken = known != NULL && known->woken;
 		/* and a failing queue's backoff, and what its ticks cover */
 		q->seq_seen = -1;
 		if (known != NULL)
@@ -562,11 +566,16 @@ visit_failed(TickerState *st)
 		q->recorded = true;
 }
 
-/* is q to be visited in this round of the pass (visit_queues)? */
+/*
+ * Is q to be visited in this round of the pass (visit_queues)?  Round 1
+ * takes the queues a commit woke, round 2 the others: a woken queue is
+ * never visited in round 2, where it rode in a chunk of idle ticks, behind
+ * them and in their transaction (ADR 0136).
+ */
 static inline bool
-wanted(const TickQueue *q, bool woken_only)
+wanted(const TickQueue *q, bool woken_round)
 {
-	return q->visit && (!woken_only || q->woken);
+	return q->visit && q->woken == woken_round;
 }
 
 /*
@@ -584,14 +593,14 @@ commit_waits(void)
 }
 
 /*
- * Visit the marked queues (only those a commit marked, when woken_only):
- * one at a time when few, else in chunks of TICK_CHUNK per transaction
- * (_tick_many), a chunk that fails one at a time.  A round of the other
- * queues stops early for a commit that waits (commit_waits).
+ * Visit the marked queues of a round: those a commit woke (woken_round),
+ * or the others: one at a time when few, else in chunks of TICK_CHUNK per
+ * transaction (_tick_many), a chunk that fails one at a time.  A round of
+ * the other queues stops early for a commit that waits (commit_waits).
  * -> the number ticked; *nvisits the number visited.
  */
 static int
-visit_queues(TickerState *st, bool woken_only, int *nvisits)
+visit_queues(TickerState *st, bool woken_round, int *nvisits)
 {
 	int			nticks = 0;
 	int			marked = 0;
@@ -600,7 +609,7 @@ visit_queues(TickerState *st, bool woken_only, int *nvisits)
 	char		what[NAMEDATALEN + 32];
 
 	for (i = 0; i < st->nqueues; i++)
-		if (wanted(&st->queues[i], woken_only))
+		if (wanted(&st->queues[i], woken_round))
 			marked++;
 	*nvisits = marked;
 
@@ -617,11 +626,15 @@ visit_queues(TickerState *st, bool woken_only, int *nvisits)
 			TimestampTz now;
 			ListCell   *lc;
 
-			if (!woken_only && units > 0 && commit_waits())
+			if (!woken_round && units > 0 && commit_waits())
 				return nticks;
-			/* a failing queue is visited one by one, below */
+			/*
+			 * a failing queue is visited one by one, below; a busy row
+			 * (locked elsewhere in this pass) waits for the poll
+			 */
 			for (to = from; to < st->nqueues && n < TICK_CHUNK; to++)
-				if (wanted(&st->queues[to], woken_only) && st->queues[to].failures == 0)
+				if (wanted(&st->queues[to], woken_round) && st->queues[to].failures == 0 &&
+					!st->queues[to].busy)
 					ids[n++] = Int32GetDatum(st->queues[to].id);
 			if (n > 0)
 				units++;
@@ -648,7 +661,7 @@ visit_queues(TickerState *st, bool woken_only, int *nvisits)
 					nticks++;
 				}
 				for (i = from; i < to; i++)
-					if (wanted(&st->queues[i], woken_only) && !st->queues[i].busy &&
+					if (wanted(&st->queues[i], woken_round) && !st->queues[i].busy &&
 						st->queues[i].failures == 0)
 						visited(&st->queues[i], false, now);
 			}
@@ -661,13 +674,13 @@ visit_queues(TickerState *st, bool woken_only, int *nvisits)
 	{
 		TickQueue  *q = &st->queues[i];
 
-		if (!wanted(q, woken_only) || q->busy)
+		if (!wanted(q, woken_round) || q->busy)
 			continue;
 		st->queue = q;
 		if (backing_off(q, GetCurrentTimestamp()))
 			continue;			/* q->visit stays: at its retry_at */
 		/* at least one unit per round: a commit storm delays, never starves */
-		if (!woken_only && units > 0 && commit_waits())
+		if (!woken_round && units > 0 && commit_waits())
 			break;
 		units++;
 		st->ticked = false;
@@ -818,8 +831,15 @@ ticker_pass_body(TickerState *st, MemoryContext cxt, PgqueStateGate *gate)
 	bool		charged = !(pg_atomic_read_u32(&pgque_worker_db->wake) != 0 &&
 							woken_idle(st, &woken_at));
 
-	/* commits from here on wake the next pass, and mark their queues */
-	pg_atomic_write_u32(&pgque_worker_db->wake, 0);
+	/*
+	 * Commits from here on wake the next pass, and mark their queues.  An
+	 * exchange, not a write: a write has no barrier, and the reads of the
+	 * dirty bits below could pass it (a store then a load, reordered even
+	 * on x86); a commit that set its bit after those reads and then found
+	 * the flag still 1 would neither be taken nor wake anyone (wake.c
+	 * sets the bit, then exchanges the flag).
+	 */
+	(void) pg_atomic_exchange_u32(&pgque_worker_db->wake, 0);
 	any_dirty = take_dirty(st);
 	st->last_pass = now = GetCurrentTimestamp();
 	if (charged)
@@ -844,6 +864,14 @@ ticker_pass_body(TickerState *st, MemoryContext cxt, PgqueStateGate *gate)
 		st->next_probe = TimestampTzPlusMilliseconds(now, st->poll_ms);
 		return;
 	}
+	/*
+	 * A queue a commit woke stays woken while its visit is owed (its row
+	 * was busy, its visit failed, the probe found its sequence moved after
+	 * its visit): the next round 1 visits it, not a round 2 (ADR 0136).
+	 */
+	for (i = 0; i < st->nqueues; i++)
+		st->queues[i].woken = st->queues[i].woken && st->queues[i].visit;
+
 	/* a bit no queue of the list has: one created since; read it again */
 	if (any_dirty && !mark_dirty_queues(st) &&
 		pgque_run_unit("listing queues", list_queues, st))
@@ -878,10 +906,10 @@ ticker_pass_body(TickerState *st, MemoryContext cxt, PgqueStateGate *gate)
 		st->retry = true;
 	}
 
+	/* round 1 visited the woken queues (or left them owed to the next one) */
 	for (i = 0; i < st->nqueues; i++)
 	{
-		st->queues[i].woken = false;
-		if (st->probe_all || st->queues[i].idle_due <= now)
+		if (!st->queues[i].woken && (st->probe_all || st->queues[i].idle_due <= now))
 			st->queues[i].visit = true;
 	}
 	st->probe_all = false;
@@ -923,7 +951,12 @@ ticker_pass_body(TickerState *st, MemoryContext cxt, PgqueStateGate *gate)
 		if (st->queues[i].failures > 0 && st->queues[i].visit)
 			st->next_retry = Min(st->next_retry, st->queues[i].retry_at);
 		else
+		{
 			st->next_idle = Min(st->next_idle, st->queues[i].idle_due);
+			/* a woken queue the probe marked again: its round 1 at the poll */
+			if (st->queues[i].woken && st->queues[i].visit)
+				st->retry = true;
+		}
 	}
 
 	if (nticks > 0)

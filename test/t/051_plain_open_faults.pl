@@ -17,13 +17,8 @@ use IPC::Run;
 
 $SIG{PIPE} = 'IGNORE';
 
-my $node = PgqueNode->new_preloaded('plain_open_faults', conf => q{
-fsync = on
-restart_after_crash = on
-pgque_bgw.launcher_naptime = '1s'
-pgque_bgw.ticker_stalled_after = '3600s'
-});
-$node->install('postgres');
+# the holder faults' server, shared with TAP 151 (PgqueNode)
+my $node = PgqueNode->new_holder_faults('plain_open_faults');
 ok($node->wait_for_workers('postgres'), 'the workers run');
 
 $node->safe_psql('postgres', q{
@@ -75,37 +70,8 @@ sub start_producer
 # its ack: the part's payloads are printed first
 sub start_holder
 {
-	my %w = (out => '', err => '');
-	$w{h} = IPC::Run::start(['psql', '-X', '-A', '-t', '-q', '-d', $node->connstr('postgres'),
-		'-c', 'begin',
-		'-c', q{select 'held:' || coalesce(string_agg(payload, ',' order by msg_id), '') from pgque.receive_wait('po', 'c', 7, '10 s')},
-		'-c', 'select pg_sleep(300)'],
-		'>', \$w{out}, '2>', \$w{err});
-	return \%w;
-}
-
-# the holder's backend, once it sleeps between its open and its ack
-sub holder_pid
-{
-	my $pid;
-	PgqueNode::poll_until(sub {
-		$pid = $node->safe_psql('postgres', q{
-		    select pid from pg_stat_activity
-		     where backend_type = 'client backend' and query like '%pg_sleep(300)%'
-		       and state = 'active' and pid <> pg_backend_pid()});
-		$pid ne '';
-	}, 60);
-	return $pid;
-}
-
-# events the holder was handed (read once it has ended)
-sub held
-{
-	my ($w) = @_;
-	my ($line) = grep { /^held:/ } split /\n/, $w->{out};
-	return () unless defined $line;
-	$line =~ s/^held://;
-	return grep { $_ ne '' } split /,/, $line;
+	return $node->start_holder(
+		q{select 'held:' || coalesce(string_agg(payload, ',' order by msg_id), '') from pgque.receive_wait('po', 'c', 7, '10 s')});
 }
 
 sub take
@@ -125,61 +91,56 @@ sub drain
 	}, 120), "$name: every event sent is acked");
 }
 
-# the events a holder had, handed out again: acked (by someone else) once
-sub check_again
-{
-	my ($name, @held) = @_;
-	ok(scalar(@held) > 0, "$name: the holder had a part (" . scalar(@held) . " events)");
-	my $list = join(',', map { "'$_'" } @held) || "''";
-	is($node->safe_psql('postgres', "select count(*) from acked where payload in ($list)"),
-	   scalar(@held), "$name: its events were handed out again and acked once");
-}
-
 my $p = start_producer('a', 300);
 take(7, 'wait') for 1 .. 5;
 
 # ---- ended by pg_terminate_backend between open and ack ----
 my $w = start_holder();
-my $pid = holder_pid();
+my $pid = $node->holder_pid();
 ok($pid, 'a holder between its open and its ack');
 $node->safe_psql('postgres', "select pg_terminate_backend($pid)");
 $w->{h}->finish;
-my @held = held($w);
+my @held = PgqueNode::held($w);
 take(7, 'wait') for 1 .. 3;
 $p->{h}->finish;
 drain('terminated');
-check_again('terminated', @held);
+$node->check_handed_again('terminated', @held);
 
 # ---- SIGKILL of the holder: a crash restart ----
 $p = start_producer('b', 300);
 take(7, 'plain') for 1 .. 3;
 $w = start_holder();
-$pid = holder_pid();
+$pid = $node->holder_pid();
 ok($pid, 'a holder to SIGKILL');
-kill 'KILL', $pid;
+# back once the postmaster has reaped it: the crash restart has begun
+$node->kill9_and_wait($pid);
 $w->{h}->finish;
-@held = held($w);
+@held = PgqueNode::held($w);
 $p->{h}->finish;
-ok(PgqueNode::wait_back($node, 'postgres', undef, $pid), 'the server is back after the crash restart');
+ok(PgqueNode::wait_back($node, 'postgres'), 'the server is back after the crash restart');
 ok($node->wait_for_workers('postgres'), 'the workers run after it');
 drain('crash');
-check_again('crash', @held);
+$node->check_handed_again('crash', @held);
 
 # ---- SIGKILL of the postmaster while the holder holds its part ----
 $p = start_producer('c', 300);
 take(7, 'wait') for 1 .. 3;
 $w = start_holder();
-$pid = holder_pid();
+$pid = $node->holder_pid();
 ok($pid, 'a holder before the postmaster dies');
-$node->kill9;
-ok(PgqueNode::poll_until(sub { !kill(0, $pid) }, 30), 'the holder leaves with the postmaster');
+# back once the old server is gone, its postmaster reaped: a start can follow
+my $gone = $node->kill9_and_wait;
+diag(sprintf('figure: the postmaster SIGKILLed: the %d processes of its server exited within %.1f s, all reaped within %.1f s',
+	scalar(@{ $gone->{pids} }), $gone->{exited}, $gone->{reaped}));
+ok(!PgqueNode::running($pid) && $gone->{exited} < 30,
+	sprintf('the holder leaves with the postmaster (every process of its server within %.1f s)', $gone->{exited}));
 $w->{h}->finish;
 $p->{h}->finish;
-@held = held($w);
+@held = PgqueNode::held($w);
 $node->start;
 ok($node->wait_for_workers('postgres'), 'the server and its workers are back');
 drain('postmaster');
-check_again('postmaster', @held);
+$node->check_handed_again('postmaster', @held);
 
 # ---- the ledger ----
 is($node->safe_psql('postgres', q{

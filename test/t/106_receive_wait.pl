@@ -263,9 +263,10 @@ $w = start_wait('w', 'c', '30 s');
 ok(PgqueNode::poll_until(sub { waiting() == 1 }), 'a waiter to SIGKILL');
 ($pid) = waiter_pids();
 send_one('w', 'before-kill');
-kill 'KILL', $pid;
+# back once the postmaster has reaped it: the crash restart has begun
+$node->kill9_and_wait($pid);
 finish_wait($w);
-ok(PgqueNode::wait_back($node, 'postgres', undef, $pid), 'the server is back after the crash restart');
+ok(PgqueNode::wait_back($node, 'postgres'), 'the server is back after the crash restart');
 ok($node->wait_for_workers('postgres'), 'the workers run after it');
 $check_woken->('crash');
 
@@ -276,13 +277,20 @@ $w = start_wait('w', 'c', '30 s');
 ok(PgqueNode::poll_until(sub { waiting() == 1 }), 'a waiter before the postmaster dies');
 ($pid) = waiter_pids();
 send_one('w', 'before-pm-kill');
-my $pm = $node->{_pid};
-$node->kill9;
-ok(PgqueNode::poll_until(sub { !kill(0, $pid) }, 10), 'the waiting backend leaves when the postmaster dies');
+# back once every process of the old server has exited and its postmaster
+# is reaped (its children, reparented to init, were no longer found by
+# their parent's pid: "no child left" held at once; a zombie postmaster
+# still named by postmaster.pid failed the start)
+my $gone = $node->kill9_and_wait;
+diag(sprintf('figure: the postmaster SIGKILLed: the %d processes of its server exited within %.1f s, all reaped within %.1f s',
+	scalar(@{ $gone->{pids} }), $gone->{exited}, $gone->{reaped}));
+ok(!PgqueNode::running($pid) && $gone->{exited} < 10,
+	sprintf('the waiting backend leaves when the postmaster dies (every process of its server within %.1f s)',
+		$gone->{exited}));
 finish_wait($w);
 # the workers and the other children go the same way (WL_EXIT_ON_PM_DEATH)
-ok(PgqueNode::poll_until(sub { (`ps -o pid= --ppid $pm` // '') !~ /\d/ }, 30),
-	'no child of the dead postmaster is left');
+ok(scalar(@{ $gone->{pids} }) > 3 && !grep({ PgqueNode::running($_) } @{ $gone->{pids} }),
+	'no process of the dead postmaster\'s server is left (' . scalar(@{ $gone->{pids} }) . ' were)');
 $node->start;
 ok($node->wait_for_workers('postgres'), 'the server and its workers are back');
 $check_woken->('postmaster');

@@ -17,6 +17,13 @@
 #   - receive_wait remembers its queue's id for the next call: a queue
 #     dropped and created again under the same name is waited for by its
 #     new id (the look corrects the hint), woken by the new queue's tick;
+#   - a woken queue's visit owed past its pass (ADR 0136): the busy
+#     queue's row held locked by another transaction when its commit wakes
+#     the ticker, beside 16 queues whose idle ticks fall due at every pass
+#     (more than 8: a chunk, their ids below the busy queue's).  Once the
+#     row is free the busy queue's tick is written in a transaction of its
+#     own (round 1 of a later pass; before, it rode in the idle chunk of
+#     the next pass), within ticker_max_lag (3 s, the poll) of the release;
 #   - faults with fsync on and a ledger: the ticker SIGKILLed in the
 #     middle of a storm beside the idle queues: nothing lost or delivered
 #     twice, and a commit is ticked within the bound again after.
@@ -209,7 +216,71 @@ select round((extract(epoch from clock_timestamp()) - :t0)::numeric, 1) as waite
 	cmp_ok($l[-1], '<', 20, 'woken by the new queue\'s tick, not at its 30 s timeout');
 }
 
-# 4. the ticker SIGKILLed in the middle of a storm beside the idle queues
+# 4. a woken queue whose row another transaction holds (ADR 0136)
+{
+	$node->safe_psql('postgres', q{
+	    select count(pgque.set_queue_config('idle_' || i, 'ticker_idle_period', '100 milliseconds'))
+	      from generate_series(1, 16) i;});
+	my $idle1 = $node->safe_psql('postgres', q{select queue_id from pgque.queue where queue_name = 'idle_1'});
+	ok(PgqueNode::poll_until(sub {
+		$node->safe_psql('postgres', qq{
+		    select count(*) >= 2 from pgque.tick where tick_queue = $idle1
+		       and tick_time > clock_timestamp() - interval '1 second'}) eq 't';
+	}), 'the 16 queues idle-tick at every pass');
+
+	my ($in, $out, $err) = ('', '', '');
+	my $locker = IPC::Run::start(
+		[ 'psql', '-X', '-q', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-d', $node->connstr('postgres') ],
+		'<', \$in, '>', \$out, '2>', \$err);
+	$in .= "begin;
+select 'locked' from pgque.queue where queue_name = 'busy' for no key update;
+";
+	ok(PgqueNode::poll_until(sub { $locker->pump_nb; $out =~ /locked/ }),
+		'another transaction holds the busy queue\'s row');
+
+	my $from = $node->safe_psql('postgres', "select coalesce(max(tick_id), 0) from pgque.tick where tick_queue = $qid");
+	my $ev = $node->safe_psql('postgres', q{insert into sent values (pgque.send('busy', 'row locked')) returning ev_id});
+	my $sent_at = $node->safe_psql('postgres', 'select clock_timestamp()');
+	# two idle ticks of one queue after the commit: a pass began after it
+	# (the second one's pass started one idle period after the first tick),
+	# so the commit's bit was taken while the row was locked
+	ok(PgqueNode::poll_until(sub {
+		$node->safe_psql('postgres', qq{
+		    select count(*) >= 2 from pgque.tick where tick_queue = $idle1 and tick_time > '$sent_at'}) eq 't';
+	}), 'a pass visited the woken queue while its row was locked');
+	is($node->safe_psql('postgres', "select count(*) from pgque.tick where tick_queue = $qid and tick_event_seq >= $ev"),
+		'0', 'no tick of the busy queue while its row is locked (not waited for)');
+
+	my $released_at = $node->safe_psql('postgres', 'select clock_timestamp()');
+	$in .= "commit;
+select 'released';
+";
+	ok(PgqueNode::poll_until(sub { $locker->pump_nb; $out =~ /released/ }), 'the row is released');
+	$in .= "\\q\n";
+	$locker->finish;
+	ok(PgqueNode::poll_until(sub {
+		$node->safe_psql('postgres', "select count(*) > 0 from pgque.tick where tick_queue = $qid and tick_event_seq >= $ev") eq 't';
+	}), 'the event sent while the row was locked is ticked');
+	my $lag = $node->safe_psql('postgres', qq{
+	    select round((extract(epoch from pg_xact_commit_timestamp(t.xmin) - '$released_at'::timestamptz) * 1000)::numeric)
+	      from pgque.tick t where t.tick_queue = $qid and t.tick_event_seq >= $ev order by t.tick_id limit 1});
+	my $with = $node->safe_psql('postgres', qq{
+	    select count(*) from pgque.tick i
+	     where i.tick_queue <> $qid
+	       and i.xmin = (select t.xmin from pgque.tick t where t.tick_queue = $qid and t.tick_event_seq >= $ev
+	                      order by t.tick_id limit 1)});
+	diag("figure: the row locked, then released: the busy queue ticked $lag ms after the release, with $with idle tick(s) in its transaction");
+	is($with, '0', 'its tick is written in a transaction of its own, not in the chunk of idle ticks');
+	is(shared_ticks($from), '0', 'no tick of the busy queue shared a transaction with idle ticks');
+	cmp_ok($lag, '<', 3000, 'ticked within ticker_max_lag (3 s) of the release');
+
+	$node->safe_psql('postgres', q{
+	    select count(pgque.set_queue_config('idle_' || i, 'ticker_idle_period', '1 hour'))
+	      from generate_series(1, 16) i;});
+	is($node->safe_psql('postgres', 'select drain() > 0'), 't', 'the consumer drains the event');
+}
+
+# 5. the ticker SIGKILLed in the middle of a storm beside the idle queues
 {
 	my ($out, $err) = ('', '');
 	my $h = IPC::Run::start(
@@ -222,7 +293,8 @@ select round((extract(epoch from clock_timestamp()) - :t0)::numeric, 1) as waite
 	my $pid = $node->safe_psql('postgres',
 		q{select pid from pg_stat_activity where backend_type = 'pgque_bgw ticker' and datname = 'postgres'});
 	ok($pid =~ /^\d+$/, 'the ticker has a pid');
-	kill 'KILL', $pid;
+	# back once the postmaster has reaped it: the crash restart has begun
+	$node->kill9_and_wait($pid);
 	$h->finish;
 	ok(PgqueNode::wait_back($node), 'the server is back');
 	ok($node->wait_for_workers('postgres'), 'the workers run again');

@@ -2,7 +2,8 @@
 # Owns: making a throwaway server (from an initdb template when test/run.sh
 # provides one), the preload configuration, and the helpers the files used
 # to copy: waiting for a database's workers, polling with a deadline,
-# installing the extension, making login roles.
+# installing the extension, making login roles, a SIGKILL that returns once
+# the process is really gone (kill9_and_wait), the holder-fault fixture.
 #
 # A PgqueNode is a PostgreSQL::Test::Cluster: every method of the framework
 # works on it.
@@ -22,6 +23,11 @@ use PostgreSQL::Test::Utils ();
 use Fcntl qw(:flock);
 use Time::HiRes ();
 use Carp;
+use Cwd ();
+use IO::Socket::INET;
+use IO::Socket::UNIX;
+use IPC::Run ();
+use Test::More ();
 
 # The libraries every preloaded server loads, and what a file adds to them
 # (pg_cron for 006): one place for the line 48 files used to copy.
@@ -203,6 +209,227 @@ sub wait_back
 		};
 		return $ok;
 	}, $secs);
+}
+
+# _proc(PID): (state, start time) of process PID from /proc/PID/stat; ()
+# when there is no such process.  The start time tells a reused PID from
+# the process it was.
+sub _proc
+{
+	my ($pid) = @_;
+	open my $fh, '<', "/proc/$pid/stat" or return ();
+	my $stat = <$fh>;
+	close $fh;
+	return () unless defined $stat;
+	# after the command's ")" (the command may hold spaces and parentheses):
+	# field 3 the state, field 22 the start time
+	my @f = split / /, substr($stat, rindex($stat, ')') + 2);
+	return ($f[0], $f[19]);
+}
+
+# _alive(PID, [START]): PID exists, a zombie included (kill 0 succeeds on a
+# process its parent has not reaped yet), and is still the process that
+# started at START
+sub _alive
+{
+	my ($pid, $start) = @_;
+	return kill(0, $pid) ? 1 : 0 unless -d '/proc/self';
+	my ($state, $t) = _proc($pid);
+	return 0 unless defined $state;
+	return !defined $start || $t eq $start;
+}
+
+# running(PID, [START]): PID is alive and not a zombie: it has not exited.
+# A function (PgqueNode::running($pid)).
+sub running
+{
+	my ($pid, $start) = @_;
+	return _alive($pid) unless -d '/proc/self';
+	my ($state, $t) = _proc($pid);
+	return defined $state && $state ne 'Z' && $state ne 'X' && (!defined $start || $t eq $start);
+}
+
+# $node->_server_pids(): the processes running in the node's data
+# directory (every process of its server chdirs there; a zombie has no
+# working directory any more), pid => start time
+sub _server_pids
+{
+	my ($self) = @_;
+	my $dir = Cwd::abs_path($self->data_dir) // $self->data_dir;
+	my %pids;
+	opendir(my $dh, '/proc') or return %pids;
+	for my $pid (grep { /^\d+$/ } readdir $dh)
+	{
+		my $cwd = readlink("/proc/$pid/cwd");
+		next unless defined $cwd && $cwd eq $dir;
+		my (undef, $start) = _proc($pid);
+		$pids{$pid} = $start if defined $start;
+	}
+	closedir $dh;
+	return %pids;
+}
+
+# $node->_port_refuses(): nothing accepts connections at the node's
+# socket (or its TCP port) any more
+sub _port_refuses
+{
+	my ($self) = @_;
+	my $host = $self->host;
+	my $sock = $host =~ m{^/}
+	  ? IO::Socket::UNIX->new(Peer => "$host/.s.PGSQL." . $self->port)
+	  : IO::Socket::INET->new(PeerAddr => $host, PeerPort => $self->port, Proto => 'tcp', Timeout => 5);
+	return 1 unless $sock;
+	close $sock;
+	return 0;
+}
+
+# $node->kill9_and_wait([PID], [SECONDS]): SIGKILL, and return once the
+# process is really gone.  A `kill 'KILL'` returns at once, and what the
+# file did next raced the process's end: a statement served by the old
+# server just before the crash restart began, a start refused because the
+# old postmaster.pid still named a live process (TAP 106, 051, 151).
+#
+# PID, a backend or worker of this server: back once the postmaster has
+# reaped it (kill 0 fails): the crash restart has begun, a connection is
+# turned away until it ends (wait_back).
+#
+# No PID: the postmaster, as the framework's kill9 (which only sends the
+# signal; the node is marked stopped).  Back once every process of the old
+# server has exited (each has left the shared memory, which a new
+# postmaster refuses to take while one is attached), the postmaster has
+# been reaped (its postmaster.pid names no process: stale) and the port
+# refuses connections: $node->start can follow.  The postmaster's
+# children, reparented to init, are reaped by init; here a zombie waited a
+# second or more for it, and a start in that time failed on the pid file.
+#
+# Past SECONDS (default the framework's timeout) the test dies with what is
+# left.  Returns { pids => [the processes waited for], exited => seconds
+# until none of them ran, reaped => seconds until all was done }.
+sub kill9_and_wait
+{
+	my ($self, $pid, $secs) = @_;
+	my $t0 = Time::HiRes::time();
+	my $deadline = $t0 + ($secs // $TIMEOUT);
+	my $left = sub {
+		my ($what) = @_;
+		croak(sprintf('kill9_and_wait: %s, %.0f s after the SIGKILL', $what, Time::HiRes::time() - $t0))
+		  if Time::HiRes::time() >= $deadline;
+		Time::HiRes::sleep(0.05);
+	};
+
+	if (defined $pid)
+	{
+		my (undef, $start) = _proc($pid);
+		kill('KILL', $pid) or croak("kill9_and_wait: no process $pid to kill: $!");
+		while (_alive($pid, $start))
+		{
+			my ($state) = _proc($pid);
+			$left->("process $pid is still there (state " . ($state // '?') . ')');
+		}
+		my $t = Time::HiRes::time() - $t0;
+		return { pids => [$pid], exited => $t, reaped => $t };
+	}
+
+	my $pm = $self->{_pid};
+	croak('kill9_and_wait: the node "' . $self->name . '" is not running') unless defined $pm;
+	my %old = $self->_server_pids;
+	my (undef, $pm_start) = _proc($pm);
+	$self->kill9;
+	my $exited;
+	while (1)
+	{
+		# what the old server still runs, a process forked as it died included
+		my %now = $self->_server_pids;
+		my @running = sort { $a <=> $b } grep { running($_, $old{$_}) } keys %old;
+		push @running, grep { !exists $old{$_} } keys %now;
+		if (!@running)
+		{
+			$exited //= Time::HiRes::time() - $t0;
+			last if !_alive($pm, $pm_start) && $self->_port_refuses;
+			my ($state) = _proc($pm);
+			$left->(defined $state
+				? "the postmaster $pm is not reaped yet (state $state: init reaps it)"
+				: 'its port still accepts connections');
+			next;
+		}
+		$left->('processes of the old server still run: ' . join(' ', @running));
+	}
+	return { pids => [ sort { $a <=> $b } keys %old ], exited => $exited,
+		reaped => Time::HiRes::time() - $t0 };
+}
+
+# PgqueNode->new_holder_faults(NAME): the server of the holder faults (TAP
+# 051, 151): fsync on, a crash restart after a backend's SIGKILL, the
+# launcher every second, no ticker_stalled alert; pgque_bgw installed in
+# postgres.  A holder is a consumer's session that takes a part and sleeps
+# before its ack (start_holder); the file ends it by pg_terminate_backend,
+# SIGKILL or a SIGKILL of the postmaster, then checks that the part it held
+# was handed out again (held, check_handed_again).
+sub new_holder_faults
+{
+	my ($class, $name) = @_;
+	my $node = $class->new_preloaded($name, conf => q{
+fsync = on
+restart_after_crash = on
+pgque_bgw.launcher_naptime = '1s'
+pgque_bgw.ticker_stalled_after = '3600s'
+});
+	$node->install('postgres');
+	return $node;
+}
+
+# $node->start_holder(QUERY): a holder's session: begin, QUERY (one row:
+# 'held:' and the payloads of the part it took, comma-separated), then
+# pg_sleep(300) before any ack; { h => the psql harness, out, err }
+sub start_holder
+{
+	my ($self, $query) = @_;
+	my %w = (out => '', err => '');
+	$w{h} = IPC::Run::start(['psql', '-X', '-A', '-t', '-q', '-d', $self->connstr('postgres'),
+		'-c', 'begin', '-c', $query, '-c', 'select pg_sleep(300)'],
+		'>', \$w{out}, '2>', \$w{err});
+	return \%w;
+}
+
+# $node->holder_pid(): the holder's backend once it sleeps between its
+# part and its ack ('' if none within 60 s)
+sub holder_pid
+{
+	my ($self) = @_;
+	my $pid;
+	PgqueNode::poll_until(sub {
+		$pid = $self->safe_psql('postgres', q{
+		    select pid from pg_stat_activity
+		     where backend_type = 'client backend' and query like '%pg_sleep(300)%'
+		       and state = 'active' and pid <> pg_backend_pid()});
+		$pid ne '';
+	}, 60);
+	return $pid;
+}
+
+# held(HOLDER): the payloads a holder was handed (read once it has ended).
+# A function.
+sub held
+{
+	my ($w) = @_;
+	my ($line) = grep { /^held:/ } split /\n/, $w->{out};
+	return () unless defined $line;
+	$line =~ s/^held://;
+	return grep { $_ ne '' } split /,/, $line;
+}
+
+# $node->check_handed_again(NAME, PAYLOAD...): the holder had a part, and
+# each of its events was handed out again and acked once (in the file's
+# table acked(payload))
+sub check_handed_again
+{
+	my ($self, $name, @held) = @_;
+	local $Test::Builder::Level = $Test::Builder::Level + 1;
+	Test::More::ok(scalar(@held) > 0, "$name: the holder had a part (" . scalar(@held) . " events)");
+	my $list = join(',', map { "'$_'" } @held) || "''";
+	Test::More::is($self->safe_psql('postgres', "select count(*) from acked where payload in ($list)"),
+		scalar(@held), "$name: its events were handed out again and acked once");
+	return;
 }
 
 # $node->create_got(): the SQL function got(QUEUE, PAYLOAD) in database
