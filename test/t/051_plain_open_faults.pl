@@ -126,14 +126,7 @@ $node->check_handed_again('crash', @held);
 $p = start_producer('c', 300);
 take(7, 'wait') for 1 .. 3;
 $w = start_holder();
-$pid = $node->holder_pid();
-ok($pid, 'a holder before the postmaster dies');
-# back once the old server is gone, its postmaster reaped: a start can follow
-my $gone = $node->kill9_and_wait;
-diag(sprintf('figure: the postmaster SIGKILLed: the %d processes of its server exited within %.1f s, all reaped within %.1f s',
-	scalar(@{ $gone->{pids} }), $gone->{exited}, $gone->{reaped}));
-ok(!PgqueNode::running($pid) && $gone->{exited} < 30,
-	sprintf('the holder leaves with the postmaster (every process of its server within %.1f s)', $gone->{exited}));
+$node->kill9_holder_server;
 $w->{h}->finish;
 $p->{h}->finish;
 @held = PgqueNode::held($w);

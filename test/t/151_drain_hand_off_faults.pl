@@ -128,14 +128,7 @@ $p2 = start_producer('d', 300);
 take($_) for (20000, 7, 1000);
 ok(backlog(200), 'a backlog of 200 events for the next holder');
 $w = start_holder();
-$pid = $node->holder_pid();
-ok($pid, 'a holder before the postmaster dies');
-# back once the old server is gone, its postmaster reaped: a start can follow
-my $gone = $node->kill9_and_wait;
-diag(sprintf('figure: the postmaster SIGKILLed: the %d processes of its server exited within %.1f s, all reaped within %.1f s',
-	scalar(@{ $gone->{pids} }), $gone->{exited}, $gone->{reaped}));
-ok(!PgqueNode::running($pid) && $gone->{exited} < 30,
-	sprintf('the holder leaves with the postmaster (every process of its server within %.1f s)', $gone->{exited}));
+$node->kill9_holder_server;
 $w->{h}->finish;
 $p1->{h}->finish;
 $p2->{h}->finish;

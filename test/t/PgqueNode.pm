@@ -420,6 +420,23 @@ sub held
 
 # $node->check_handed_again(NAME, PAYLOAD...): the holder had a part, and
 # each of its events was handed out again and acked once (in the file's
+
+# $node->kill9_holder_server: the postmaster SIGKILLed while the holder
+# (start_holder) holds its part, back once the old server is gone and its
+# postmaster reaped (a start can follow); asserts the holder was there and
+# left with its server (051, 151).  Returns kill9_and_wait's answer.
+sub kill9_holder_server
+{
+	my ($self) = @_;
+	my $pid = $self->holder_pid();
+	Test::More::ok($pid, 'a holder before the postmaster dies');
+	my $gone = $self->kill9_and_wait;
+	Test::More::diag(sprintf('figure: the postmaster SIGKILLed: the %d processes of its server exited within %.1f s, all reaped within %.1f s',
+		scalar(@{ $gone->{pids} }), $gone->{exited}, $gone->{reaped}));
+	Test::More::ok(!running($pid) && $gone->{exited} < 30,
+		sprintf('the holder leaves with the postmaster (every process of its server within %.1f s)', $gone->{exited}));
+	return $gone;
+}
 # table acked(payload))
 sub check_handed_again
 {
@@ -477,6 +494,26 @@ sub make_ledger
         return n;
     end \$\$;});
 	return;
+}
+
+# $node->check_ledger(NAME): make_ledger's tables agree: every sent event
+# acked, none twice, nothing acked that the ledger does not hold (what
+# rolled back with its ledger row); three assertions named after NAME
+# (TAP 165, 168).  Returns the number sent.
+sub check_ledger
+{
+	my ($self, $name) = @_;
+	my $sent = $self->safe_psql('postgres', q{select count(*) from sent});
+	Test::More::is($self->safe_psql('postgres',
+			q{select count(*) from sent s where not exists (select from acked a where a.ev_id = s.ev_id)}),
+		'0', "$name: every one of the $sent sent events was received and acked");
+	Test::More::is($self->safe_psql('postgres',
+			q{select count(*) from (select ev_id from acked group by ev_id having count(*) > 1) d}),
+		'0', "$name: none twice");
+	Test::More::is($self->safe_psql('postgres',
+			q{select count(*) from acked a where not exists (select from sent s where s.ev_id = a.ev_id)}),
+		'0', "$name: nothing received that the ledger does not hold (rolled back)");
+	return $sent;
 }
 
 # $node->direct_insert(QUEUE, PAYLOAD): a row written straight into the
