@@ -133,31 +133,75 @@ keep(PgqueKeptPlan **slot, const char *sql, int nargs, Oid *argtypes)
 	return *slot;
 }
 
-/* the kept plan of a locking statement sql, waiting or SKIP LOCKED */
+/* the kept plan of a locking statement sql (of the queue id), waiting or SKIP LOCKED */
 static PgqueKeptPlan *
-keep_lock(PgqueKeptPlan **wait_slot, PgqueKeptPlan **skip_slot, const char *sql,
-		  bool wait, Oid *types)
+keep_lock(PgqueKeptPlan **wait_slot, PgqueKeptPlan **skip_slot, const char *sql, bool wait)
 {
 	if (wait)
-		return keep(wait_slot, sql, 1, types);
+		return keep(wait_slot, sql, 1, id_types);
 	if (*skip_slot == NULL)
-		keep(skip_slot, psprintf("%s skip locked", sql), 1, types);
+		keep(skip_slot, psprintf("%s skip locked", sql), 1, id_types);
 	return *skip_slot;
 }
 
 /*
- * A locking statement sql (ending in its FOR ... clause), waiting for a
- * row locked elsewhere or, without wait, skipping it (SKIP LOCKED): two
- * kept plans of one text.  -> whether it locked a row.
+ * Each statement of the visit, kept in its slot: the one place that pairs
+ * a slot with its text and argument types, for the visit and for
+ * pgque_tick_warm alike.
+ */
+static PgqueKeptPlan *
+look_and_lock_stmt(bool wait)
+{
+	return keep_lock(&look_lock_wait_plan, &look_lock_skip_plan, LOOK_AND_LOCK_SQL, wait);
+}
+
+static PgqueKeptPlan *
+look_stmt(void)
+{
+	return keep(&look_plan, LOOK_SQL, 2, id_flag_types);
+}
+
+static PgqueKeptPlan *
+gate_stmt(void)
+{
+	return keep(&gate_plan, GATE_SQL, 2, id_flag_types);
+}
+
+static PgqueKeptPlan *
+lock_stmt(bool wait)
+{
+	return keep_lock(&lock_wait_plan, &lock_skip_plan, LOCK_SQL, wait);
+}
+
+static PgqueKeptPlan *
+tick_read_stmt(void)
+{
+	return keep(&tick_read_plan, TICK_READ_SQL, 2, id_flag_types);
+}
+
+static PgqueKeptPlan *
+insert_stmt(void)
+{
+	return keep(&insert_plan, INSERT_SQL, 4, insert_types);
+}
+
+static PgqueKeptPlan *
+coop_stmt(void)
+{
+	return keep(&coop_plan, COOP_SQL, 1, id_types);
+}
+
+/*
+ * A locking statement (look_and_lock_stmt, lock_stmt: one text kept twice,
+ * waiting for a row locked elsewhere or skipping it) run for args.
+ * -> whether it locked a row.
  */
 static bool
-lock_row(PgqueKeptPlan **wait_slot, PgqueKeptPlan **skip_slot, const char *sql,
-		 bool wait, Datum *args)
+lock_row(PgqueKeptPlan *kp, Datum *args)
 {
 	int			ret;
 
-	ret = pgque_kept_plan_execute(keep_lock(wait_slot, skip_slot, sql, wait, id_types),
-								  args, NULL, false, 1);
+	ret = pgque_kept_plan_execute(kp, args, NULL, false, 1);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pgque_bgw: locking a queue row failed: %s", SPI_result_code_string(ret));
 	return SPI_processed == 1;
@@ -254,8 +298,7 @@ tick_locked(int32 queue_id, bool check)
 
 	args[0] = Int32GetDatum(queue_id);
 	args[1] = BoolGetDatum(check);
-	ret = pgque_kept_plan_execute(keep(&tick_read_plan, TICK_READ_SQL, 2, id_flag_types),
-								  args, NULL, false, 1);
+	ret = pgque_kept_plan_execute(tick_read_stmt(), args, NULL, false, 1);
 	check_ret(ret, SPI_OK_SELECT, "reading the queue to tick");
 	if (SPI_processed != 1)
 	{
@@ -295,8 +338,7 @@ tick_locked(int32 queue_id, bool check)
 	args[1] = CStringGetTextDatum(seq);
 	args[2] = snap;
 	args[3] = Int64GetDatum(event_seq);
-	ret = pgque_kept_plan_execute(keep(&insert_plan, INSERT_SQL, 4, insert_types),
-								  args, NULL, false, 1);
+	ret = pgque_kept_plan_execute(insert_stmt(), args, NULL, false, 1);
 	check_ret(ret, SPI_OK_INSERT_RETURNING, "inserting a tick");
 	tid = DatumGetInt64(SPI_getbinval(SPI_tuptable->vals[0], SPI_tuptable->tupdesc, 1, &null));
 
@@ -308,8 +350,7 @@ tick_locked(int32 queue_id, bool check)
 	 */
 	if (coop)
 	{
-		ret = pgque_kept_plan_execute(keep(&coop_plan, COOP_SQL, 1, id_types),
-									  args, NULL, false, 0);
+		ret = pgque_kept_plan_execute(coop_stmt(), args, NULL, false, 0);
 		check_ret(ret, SPI_OK_SELECT, "syncing cooperative groups");
 	}
 
@@ -330,8 +371,7 @@ look(int32 queue_id, bool gated, bool *unlogged)
 	bool		due;
 	int			ret;
 
-	ret = pgque_kept_plan_execute(keep(&look_plan, LOOK_SQL, 2, id_flag_types),
-								  args, NULL, false, 1);
+	ret = pgque_kept_plan_execute(look_stmt(), args, NULL, false, 1);
 	check_ret(ret, SPI_OK_SELECT, "looking at a queue");
 	if (SPI_processed != 1)
 		return -1;
@@ -353,7 +393,7 @@ look_and_lock(int32 queue_id, bool wait)
 {
 	Datum		args[1] = {Int32GetDatum(queue_id)};
 
-	return lock_row(&look_lock_wait_plan, &look_lock_skip_plan, LOOK_AND_LOCK_SQL, wait, args);
+	return lock_row(look_and_lock_stmt(wait), args);
 }
 
 static PgqueTickVisit
@@ -381,8 +421,7 @@ visit(int32 queue_id, bool wait, int64 *tick_id)
 	if (due == 2)
 	{
 		/* an unlogged queue: its reset first, when it lost its events (ADR 0068) */
-		ret = pgque_kept_plan_execute(keep(&gate_plan, GATE_SQL, 2, id_flag_types),
-									  args, NULL, false, 1);
+		ret = pgque_kept_plan_execute(gate_stmt(), args, NULL, false, 1);
 		check_ret(ret, SPI_OK_SELECT, "the unlogged queue's gate");
 		if (SPI_processed != 1)
 			return PGQUE_VISIT_NONE;
@@ -394,7 +433,7 @@ visit(int32 queue_id, bool wait, int64 *tick_id)
 	if (due != 1)
 		return PGQUE_VISIT_NONE;
 
-	if (!lock_row(&lock_wait_plan, &lock_skip_plan, LOCK_SQL, wait, args))
+	if (!lock_row(lock_stmt(wait), args))
 		return wait ? PGQUE_VISIT_NONE : PGQUE_VISIT_BUSY;
 
 	*tick_id = tick_locked(queue_id, true);
@@ -431,14 +470,13 @@ pgque_tick_warm(bool wait)
 
 	if (warmed[wait])
 		return;
-	plan_now(keep_lock(&look_lock_wait_plan, &look_lock_skip_plan, LOOK_AND_LOCK_SQL, wait,
-					   id_types));
-	plan_now(keep(&look_plan, LOOK_SQL, 2, id_flag_types));
-	plan_now(keep(&gate_plan, GATE_SQL, 2, id_flag_types));
-	plan_now(keep_lock(&lock_wait_plan, &lock_skip_plan, LOCK_SQL, wait, id_types));
-	plan_now(keep(&tick_read_plan, TICK_READ_SQL, 2, id_flag_types));
-	plan_now(keep(&insert_plan, INSERT_SQL, 4, insert_types));
-	plan_now(keep(&coop_plan, COOP_SQL, 1, id_types));
+	plan_now(look_and_lock_stmt(wait));
+	plan_now(look_stmt());
+	plan_now(gate_stmt());
+	plan_now(lock_stmt(wait));
+	plan_now(tick_read_stmt());
+	plan_now(insert_stmt());
+	plan_now(coop_stmt());
 	warmed[wait] = true;
 }
 
