@@ -579,6 +579,18 @@ wanted(const TickQueue *q, bool woken_round)
 }
 
 /*
+ * Does q go into this round's _tick_many chunk?  Not a failing queue (one
+ * by one, below the chunks), not a busy row (locked elsewhere in this
+ * pass: at the poll).  Asked when the chunk is made and again after it
+ * ran, for the queues it did not tick.
+ */
+static inline bool
+chunked(const TickQueue *q, bool woken_round)
+{
+	return wanted(q, woken_round) && q->failures == 0 && !q->busy;
+}
+
+/*
  * The commit that woke the ticker is served: a round of the pass over
  * other queues (idle ticks, the probe's) stops between two of its units
  * when a commit set the wake flag since the pass began; what it leaves
@@ -628,13 +640,8 @@ visit_queues(TickerState *st, bool woken_round, int *nvisits)
 
 			if (!woken_round && units > 0 && commit_waits())
 				return nticks;
-			/*
-			 * a failing queue is visited one by one, below; a busy row
-			 * (locked elsewhere in this pass) waits for the poll
-			 */
 			for (to = from; to < st->nqueues && n < TICK_CHUNK; to++)
-				if (wanted(&st->queues[to], woken_round) && st->queues[to].failures == 0 &&
-					!st->queues[to].busy)
+				if (chunked(&st->queues[to], woken_round))
 					ids[n++] = Int32GetDatum(st->queues[to].id);
 			if (n > 0)
 				units++;
@@ -661,8 +668,7 @@ visit_queues(TickerState *st, bool woken_round, int *nvisits)
 					nticks++;
 				}
 				for (i = from; i < to; i++)
-					if (wanted(&st->queues[i], woken_round) && !st->queues[i].busy &&
-						st->queues[i].failures == 0)
+					if (chunked(&st->queues[i], woken_round))
 						visited(&st->queues[i], false, now);
 			}
 			/* a failed chunk stays marked: one by one below */
