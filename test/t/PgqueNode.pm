@@ -355,8 +355,8 @@ sub kill9_and_wait
 }
 
 # $node->kill9_backend_of(APP, [SECONDS]): kill9_and_wait of the backend
-# whose application_name is APP (the lowest pid of several): its pid, or ''
-# when APP has no backend.  For a shell loop's psql (TAP 032, 064, 068,
+# whose application_name is like APP (the lowest pid of several): its pid,
+# or '' when APP has no backend.  For a shell loop's psql (TAP 032, 064, 068,
 # 069): its call may fail and its backend end between the look and the
 # signal; then APP is looked for again, so that a kill that found no
 # process is never taken for a crash.
@@ -367,7 +367,7 @@ sub kill9_backend_of
 	while (1)
 	{
 		my $pid = $self->safe_psql('postgres', qq{
-		    select pid from pg_stat_activity where application_name = '$app' order by pid limit 1});
+		    select pid from pg_stat_activity where application_name like '$app' order by pid limit 1});
 		return '' unless $pid;
 		return $pid if $self->_kill9_child($pid, $secs);
 		$left->("the backends of $app end before a SIGKILL reaches one");
