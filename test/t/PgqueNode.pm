@@ -185,7 +185,7 @@ sub poll_value
 	return $v;
 }
 
-# wait_back(NODE, [DB], [SECONDS], [PID]): true once the server accepts connections
+# wait_back(NODE, [DB], [SECONDS]): true once the server accepts connections
 # again after a crash restart.  Not poll_query_until('select 1'): it feeds
 # psql through a pipe, and a psql that a server still in recovery turns
 # away exits before reading it, so IPC::Run dies of the broken pipe
@@ -193,15 +193,18 @@ sub poll_value
 # A function (PgqueNode::wait_back($node)): it serves a node made by
 # PostgreSQL::Test::Cluster->new as well.
 #
-# PID: the backend just killed.  Until the postmaster has reaped it, the
-# crash restart has not begun and "select 1" still succeeds on the old
-# server, which then turns the caller's next statement away in recovery
-# (TAP 062 under .ci/run's load); with PID it first waits for that process
-# to be gone.
+# Kill with kill9_and_wait first: until the postmaster has reaped the
+# killed process the crash restart has not begun and "select 1" still
+# succeeds on the old server, which then turns the caller's next statement
+# away in recovery (TAP 062 under .ci/run's load).  wait_back took that
+# PID once and polled kill 0 (no check of a reused pid, no word past its
+# deadline); it refuses one now, so that a call written that way fails
+# rather than racing.
 sub wait_back
 {
 	my ($self, $db, $secs, $pid) = @_;
-	PgqueNode::poll_until(sub { !kill(0, $pid) }, $secs) if $pid;
+	croak('wait_back: no PID any more: kill with $node->kill9_and_wait($pid), which waits for it')
+	  if defined $pid;
 	return PgqueNode::poll_until(sub {
 		my $ok = eval {
 			my ($ret, $out) = $self->psql($db // 'postgres', 'select 1');
