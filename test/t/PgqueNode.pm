@@ -309,7 +309,7 @@ sub _port_refuses
 # 'all': the postmaster and, at once, every other process of its server
 # (what a power loss leaves: no backend goes on alone; one in a loop of
 # commits never asks whether the postmaster lives, and without this would
-# outlive it), then as with no PID (TAP 067, 089).
+# outlive it), then as with no PID (TAP 067).
 #
 # Past SECONDS (default the framework's timeout) the test dies with what is
 # left.  Returns { pids => [the processes waited for], exited => seconds
