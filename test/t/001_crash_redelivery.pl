@@ -36,10 +36,10 @@ $victim->query_until(qr/processing/, q{
     \echo processing
     select pg_sleep(600);
 });
-kill 'KILL', $pid;
+$node->kill9_and_wait($pid);
 # its backend is gone: quitting may fail on the closed pipe, which is expected
 eval { $victim->quit; };
-ok(PgqueNode::wait_back($node, 'postgres', undef, $pid), 'server is back after the crash restart');
+ok(PgqueNode::wait_back($node, 'postgres'), 'server is back after the crash restart');
 like(slurp_file($node->logfile), qr/terminated by signal 9/, 'the postmaster saw the backend die');
 
 my $again = $node->safe_psql('postgres',
@@ -63,10 +63,10 @@ $victim->query_until(qr/inside/, q{
     \echo inside
     select pg_sleep(600);
 });
-kill 'KILL', $pid;
+$node->kill9_and_wait($pid);
 # its backend is gone: quitting may fail on the closed pipe, which is expected
 eval { $victim->quit; };
-ok(PgqueNode::wait_back($node, 'postgres', undef, $pid), 'server is back after the second crash');
+ok(PgqueNode::wait_back($node, 'postgres'), 'server is back after the second crash');
 
 $node->safe_psql('postgres', q{select pgque.ticker('crashq')});
 my $rest = $node->safe_psql('postgres', q{

@@ -77,8 +77,8 @@ sub kill_session
 	}
 	else
 	{
-		kill 'KILL', $pid;
-		ok(PgqueNode::wait_back($node, 'postgres', undef, $pid), "server back after SIGKILL of $pid");
+		$node->kill9_and_wait($pid);
+		ok(PgqueNode::wait_back($node, 'postgres'), "server back after SIGKILL of $pid");
 	}
 	eval { $session->quit; };
 	return;

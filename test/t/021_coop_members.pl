@@ -88,9 +88,9 @@ send_events(3, 40);
 my $m1_batch = $node->safe_psql('postgres', q{select cw_batch from pgque.coop_window where cw_member = 'm1'});
 my $pid = $node->safe_psql('postgres', q{select pid from pg_stat_activity where application_name = 'm1'});
 ok($pid =~ /^\d+$/, 'm1 has a backend');
-kill 'KILL', $pid;
+$node->kill9_and_wait($pid);
 # the postmaster restarts every backend after a crash: wait for it
-ok($node->wait_back('postgres', undef, $pid), 'the server is back after the SIGKILL');
+ok($node->wait_back('postgres'), 'the server is back after the SIGKILL');
 finish_members(@members);
 is($node->safe_psql('postgres', qq{select count(*) from pgque.coop_window where cw_batch = $m1_batch and cw_member = 'm1'}),
    '1', 'the killed member\'s window survived the crash, still its');

@@ -84,10 +84,8 @@ for my $c ('paused', 'skipped')
 # a third of the way: SIGKILL of a pausing worker's backend (the postmaster
 # restarts); two thirds: a server restart
 $node->poll_query_until('postgres', q{select count(*) >= 3000 from example_processed where worker like 'p-%'});
-my $pid = $node->safe_psql('postgres', q{
-    select pid from pg_stat_activity where application_name like 'pause_worker_p-%' order by pid limit 1});
-ok($pid && kill('KILL', $pid), 'a pausing worker\'s backend killed with SIGKILL');
-PgqueNode::wait_back($node, 'postgres', undef, $pid);
+ok($node->kill9_backend_of('pause_worker_p-%'), 'a pausing worker\'s backend killed with SIGKILL');
+PgqueNode::wait_back($node, 'postgres');
 $node->poll_query_until('postgres', q{select count(*) >= 6500 from example_processed where worker like 'p-%'});
 $node->restart;
 note('killed and restarted after ' . (time() - $t0) . ' s');

@@ -21,7 +21,7 @@ use Time::HiRes qw(time sleep);
 # quitting a psql whose backend was just killed may write to a closed pipe
 $SIG{PIPE} = 'IGNORE';
 
-my $node = PostgreSQL::Test::Cluster->new('retention');
+my $node = PgqueNode->new('retention');
 $node->init;
 $node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'pgque_bgw'
@@ -188,9 +188,9 @@ sub kill_backend_after
     my $victim = $node->background_psql('postgres');
     my $pid = $victim->query_safe('select pg_backend_pid()');
     my $out = $victim->query_safe($sql);
-    kill 'KILL', $pid;
+    $node->kill9_and_wait($pid);
     eval { $victim->quit; };
-    ok(PgqueNode::wait_back($node, 'postgres', undef, $pid), "$label: the server is back after the crash restart");
+    ok(PgqueNode::wait_back($node, 'postgres'), "$label: the server is back after the crash restart");
     return $out;
 }
 

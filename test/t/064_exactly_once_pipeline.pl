@@ -17,7 +17,7 @@ my $seed = $ENV{PGQUE_SEED} // int(rand(1_000_000));
 srand($seed);
 note("random seed $seed (PGQUE_SEED=$seed repeats this run)");
 
-my $node = PostgreSQL::Test::Cluster->new('exactly_once');
+my $node = PgqueNode->new('exactly_once');
 $node->init;
 $node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'pgque_bgw'
@@ -88,13 +88,11 @@ for my $i (0 .. 3)
     push @before, $node->safe_psql('postgres', 'select out_count()');
     if ($how[$i] eq 'backend')
     {
-        $node->poll_query_until('postgres',
-            q{select count(*) = 1 from pg_stat_activity where application_name = 'pipeline'})
+        # until a SIGKILL found the pipeline's backend (its loop connects
+        # again 0.2 s after the last kill or restart)
+        PgqueNode::poll_until(sub { $node->kill9_backend_of('pipeline') })
           or die 'the pipeline is not connected';
-        my $pid = $node->safe_psql('postgres',
-            q{select pid from pg_stat_activity where application_name = 'pipeline'});
-        kill 'KILL', $pid;
-        PgqueNode::wait_back($node, 'postgres', undef, $pid);
+        PgqueNode::wait_back($node, 'postgres');
         $restarts++;
     }
     else

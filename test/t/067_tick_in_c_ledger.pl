@@ -126,8 +126,8 @@ for my $round (1 .. 2)
 	$node->safe_psql('postgres', 'select drain()');
 	my $pid = ticker_pid();
 	ok($pid =~ /^\d+$/, "round $round: the ticker has a pid");
-	kill 'KILL', $pid;
-	ok(PgqueNode::wait_back($node, 'postgres', undef, $pid), "round $round: the server is back after the ticker's SIGKILL");
+	$node->kill9_and_wait($pid);
+	ok(PgqueNode::wait_back($node, 'postgres'), "round $round: the server is back after the ticker's SIGKILL");
 	$_->finish for @p;    # the crash restart ended their sessions
 	ok($node->wait_for_workers('postgres'), "round $round: the workers run again");
 	@p = producers(100000);
@@ -141,10 +141,9 @@ my @pids = ($node->{_pid}, split /\n/, $node->safe_psql('postgres',
 	'select pid from pg_stat_activity where pid <> pg_backend_pid()'));
 # the postmaster first, then every process it left (a producer's backend
 # in its loop of commits never looks whether the postmaster lives): what
-# a power loss leaves
-$node->kill9;
-kill 'KILL', @pids;
-ok(PgqueNode::poll_until(sub { !grep { kill 0, $_ } @pids }, 60), 'the postmaster and its children are gone');
+# a power loss leaves; back once they exited and the postmaster was reaped
+my $gone = $node->kill9_and_wait('all');
+ok(!grep({ PgqueNode::running($_) } @pids) && $gone->{exited} < 60, 'the postmaster and its children are gone');
 $_->kill_kill for @p;
 $node->start;
 ok($node->wait_for_workers('postgres'), 'the workers run after the restart');

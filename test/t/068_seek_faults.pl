@@ -198,13 +198,6 @@ start_loop("w$_", "call slot_worker('w$_')") for 1 .. 3;
 start_loop("m$_", "call coop_member('m$_')") for 1 .. 2;
 start_loop('m3', "call coop_member('m3')", $m3_dead);
 
-sub backend_of
-{
-    my ($app) = @_;
-    return $node->safe_psql('postgres', qq{
-        select pid from pg_stat_activity where application_name = '$app' order by pid limit 1});
-}
-
 # a seek with its marker in one transaction; busy (55P03) or resizing
 # (55000) is tried again
 my %seek_outcome;
@@ -280,9 +273,9 @@ for my $step (@plan)
     elsif ($what eq 'kill worker')
     {
         my @w = ('w1', 'w2', 'w3', 'm1', 'm2');
-        my $pid = backend_of($w[ int(rand(@w)) ]);
-        if ($pid) { kill 'KILL', $pid; $done{'backend SIGKILL'}++; }
-        PgqueNode::wait_back($node, 'postgres', undef, $pid);
+        # none when its loop has not connected again since a restart step
+        $done{'backend SIGKILL'}++ if $node->kill9_backend_of($w[ int(rand(@w)) ]);
+        PgqueNode::wait_back($node, 'postgres');
     }
     elsif ($what eq 'kill m3')
     {
@@ -296,9 +289,8 @@ for my $step (@plan)
                    and exists (select 1 from pg_stat_activity where application_name = 'm3')}) eq 't' }, 15)
           or diag('m3 took no window');
         append_to_file($m3_dead, 'dead');
-        my $pid = backend_of('m3');
-        if ($pid) { kill 'KILL', $pid; $done{'m3 SIGKILL'}++; }
-        PgqueNode::wait_back($node, 'postgres', undef, $pid);
+        $done{'m3 SIGKILL'}++ if $node->kill9_backend_of('m3');
+        PgqueNode::wait_back($node, 'postgres');
     }
     elsif ($what eq 'restart')
     {

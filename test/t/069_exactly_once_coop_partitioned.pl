@@ -122,11 +122,11 @@ for my $i (0 .. 3)
     if ($how[$i] eq 'backend')
     {
         my $app = $apps[ int(rand(@apps)) ];
-        $node->poll_query_until('postgres',
-            qq{select count(*) = 1 from pg_stat_activity where application_name = '$app'})
+        # until a SIGKILL found $app's backend (its loop connects again
+        # 0.2 s after the last kill or restart); then the crash restart has
+        # begun, and wait_back cannot be answered by the old server
+        PgqueNode::poll_until(sub { $node->kill9_backend_of($app) })
           or die "$app is not connected";
-        kill 'KILL', $node->safe_psql('postgres',
-            qq{select pid from pg_stat_activity where application_name = '$app'});
         PgqueNode::wait_back($node, 'postgres');
         $how[$i] = "backend of $app";
     }

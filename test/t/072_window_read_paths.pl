@@ -131,10 +131,10 @@ die "no backend pid: '$vpid'" unless $vpid =~ /^\d+$/ && $vpid > 1;
 $victim->query_safe(q{begin; select pgque.send('rp', 'killed-1')});
 tick();
 send_now('other-3');
-kill 'KILL', $vpid;
+$node->kill9_and_wait($vpid);
 # its pipe is closed: quitting may fail, which is expected
 eval { $victim->quit; };
-ok(PgqueNode::wait_back($node, 'postgres', undef, $vpid), 'the server is back after the SIGKILL of a producer');
+ok(PgqueNode::wait_back($node, 'postgres'), 'the server is back after the SIGKILL of a producer');
 $gone{'killed-1'} = 1;
 tick();
 is(flat(drain()), 'other-3', 'the killed transaction\'s event is never delivered, the committed one is');

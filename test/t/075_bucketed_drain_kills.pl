@@ -67,9 +67,9 @@ for my $round (1 .. $rounds)
        "round $round: the consumer got past $target events");
     if ($round % 2)
     {
-        kill 'KILL', $pid;
+        $node->kill9_and_wait($pid);
         eval { $consumer->quit; };
-        ok(PgqueNode::wait_back($node, 'postgres', undef, $pid), "round $round: back after the backend's kill");
+        ok(PgqueNode::wait_back($node, 'postgres'), "round $round: back after the backend's kill");
     }
     else
     {

@@ -134,8 +134,8 @@ sub crash
 	my $victim = $node->background_psql('postgres');
 	my $pid = $victim->query_safe('select pg_backend_pid()');
 	chomp $pid;
-	kill 'KILL', $pid;
-	ok(PgqueNode::wait_back($node, 'postgres', undef, $pid), "the server is back after a SIGKILL ($why)");
+	$node->kill9_and_wait($pid);
+	ok(PgqueNode::wait_back($node, 'postgres'), "the server is back after a SIGKILL ($why)");
 	$victim->{run}->kill_kill;
 	ok($node->wait_for_workers('postgres'), "the workers run again ($why)");
 }
@@ -175,8 +175,8 @@ my $acker = $node->background_psql('postgres');
 my $apid = $acker->query_safe('select pg_backend_pid()');
 chomp $apid;
 $acker->query_safe('begin; select ackit();');
-kill 'KILL', $apid;
-ok(PgqueNode::wait_back($node, 'postgres', undef, $apid), 'the server is back after the acker\'s SIGKILL');
+$node->kill9_and_wait($apid);
+ok(PgqueNode::wait_back($node, 'postgres'), 'the server is back after the acker\'s SIGKILL');
 $acker->{run}->kill_kill;
 ok($node->wait_for_workers('postgres'), 'the workers run again');
 $node->safe_psql('postgres', 'select rx()');
@@ -190,8 +190,8 @@ ok(PgqueNode::poll_until(sub { $node->safe_psql('postgres', 'select count(*) fro
 consume(5);
 my $tpid = $node->safe_psql('postgres', q{select pid from pg_stat_activity where backend_type = 'pgque_bgw ticker'});
 ok($tpid =~ /^\d+$/, "the ticker worker's pid ($tpid)");
-kill 'KILL', $tpid;
-ok(PgqueNode::wait_back($node, 'postgres', undef, $tpid), 'the server is back after the ticker\'s SIGKILL');
+$node->kill9_and_wait($tpid);
+ok(PgqueNode::wait_back($node, 'postgres'), 'the server is back after the ticker\'s SIGKILL');
 ok($node->wait_for_workers('postgres'), 'the workers run again');
 $producer->finish;
 produce(200, 'e-');

@@ -102,10 +102,10 @@ ok(PgqueNode::poll_until(sub { cur_size('dk') > $base + 2_000_000 }),
 send_committed('dk', 'beside', 100);
 my $active = $node->safe_psql('postgres', qq{select state from pg_stat_activity where pid = $vpid});
 is($active, 'active', 'the send_batch is still running when it is killed');
-kill 'KILL', $vpid;
+$node->kill9_and_wait($vpid);
 # its backend is gone: quitting may fail on the closed pipe, which is expected
 eval { $victim->quit; };
-ok(PgqueNode::wait_back($node, 'postgres', undef, $vpid), 'the server is back after the SIGKILL of a producer');
+ok(PgqueNode::wait_back($node, 'postgres'), 'the server is back after the SIGKILL of a producer');
 like(slurp_file($node->logfile), qr/terminated by signal 9/, 'the postmaster saw the backend die');
 is($node->safe_psql('postgres', q{select count(*) from pgque.event_template where ev_data like 'killed-%'}), '0',
    'no row of the killed batch is visible');

@@ -165,16 +165,17 @@ fault('ticker SIGKILLed', sub {
 	my $pid = $node->safe_psql('postgres',
 		q{select pid from pg_stat_activity where backend_type = 'pgque_bgw ticker' and datname = 'postgres'});
 	ok($pid =~ /^\d+$/, 'the ticker has a pid');
-	kill 'KILL', $pid;
+	$node->kill9_and_wait($pid);
 });
 
 fault('postmaster SIGKILLed', sub {
 	# the server's processes: its children outlive it a moment, holding
-	# its shared memory and lock file
+	# its shared memory and lock file; back once they exited and the
+	# postmaster was reaped
 	my @pids = ($node->{_pid}, split /\n/, $node->safe_psql('postgres',
 		'select pid from pg_stat_activity where pid <> pg_backend_pid()'));
-	$node->kill9;
-	ok(PgqueNode::poll_until(sub { !grep { kill 0, $_ } @pids }, 60),
+	my $gone = $node->kill9_and_wait;
+	ok(!grep({ PgqueNode::running($_) } @pids) && $gone->{exited} < 60,
 		'the postmaster and its children are gone');
 	$node->start;
 });

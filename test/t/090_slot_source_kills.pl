@@ -102,9 +102,9 @@ for my $round (1 .. $rounds)
        "round $round: the worker got past $target deliveries");
     if ($round % 2)
     {
-        kill 'KILL', $pid;
+        $node->kill9_and_wait($pid);
         eval { $worker->quit; };
-        ok(PgqueNode::wait_back($node, 'postgres', undef, $pid), "round $round: back after the backend's kill");
+        ok(PgqueNode::wait_back($node, 'postgres'), "round $round: back after the backend's kill");
     }
     else
     {

@@ -103,10 +103,10 @@ sub start_round
 
 # --- the producer's backend killed in the middle of its loop -----------------
 my ($old, $p, $pid) = start_round('k');
-kill 'KILL', $pid;
+$node->kill9_and_wait($pid);
 eval { $p->quit; };
 eval { $old->quit; };
-ok(PgqueNode::wait_back($node, 'postgres', undef, $pid), 'the server is back after the SIGKILL of the producer');
+ok(PgqueNode::wait_back($node, 'postgres'), 'the server is back after the SIGKILL of the producer');
 like(slurp_file($node->logfile), qr/terminated by signal 9/, 'the postmaster saw the backend die');
 is($node->safe_psql('postgres', q{select count(*) from pgque.event_template where ev_data like 'k-old-%'}), '0',
    'the old transaction, never committed, left no event');

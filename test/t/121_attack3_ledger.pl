@@ -219,10 +219,10 @@ ok(PgqueNode::poll_until(sub {
 	psql(q{select count(*) from pg_stat_activity where wait_event_type = 'Extension'
 	        and query like '%take(''lb''%' and pid <> pg_backend_pid()}) == 1 }), 'a waiter waits again');
 my $pid = psql(q{select pid from pg_stat_activity where query like '%take(''lb''%' and pid <> pg_backend_pid()});
-kill 'KILL', $pid;
+$node->kill9_and_wait($pid);
 $w{h}->finish;
 eval { $h->quit; };
-ok(PgqueNode::wait_back($node, 'postgres', undef, $pid), 'the server is back after the crash restart');
+ok(PgqueNode::wait_back($node, 'postgres'), 'the server is back after the crash restart');
 ok($node->wait_for_workers('postgres'), 'the workers run again');
 psql(q{commit prepared 'a3_pc'});
 psql(q{select put('r8', 9)});

@@ -189,9 +189,9 @@ ok(PgqueNode::poll_until(sub { $node->safe_psql('postgres', 'select count(*) fro
 $ticker_pid = $node->safe_psql('postgres', q{
     select pid from pg_stat_activity where backend_type in ('pgque_bgw ticker', 'pgque_bgw worker')});
 ok($ticker_pid =~ /^\d+$/, 'the ticker has a pid');
-kill 'KILL', $ticker_pid;
+$node->kill9_and_wait($ticker_pid);
 $h->finish;
-ok(PgqueNode::wait_back($node, 'postgres', undef, $ticker_pid), 'the server is back after the ticker\'s kill');
+ok(PgqueNode::wait_back($node, 'postgres'), 'the server is back after the ticker\'s kill');
 ok($node->wait_for_workers('postgres'), 'the workers run again');
 # the storm's session was ended by the crash restart: what it committed is in sent
 $node->safe_psql('postgres', q{call storm(50)});

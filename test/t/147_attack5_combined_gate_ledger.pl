@@ -110,9 +110,9 @@ my $round = sub {
 	my $pid = $node->safe_psql('postgres', q{
 	    select pid from pg_stat_activity where backend_type = 'pgque_bgw worker'});
 	ok($pid =~ /^\d+$/, "the combined worker has a pid ($tag)");
-	kill 'KILL', $pid;
+	$node->kill9_and_wait($pid);
 	$h->finish;
-	ok(PgqueNode::wait_back($node, 'postgres', undef, $pid), "the server is back after the worker's kill ($tag)");
+	ok(PgqueNode::wait_back($node, 'postgres'), "the server is back after the worker's kill ($tag)");
 	ok($node->wait_for_workers('postgres', 1), "the worker runs again ($tag)");
 	$consumer_done++;
 };

@@ -205,9 +205,9 @@ my $d = $node->background_psql('postgres', on_error_stop => 0);
 my $dpid = $d->query_safe('select pg_backend_pid()');
 $d->query_until(qr/draining/, "\\echo draining\ncall drain('wD', '1 hour');\n");
 ok(PgqueNode::poll_until(sub { got() >= $before + 120 }, 120), 'round 3: worker D delivered 120 events');
-kill 'KILL', $dpid;
+$node->kill9_and_wait($dpid);
 eval { $d->quit; };
-ok(PgqueNode::wait_back($node, 'postgres', undef, $dpid), "round 3: back after the backend's kill");
+ok(PgqueNode::wait_back($node, 'postgres'), "round 3: back after the backend's kill");
 $node->safe_psql('postgres', q{call drain('wD', '1 hour')});
 
 # the ledger

@@ -123,9 +123,9 @@ $victim->query_until(qr/sending/, "\\echo sending\n"
 ok(PgqueNode::poll_until(sub {
 	$node->safe_psql('postgres', q{select count(*) from sent}) > 5000 }, 60),
    'the producers committed batches beside the statement to be killed');
-kill 'KILL', $pid;
+$node->kill9_and_wait($pid);
 eval { $victim->quit; };
-ok(PgqueNode::wait_back($node, 'postgres', undef, $pid), 'the server is back after the backend\'s kill (recovery replayed with consistency checks)');
+ok(PgqueNode::wait_back($node, 'postgres'), 'the server is back after the backend\'s kill (recovery replayed with consistency checks)');
 $h->finish;
 
 # the unlogged queue lost its events in the crash: reset, then batches again

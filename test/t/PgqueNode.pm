@@ -185,7 +185,7 @@ sub poll_value
 	return $v;
 }
 
-# wait_back(NODE, [DB], [SECONDS], [PID]): true once the server accepts connections
+# wait_back(NODE, [DB], [SECONDS]): true once the server accepts connections
 # again after a crash restart.  Not poll_query_until('select 1'): it feeds
 # psql through a pipe, and a psql that a server still in recovery turns
 # away exits before reading it, so IPC::Run dies of the broken pipe
@@ -193,15 +193,18 @@ sub poll_value
 # A function (PgqueNode::wait_back($node)): it serves a node made by
 # PostgreSQL::Test::Cluster->new as well.
 #
-# PID: the backend just killed.  Until the postmaster has reaped it, the
-# crash restart has not begun and "select 1" still succeeds on the old
-# server, which then turns the caller's next statement away in recovery
-# (TAP 062 under .ci/run's load); with PID it first waits for that process
-# to be gone.
+# Kill with kill9_and_wait first: until the postmaster has reaped the
+# killed process the crash restart has not begun and "select 1" still
+# succeeds on the old server, which then turns the caller's next statement
+# away in recovery (TAP 062 under .ci/run's load).  wait_back took that
+# PID once and polled kill 0 (no check of a reused pid, no word past its
+# deadline); it refuses one now, so that a call written that way fails
+# rather than racing.
 sub wait_back
 {
 	my ($self, $db, $secs, $pid) = @_;
-	PgqueNode::poll_until(sub { !kill(0, $pid) }, $secs) if $pid;
+	croak('wait_back: no PID any more: kill with $node->kill9_and_wait($pid), which waits for it')
+	  if defined $pid;
 	return PgqueNode::poll_until(sub {
 		my $ok = eval {
 			my ($ret, $out) = $self->psql($db // 'postgres', 'select 1');
@@ -283,15 +286,16 @@ sub _port_refuses
 	return 0;
 }
 
-# $node->kill9_and_wait([PID], [SECONDS]): SIGKILL, and return once the
-# process is really gone.  A `kill 'KILL'` returns at once, and what the
+# $node->kill9_and_wait([PID | 'all'], [SECONDS]): SIGKILL, and return once
+# the process is really gone.  A `kill 'KILL'` returns at once, and what the
 # file did next raced the process's end: a statement served by the old
 # server just before the crash restart began, a start refused because the
 # old postmaster.pid still named a live process (TAP 106, 051, 151).
 #
 # PID, a backend or worker of this server: back once the postmaster has
 # reaped it (kill 0 fails): the crash restart has begun, a connection is
-# turned away until it ends (wait_back).
+# turned away until it ends (wait_back).  Dies when there is no process PID
+# to kill: a kill that missed is not a crash.
 #
 # No PID: the postmaster, as the framework's kill9 (which only sends the
 # signal; the node is marked stopped).  Back once every process of the old
@@ -302,46 +306,41 @@ sub _port_refuses
 # children, reparented to init, are reaped by init; here a zombie waited a
 # second or more for it, and a start in that time failed on the pid file.
 #
+# 'all': the postmaster and, at once, every other process of its server
+# (what a power loss leaves: no backend goes on alone; one in a loop of
+# commits never asks whether the postmaster lives, and without this would
+# outlive it), then as with no PID (TAP 067).
+#
 # Past SECONDS (default the framework's timeout) the test dies with what is
 # left.  Returns { pids => [the processes waited for], exited => seconds
 # until none of them ran, reaped => seconds until all was done }.
 sub kill9_and_wait
 {
 	my ($self, $pid, $secs) = @_;
-	my $t0 = Time::HiRes::time();
-	my $deadline = $t0 + ($secs // $TIMEOUT);
-	my $left = sub {
-		my ($what) = @_;
-		croak(sprintf('kill9_and_wait: %s, %.0f s after the SIGKILL', $what, Time::HiRes::time() - $t0))
-		  if Time::HiRes::time() >= $deadline;
-		Time::HiRes::sleep(0.05);
-	};
-
-	if (defined $pid)
+	if (defined $pid && $pid ne 'all')
 	{
-		my (undef, $start) = _proc($pid);
-		kill('KILL', $pid) or croak("kill9_and_wait: no process $pid to kill: $!");
-		while (_alive($pid, $start))
-		{
-			my ($state) = _proc($pid);
-			$left->("process $pid is still there (state " . ($state // '?') . ')');
-		}
-		my $t = Time::HiRes::time() - $t0;
-		return { pids => [$pid], exited => $t, reaped => $t };
+		my $gone = $self->_kill9_child($pid, $secs);
+		croak("kill9_and_wait: no process $pid to kill (it had exited)") unless $gone;
+		return $gone;
 	}
-
+	my $all = defined $pid;
+	my $t0 = Time::HiRes::time();
+	my $left = _deadline($t0, $secs);
 	my $pm = $self->{_pid};
 	croak('kill9_and_wait: the node "' . $self->name . '" is not running') unless defined $pm;
 	my %old = $self->_server_pids;
 	my (undef, $pm_start) = _proc($pm);
 	$self->kill9;
+	kill('KILL', grep { $_ != $pm } keys %old) if $all;
 	my $exited;
 	while (1)
 	{
 		# what the old server still runs, a process forked as it died included
 		my %now = $self->_server_pids;
 		my @running = sort { $a <=> $b } grep { running($_, $old{$_}) } keys %old;
-		push @running, grep { !exists $old{$_} } keys %now;
+		my @new = grep { !exists $old{$_} } keys %now;
+		kill('KILL', @new) if $all && @new;
+		push @running, @new;
 		if (!@running)
 		{
 			$exited //= Time::HiRes::time() - $t0;
@@ -356,6 +355,61 @@ sub kill9_and_wait
 	}
 	return { pids => [ sort { $a <=> $b } keys %old ], exited => $exited,
 		reaped => Time::HiRes::time() - $t0 };
+}
+
+# $node->kill9_backend_of(APP, [SECONDS]): kill9_and_wait of the backend
+# whose application_name is like APP (the lowest pid of several): its pid,
+# or '' when APP has no backend.  For a shell loop's psql (TAP 032, 064, 068,
+# 069): its call may fail and its backend end between the look and the
+# signal; then APP is looked for again, so that a kill that found no
+# process is never taken for a crash.
+sub kill9_backend_of
+{
+	my ($self, $app, $secs) = @_;
+	my $left = _deadline(Time::HiRes::time(), $secs);
+	while (1)
+	{
+		my $pid = $self->safe_psql('postgres', qq{
+		    select pid from pg_stat_activity where application_name like '$app' order by pid limit 1});
+		return '' unless $pid;
+		return $pid if $self->_kill9_child($pid, $secs);
+		$left->("the backends of $app end before a SIGKILL reaches one");
+	}
+}
+
+# $node->_kill9_child(PID, [SECONDS]): kill9_and_wait of a backend or
+# worker; undef when there was no process PID to signal (a zombie has
+# exited already: the signal would reach nothing)
+sub _kill9_child
+{
+	my ($self, $pid, $secs) = @_;
+	my $t0 = Time::HiRes::time();
+	my $left = _deadline($t0, $secs);
+	my (undef, $start) = _proc($pid);
+	return undef unless running($pid, $start);
+	kill('KILL', $pid) or return undef;
+	while (_alive($pid, $start))
+	{
+		my ($state) = _proc($pid);
+		$left->("process $pid is still there (state " . ($state // '?') . ')');
+	}
+	my $t = Time::HiRes::time() - $t0;
+	return { pids => [$pid], exited => $t, reaped => $t };
+}
+
+# _deadline(T0, [SECONDS]): a sub that dies saying WHAT is left once
+# SECONDS (default the framework's timeout) have passed since T0, else
+# sleeps 50 ms
+sub _deadline
+{
+	my ($t0, $secs) = @_;
+	my $deadline = $t0 + ($secs // $TIMEOUT);
+	return sub {
+		my ($what) = @_;
+		croak(sprintf('kill9_and_wait: %s, %.0f s after the SIGKILL', $what, Time::HiRes::time() - $t0))
+		  if Time::HiRes::time() >= $deadline;
+		Time::HiRes::sleep(0.05);
+	};
 }
 
 # PgqueNode->new_holder_faults(NAME): the server of the holder faults (TAP
