@@ -17,6 +17,8 @@
 # alike and hides the ratios pgbench measures (ADR 0092).  select_bigint
 # (select 1::bigint) is the floor of any statement that returns one row:
 # single-user mode prints it (debugtup), which a client's row costs less.
+# insert_returning (the unindexed INSERT returning its id) is send's
+# like-for-like floor there: both print one row (ADR 0140).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . benchmark/lib.sh
@@ -42,6 +44,7 @@ declare -A S=(
 	[select_bigint]="select 1::bigint;"
 	[insert]="insert into plain (typ, data) values ('default', 'payload-abcdefghij');"
 	[insert_indexed]="insert into plain_idx (typ, data) values ('default', 'payload-abcdefghij');"
+	[insert_returning]="insert into plain (typ, data) values ('default', 'payload-abcdefghij') returning id;"
 	[send]="select pgque.send('b', 'payload-abcdefghij');"
 	[send_typed]="select pgque.send('b', 'default', 'payload-abcdefghij');"
 	[send_keyed]="select pgque.send('b', 'default', 'payload-abcdefghij', 'tenant-42');"
@@ -57,7 +60,7 @@ count() { bench_callgrind "$(basename "$1" .sql)" < "$1"; }
 echo "set role w;" > "$WORK/empty.sql"
 base=$(count "$WORK/empty.sql")
 printf '%-32s %14s\n' workload "instr/event"
-for w in select_bigint insert insert_indexed send send_typed send_keyed send_keyed_32_buckets send_jsonb \
+for w in select_bigint insert insert_returning insert_indexed send send_typed send_keyed send_keyed_32_buckets send_jsonb \
          send_batch_100 multi_row_insert_100 multi_row_insert_100_indexed; do
 	[[ -n ${ONLY:-} && " $ONLY " != *" $w "* ]] && continue
 	n=$N per=1

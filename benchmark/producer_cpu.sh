@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# benchmark/producer_cpu.sh [TXNS] [ROUNDS]: the server's CPU per event of
+# the single-event producers, as pgbench drives them (-M prepared, one
+# client), beside their wall-clock rate.  At one client every system's
+# transaction is mostly the round trip (65-105 us here, 15-20 us of it the
+# server's work), so the rates of make bench and make bench-outside swing
+# from round to round (ADR 0140); the backend's CPU does not wait on the
+# client.  Each run is TXNS transactions (100,000) of one system on its own
+# connection; when it ends, its backend has exited and the postmaster has
+# reaped it: the backend's user and system time is in the postmaster's
+# cutime and cstime (/proc/PID/stat, 1/100 s), read before and after.
+# autovacuum off (its workers would be reaped there too); the systems
+# alternate, ROUNDS (3) rounds; the report gives each round's figures and
+# the medians.  Uses the server of PGBIN with pgque_bgw installed
+# (PGQUE_BENCH_NO_INSTALL=1: as it is).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. benchmark/lib.sh
+TXNS=${1:-100000}
+ROUNDS=${2:-3}
+[[ $TXNS =~ ^[1-9][0-9]*$ && $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "usage: $0 [TXNS] [ROUNDS]" >&2; exit 2; }
+bench_install
+bench_server pcpu 56705 "autovacuum = off"
+"${PSQL[@]}" >/dev/null <<'SQL'
+create extension pgque_bgw;
+select pgque.create_queue('b');
+create table plain (id bigserial, t timestamptz default now(), typ text, data text);
+SQL
+declare -A S=(
+	[insert]="insert into plain (typ, data) values ('default', 'payload-abcdefghij');"
+	[send]="select pgque.send('b', 'payload-abcdefghij');"
+)
+pm=$(head -1 "$WORK/data/postmaster.pid")
+# reaped: the postmaster's children's CPU, in 1/100 s (cutime + cstime)
+reaped() { awk '{print $16 + $17}' "/proc/$pm/stat"; }
+out=$WORK/cpu.csv
+: >"$out"
+for r in $(seq 1 "$ROUNDS"); do
+	order="insert send"
+	(( r % 2 == 0 )) && order="send insert"
+	for w in $order; do
+		echo "${S[$w]}" | as_pg tee "$WORK/$w.sql" >/dev/null
+		"${PSQL[@]}" -c checkpoint
+		c0=$(reaped)
+		t0=$(date +%s.%N)
+		as_pg env PATH="$PGBIN:$PATH" pgbench -n -M prepared -h "$WORK" -p "$PORT" -c 1 -t "$TXNS" \
+			-f "$WORK/$w.sql" postgres >/dev/null 2>&1
+		t1=$(date +%s.%N)
+		# the backend exits after pgbench disconnects: wait for its reaping
+		for _ in $(seq 1 100); do
+			[ "$("${PSQL[@]}" -c "select count(*) from pg_stat_activity where application_name = 'pgbench'")" = 0 ] && break
+			sleep 0.05
+		done
+		sleep 0.2
+		c1=$(reaped)
+		echo "$r,$w,$(awk -v c=$((c1 - c0)) -v n="$TXNS" -v a="$t0" -v b="$t1" \
+			'BEGIN {printf "%.2f,%.0f", c * 1e7 / n / 1000, n / (b - a)}')" >> "$out"
+	done
+done
+echo "round,system,server CPU us an event,events/s (1 client)"
+cat "$out"
+awk -F, '{cpu[$2] = cpu[$2] " " $3; eps[$2] = eps[$2] " " $4}
+	function med(l,   a, n, i, j, t) { n = split(l, a, " "); for (i = 2; i <= n; i++) { t = a[i] + 0; for (j = i - 1; j >= 1 && a[j] + 0 > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
+	END {ci = med(cpu["insert"]); cs = med(cpu["send"]); ei = med(eps["insert"]); es = med(eps["send"])
+		printf "medians: INSERT %.2f us, send %.2f us an event: send / INSERT in server CPU %.2fx (rate ratio, inverse);", ci, cs, ci / cs
+		printf " rates %.0f / %.0f ev/s: %.2fx\n", es, ei, es / ei}' "$out"
