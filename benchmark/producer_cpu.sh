@@ -11,7 +11,9 @@
 # cutime and cstime (/proc/PID/stat, 1/100 s), read before and after.
 # autovacuum off (its workers would be reaped there too); the systems
 # alternate, ROUNDS (3) rounds; the report gives each round's figures and
-# the medians.  Uses the server of PGBIN with pgque_bgw installed
+# the medians.  PIN=same / PIN=apart: pgbench and the server's backends on
+# one vCPU / on two (a single-client round runs in one of these two modes,
+# 3-6x apart in rate: ADR 0140).  Uses the server of PGBIN with pgque_bgw installed
 # (PGQUE_BENCH_NO_INSTALL=1: as it is).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,6 +33,16 @@ declare -A S=(
 	[send]="select pgque.send('b', 'payload-abcdefghij');"
 )
 pm=$(head -1 "$WORK/data/postmaster.pid")
+# PIN=same: the server's new backends and pgbench on vCPU 0; PIN=apart:
+# the backends on vCPU 0, pgbench on vCPU 1 (default: where the scheduler
+# puts them)
+client=()
+case ${PIN:-} in
+same) taskset -p -c 0 "$pm" >/dev/null; client=(taskset -c 0) ;;
+apart) taskset -p -c 0 "$pm" >/dev/null; client=(taskset -c 1) ;;
+'') ;;
+*) echo "$0: PIN=$PIN: same, apart or unset" >&2; exit 2 ;;
+esac
 # reaped: the postmaster's children's CPU, in 1/100 s (cutime + cstime)
 reaped() { awk '{print $16 + $17}' "/proc/$pm/stat"; }
 out=$WORK/cpu.csv
@@ -43,7 +55,7 @@ for r in $(seq 1 "$ROUNDS"); do
 		"${PSQL[@]}" -c checkpoint
 		c0=$(reaped)
 		t0=$(date +%s.%N)
-		as_pg env PATH="$PGBIN:$PATH" pgbench -n -M prepared -h "$WORK" -p "$PORT" -c 1 -t "$TXNS" \
+		as_pg env PATH="$PGBIN:$PATH" "${client[@]}" pgbench -n -M prepared -h "$WORK" -p "$PORT" -c 1 -t "$TXNS" \
 			-f "$WORK/$w.sql" postgres >/dev/null 2>&1
 		t1=$(date +%s.%N)
 		# the backend exits after pgbench disconnects: wait for its reaping
