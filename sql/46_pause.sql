@@ -449,26 +449,33 @@ returns setof bigint language sql stable as $$
      where s.sub_queue operator(pg_catalog.=) i_queue_id
 $$;
 
--- The receive of a pausing slot (called by _receive for its open batch):
+-- The receive of a pausing slot (src/receive.c, for its open batch):
 -- as _receive's read, but the events of a blocked key past its head are
 -- withheld (not handed out: the ack passes them, the key's release reads
 -- them again), and a head handed out that is not waiting in the retry
 -- queue any more marks its key done in this batch.  NULL keys never block.
-create function pgque._receive_paused(i_batch bigint, i_max_return int4, i_n int4, i_slot int4)
+-- The batch is i_batch of the epoch's row by its key, subscription i_sub
+-- and lease epoch i_epoch, which the receive's open returned: slot_batch
+-- has no index on sb_batch (ADR 0130), and the key reads one row where
+-- the id alone scanned the table twice (ADR 0139).  Another epoch's or
+-- subscription's key, or another batch id: nothing.
+create function pgque._receive_paused(i_batch bigint, i_sub int4, i_epoch bigint,
+                                      i_max_return int4, i_n int4, i_slot int4)
 returns setof pgque.message language plpgsql as $$
-declare
-    sid  int4;
 begin
-    select sb.sb_sub into sid from pgque.slot_batch sb where sb.sb_batch = i_batch;
     return query
         with part as materialized (
             select e.*
-              from pgque._batch_source(i_batch, i_n, i_slot) w,
-                   pgque._window_rows(w.source, w.lo_xmax, w.hi_xmax, w.lo_xip, w.hi, w.sub_id,
+              from pgque.slot_batch sb
+             cross join lateral pgque._slot_row_window(sb) w
+             cross join lateral pgque._window_source(w.queue_id, w.lo, w.hi, i_n, i_slot) src(source)
+             cross join lateral
+                   pgque._window_rows(src.source, w.lo_xmax, w.hi_xmax, w.lo_xip, w.hi, w.sub_id,
                                       w.pos, null, least(i_max_return::int8 + 1, 2147483647)::int4,
                                       i_n, i_slot)
                    with ordinality as e(ev_id, ev_time, ev_txid, ev_owner, ev_retry, ev_type, ev_data,
-                                        ev_extra1, ev_extra2, ev_extra3, ev_extra4, rn)),
+                                        ev_extra1, ev_extra2, ev_extra3, ev_extra4, rn)
+             where sb.sb_sub = i_sub and sb.sb_epoch = i_epoch and sb.sb_batch = i_batch),
         m as (
             select case when pg_catalog.max(rn) > i_max_return
                         then pg_catalog.max(ev_id) filter (where rn = i_max_return) end as last
@@ -477,7 +484,8 @@ begin
             update pgque.slot_batch sb
                set sb_last = m.last
               from m
-             where sb.sb_sub = sid and sb.sb_batch = i_batch and sb.sb_last is distinct from m.last),
+             where sb.sb_sub = i_sub and sb.sb_epoch = i_epoch and sb.sb_batch = i_batch
+               and sb.sb_last is distinct from m.last),
         -- one index probe per event (a scalar subquery: never a scan of
         -- every blocked key of the slot, however many there are)
         -- the part: i_max_return rows and the other rows of the last
@@ -486,16 +494,16 @@ begin
         -- (ADR 0105)
         give as materialized (
             select p.*, (select k.bk_head from pgque.blocked_key k
-                          where k.bk_sub = sid and k.bk_key = p.ev_extra1) as bk_head
+                          where k.bk_sub = i_sub and k.bk_key = p.ev_extra1) as bk_head
               from part p, m
              where m.last is null or p.ev_id <= m.last),
         done as (
             update pgque.blocked_key k
                set bk_done_batch = i_batch
               from (select o.ev_extra1, o.ev_id from give o where o.ev_id = o.bk_head) h
-             where k.bk_sub = sid and k.bk_key = h.ev_extra1 and k.bk_head = h.ev_id
+             where k.bk_sub = i_sub and k.bk_key = h.ev_extra1 and k.bk_head = h.ev_id
                and k.bk_done_batch is distinct from i_batch
-               and not exists (select from pgque.retry_queue r where r.ev_owner = sid and r.ev_id = h.ev_id))
+               and not exists (select from pgque.retry_queue r where r.ev_owner = i_sub and r.ev_id = h.ev_id))
         select o.ev_id, i_batch, o.ev_type, o.ev_data, o.ev_retry, o.ev_time,
                o.ev_extra1, o.ev_extra2, o.ev_extra3, o.ev_extra4
           from give o
