@@ -459,9 +459,14 @@ $$;
 -- has no index on sb_batch (ADR 0130), and the key reads one row where
 -- the id alone scanned the table twice (ADR 0139).  Another epoch's or
 -- subscription's key, or another batch id: nothing.
+-- The mark of a key done updates its blocked_key row, which a fenced
+-- owner frozen after its own read of the head may still hold (its
+-- transaction open): a takeover never waits for the previous owner, so
+-- the read waits at most a second, as _slot_nack_event, and fails with
+-- lock_not_available; the new owner receives again later (TAP 169).
 create function pgque._receive_paused(i_batch bigint, i_sub int4, i_epoch bigint,
                                       i_max_return int4, i_n int4, i_slot int4)
-returns setof pgque.message language plpgsql as $$
+returns setof pgque.message language plpgsql set lock_timeout = '1s' as $$
 begin
     return query
         with part as materialized (

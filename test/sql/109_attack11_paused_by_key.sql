@@ -38,7 +38,8 @@ select p.proname, count(*) filter (where has_function_privilege(r.oid, p.oid, 'e
    and r.rolname in ('pgque_admin', 'pgque_reader', 'pgque_writer', 't109_login', 't109_reader',
                      't109_writer', 't109_admin', 't109_app2')
  group by p.proname, p.proacl order by 1;
--- ... and none of them is SECURITY DEFINER (they run as their caller)
+-- ... and none of them is SECURITY DEFINER (they run as their caller);
+-- the read's one SET is its lock_timeout (a frozen old owner, TAP 169)
 select p.proname, p.prosecdef, p.proconfig is not null as has_set
   from pg_proc p
  where p.pronamespace = 'pgque'::regnamespace
