@@ -308,17 +308,45 @@ begin
            bk_draining = k.bk_draining and excluded.bk_head > k.bk_head;
 end $$;
 
--- After a pausing slot's ack of batch i_batch: release the keys whose head
--- was done in it.  -> keys released.
+-- After a pausing slot finished part i_batch of its window (its ack, or
+-- receive's finish of a part whose events were all withheld): release the
+-- keys whose head was done in it, once the whole window is passed.  A part
+-- before the window's last carries their mark to the next part's batch id
+-- instead: the rest of the window may hold events of the key with smaller
+-- ids than events passed before it (a resize's copies, a retry: each keeps
+-- its ev_id, ADR 0038), and a release now would copy the passed ones and
+-- let those through ahead of the copies (ADR 0141).  -> keys released.
 create function pgque._pause_after_ack(i_sub int4, i_batch bigint, i_epoch bigint, i_n int4, i_slot int4)
 returns int4 language plpgsql as $$
 declare
     keys text[];
+    nxt  bigint;
 begin
+    select r.sb_batch into nxt from pgque.slot_batch r where r.sb_sub = i_sub and r.sb_epoch = i_epoch;
+    if nxt is not null then
+        update pgque.blocked_key b set bk_done_batch = nxt
+         where b.bk_sub = i_sub and b.bk_done_batch = i_batch;
+        return 0;
+    end if;
     keys := array(select b.bk_key from pgque.blocked_key b
                    where b.bk_done_batch = i_batch and b.bk_sub = i_sub);
     perform pgque._pause_release(i_sub, keys, i_n, i_slot, i_epoch);
     return pg_catalog.cardinality(keys);
+end $$;
+
+-- receive's finish of a pausing slot's part whose events were all withheld
+-- (src/receive.c): the finish, then what an ack of it does for the keys
+-- done in it (_pause_after_ack).  -> 1 / 0 (not that row's open batch).
+create function pgque._pause_finish(i_batch bigint, i_sub int4, i_epoch bigint, i_n int4, i_slot int4)
+returns int4 language plpgsql as $$
+begin
+    if pgque._slot_finish(i_batch, i_sub, i_epoch) = 0 then
+        return 0;
+    end if;
+    if exists (select from pgque.blocked_key b where b.bk_sub = i_sub and b.bk_done_batch = i_batch) then
+        perform pgque._pause_after_ack(i_sub, i_batch, i_epoch, i_n, i_slot);
+    end if;
+    return 1;
 end $$;
 
 -- PgQ's primitives that retry or dead-letter one event bypass the markers:

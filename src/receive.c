@@ -855,6 +855,9 @@ typedef struct ReceiveKind
 								 * batch, $2 max_return, $3 sub_id, $4
 								 * epoch (as mark_sql's), $5 n, $6 slot;
 								 * NULL: the kind never pauses */
+	const char *paused_finish_sql;	/* its finish of a part whose events
+									 * were all withheld, with the same
+									 * arguments; NULL: finish_sql */
 	WindowOfKind window;		/* the batch's window, without its source */
 	const char *next_sql;		/* the tries after the first, from what it
 								 * returned: $1 sub_id, $2 epoch, $3 slot,
@@ -873,6 +876,7 @@ typedef struct ReceiveKind
 	SPIPlanPtr	finish_plan;
 	SPIPlanPtr	next_plan;
 	SPIPlanPtr	paused_plan;
+	SPIPlanPtr	paused_finish_plan;
 } ReceiveKind;
 
 /*
@@ -931,7 +935,7 @@ static ReceiveKind plain_kind = {
 	3, {TEXTOID, TEXTOID, INT4OID, BOOLOID, BOOLOID}, 2, -1, false,
 	MARK_SQL("subscription", "sub_batch", "sub_batch_last"),
 	"select pgque._finish_batch($1)",
-	NULL,
+	NULL, NULL,
 	{WINDOW_OF_KIND_SQL("_sub_batch_window")},
 	PLAIN_NEXT_SQL,
 	0, PLAIN_OPEN_LAST
@@ -943,7 +947,7 @@ static ReceiveKind plain_kind_020 = {
 	3, {TEXTOID, TEXTOID, INT4OID, BOOLOID}, 2, -1, false,
 	MARK_SQL("subscription", "sub_batch", "sub_batch_last"),
 	"select pgque._finish_batch($1)",
-	NULL,
+	NULL, NULL,
 	{NULL}						/* 0.2.0 has no _sub_batch_window */
 };
 
@@ -960,6 +964,8 @@ static ReceiveKind slot_kind = {
 	"select pgque._slot_finish($1, $3, $4)",
 	/* the epoch's row by its key, as the mark (ADR 0139) */
 	"select * from pgque._receive_paused($1, $3, $4, $2, $5, $6)",
+	/* the keys done in it released or carried, as its ack (ADR 0141) */
+	"select pgque._pause_finish($1, $3, $4, $5, $6)",
 	{NULL},						/* the bounds come with the open */
 	"select batch_id, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos"
 	"  from pgque._slot_receive_next($1, $2, $3, $4, $5, $6)"
@@ -978,6 +984,7 @@ static ReceiveKind slot_kind_020 = {
 	"select pgque._slot_finish($1)",
 	/* 0.2.0's finds the row by the batch id (0.2.0 has its index) */
 	"select * from pgque._receive_paused($1, $2, $5, $6)",
+	NULL,						/* 0.2.0 finishes it as any part */
 	{NULL}
 };
 
@@ -986,27 +993,23 @@ static ReceiveKind coop_kind = {
 	5, {TEXTOID, TEXTOID, TEXTOID, INT4OID, INTERVALOID, BOOLOID}, 3, -1, false,
 	MARK_SQL("coop_window", "cw_batch", "cw_last"),
 	"select pgque._coop_finish($1)",
-	NULL,
+	NULL, NULL,
 	{WINDOW_OF_KIND_SQL("_coop_batch_window")}
 };
 
 /*
- * A pausing slot's part (ADR 0029): its read withholds blocked keys, in
- * SQL, the kind's paused_sql; key/keynulls: the sub_id and epoch the open
- * returned (null for a kind that returns none).
+ * A pausing slot's statement (ADR 0029) with its arguments: $1 the batch,
+ * $2 max_return, $3 and $4 key/keynulls (the sub_id and epoch the open
+ * returned; null for a kind that returns none), $5 n, $6 slot.
  */
-static int64
-read_paused(ReceiveKind *kind, int64 batch_id, int64 max_return, const SlotShare *share,
-			const Datum *key, const char *keynulls, Tuplestorestate *ts)
+static int
+run_paused(SPIPlanPtr *plan, const char *sql, int64 batch_id, int64 max_return,
+		   const SlotShare *share, const Datum *key, const char *keynulls, long count)
 {
 	Oid			types[6] = {INT8OID, INT4OID, INT4OID, INT8OID, INT4OID, INT4OID};
 	Datum		args[6];
 	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
-	int			ret;
-	uint64		r;
 
-	if (kind->paused_sql == NULL)
-		elog(ERROR, "pgque_bgw: batch %lld pauses, but its kind has no paused read", (long long) batch_id);
 	args[0] = Int64GetDatum(batch_id);
 	args[1] = Int32GetDatum((int32) max_return);
 	args[2] = key[0];
@@ -1015,8 +1018,20 @@ read_paused(ReceiveKind *kind, int64 batch_id, int64 max_return, const SlotShare
 	nulls[3] = keynulls[1];
 	args[4] = Int32GetDatum(share->n);
 	args[5] = Int32GetDatum(share->slot);
-	ret = SPI_execute_plan(pgque_kept_generic_once(&kind->paused_plan, kind->paused_sql, 6, types),
-						   args, nulls, false, 0);
+	return SPI_execute_plan(pgque_kept_generic_once(plan, sql, 6, types), args, nulls, false, count);
+}
+
+/* A pausing slot's part: its read withholds blocked keys, in SQL */
+static int64
+read_paused(ReceiveKind *kind, int64 batch_id, int64 max_return, const SlotShare *share,
+			const Datum *key, const char *keynulls, Tuplestorestate *ts)
+{
+	int			ret;
+	uint64		r;
+
+	if (kind->paused_sql == NULL)
+		elog(ERROR, "pgque_bgw: batch %lld pauses, but its kind has no paused read", (long long) batch_id);
+	ret = run_paused(&kind->paused_plan, kind->paused_sql, batch_id, max_return, share, key, keynulls, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pgque_bgw: a pausing slot's read failed: %s", SPI_result_code_string(ret));
 	for (r = 0; r < SPI_processed; r++)
@@ -1046,7 +1061,7 @@ static ReceiveKind wait_kind = {
 	3, {TEXTOID, TEXTOID, INT4OID, BOOLOID, BOOLOID}, 2, -1, false,
 	MARK_SQL("subscription", "sub_batch", "sub_batch_last"),
 	"select pgque._finish_batch($1)",
-	NULL,
+	NULL, NULL,
 	{WINDOW_OF_KIND_SQL("_sub_batch_window")},
 	PLAIN_NEXT_SQL,
 	PLAIN_OPEN_QUEUE_ID, PLAIN_OPEN_LAST
@@ -1241,6 +1256,16 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 			break;
 		}
 		/* an empty window: finished here, the next one is tried */
+		if (pause && kind->paused_finish_sql != NULL)
+		{
+			/* a pausing slot's part, its events all withheld (ADR 0141) */
+			ret = run_paused(&kind->paused_finish_plan, kind->paused_finish_sql, batch_id, max_return,
+							 &share, nargs, keynulls, 1);
+			if (ret != SPI_OK_SELECT)
+				elog(ERROR, "pgque_bgw: receive could not finish a pausing slot's part: %s",
+					 SPI_result_code_string(ret));
+			continue;
+		}
 		margs[0] = Int64GetDatum(batch_id);
 		mnulls[1] = 'n';
 		margs[2] = nargs[0];
