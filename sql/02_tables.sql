@@ -166,8 +166,9 @@ create table pgque.slot_batch (
     sb_sub        int4 not null references pgque.subscription (sub_id) on delete cascade,
     sb_epoch      bigint not null,
     sb_last_tick  bigint not null,
-    -- unique: every id comes from batch_id_seq, and a row made at another
-    -- epoch's place takes a new one (_slot_batch_row)
+    -- unique by construction, with no index (ADR 0130: the row's
+    -- updates stay HOT): every id comes from batch_id_seq, and a row made
+    -- at another epoch's place takes a new one (_slot_batch_row)
     sb_batch      bigint,
     sb_next_tick  bigint,
     -- receive progress inside the window, as sub_batch_pos/last (ADR 0003)

@@ -308,17 +308,45 @@ begin
            bk_draining = k.bk_draining and excluded.bk_head > k.bk_head;
 end $$;
 
--- After a pausing slot's ack of batch i_batch: release the keys whose head
--- was done in it.  -> keys released.
+-- After a pausing slot finished part i_batch of its window (its ack, or
+-- receive's finish of a part whose events were all withheld): release the
+-- keys whose head was done in it, once the whole window is passed.  A part
+-- before the window's last carries their mark to the next part's batch id
+-- instead: the rest of the window may hold events of the key with smaller
+-- ids than events passed before it (a resize's copies, a retry: each keeps
+-- its ev_id, ADR 0038), and a release now would copy the passed ones and
+-- let those through ahead of the copies (ADR 0141).  -> keys released.
 create function pgque._pause_after_ack(i_sub int4, i_batch bigint, i_epoch bigint, i_n int4, i_slot int4)
 returns int4 language plpgsql as $$
 declare
     keys text[];
+    nxt  bigint;
 begin
+    select r.sb_batch into nxt from pgque.slot_batch r where r.sb_sub = i_sub and r.sb_epoch = i_epoch;
+    if nxt is not null then
+        update pgque.blocked_key b set bk_done_batch = nxt
+         where b.bk_sub = i_sub and b.bk_done_batch = i_batch;
+        return 0;
+    end if;
     keys := array(select b.bk_key from pgque.blocked_key b
                    where b.bk_done_batch = i_batch and b.bk_sub = i_sub);
     perform pgque._pause_release(i_sub, keys, i_n, i_slot, i_epoch);
     return pg_catalog.cardinality(keys);
+end $$;
+
+-- receive's finish of a pausing slot's part whose events were all withheld
+-- (src/receive.c): the finish, then what an ack of it does for the keys
+-- done in it (_pause_after_ack).  -> 1 / 0 (not that row's open batch).
+create function pgque._pause_finish(i_batch bigint, i_sub int4, i_epoch bigint, i_n int4, i_slot int4)
+returns int4 language plpgsql as $$
+begin
+    if pgque._slot_finish(i_batch, i_sub, i_epoch) = 0 then
+        return 0;
+    end if;
+    if exists (select from pgque.blocked_key b where b.bk_sub = i_sub and b.bk_done_batch = i_batch) then
+        perform pgque._pause_after_ack(i_sub, i_batch, i_epoch, i_n, i_slot);
+    end if;
+    return 1;
 end $$;
 
 -- PgQ's primitives that retry or dead-letter one event bypass the markers:
@@ -449,26 +477,38 @@ returns setof bigint language sql stable as $$
      where s.sub_queue operator(pg_catalog.=) i_queue_id
 $$;
 
--- The receive of a pausing slot (called by _receive for its open batch):
+-- The receive of a pausing slot (src/receive.c, for its open batch):
 -- as _receive's read, but the events of a blocked key past its head are
 -- withheld (not handed out: the ack passes them, the key's release reads
 -- them again), and a head handed out that is not waiting in the retry
 -- queue any more marks its key done in this batch.  NULL keys never block.
-create function pgque._receive_paused(i_batch bigint, i_max_return int4, i_n int4, i_slot int4)
-returns setof pgque.message language plpgsql as $$
-declare
-    sid  int4;
+-- The batch is i_batch of the epoch's row by its key, subscription i_sub
+-- and lease epoch i_epoch, which the receive's open returned: slot_batch
+-- has no index on sb_batch (ADR 0130), and the key reads one row where
+-- the id alone scanned the table twice (ADR 0139).  Another epoch's or
+-- subscription's key, or another batch id: nothing.
+-- The mark of a key done updates its blocked_key row, which a fenced
+-- owner frozen after its own read of the head may still hold (its
+-- transaction open): a takeover never waits for the previous owner, so
+-- the read waits at most a second, as _slot_nack_event, and fails with
+-- lock_not_available; the new owner receives again later (TAP 169).
+create function pgque._receive_paused(i_batch bigint, i_sub int4, i_epoch bigint,
+                                      i_max_return int4, i_n int4, i_slot int4)
+returns setof pgque.message language plpgsql set lock_timeout = '1s' as $$
 begin
-    select sb.sb_sub into sid from pgque.slot_batch sb where sb.sb_batch = i_batch;
     return query
         with part as materialized (
             select e.*
-              from pgque._batch_source(i_batch, i_n, i_slot) w,
-                   pgque._window_rows(w.source, w.lo_xmax, w.hi_xmax, w.lo_xip, w.hi, w.sub_id,
+              from pgque.slot_batch sb
+             cross join lateral pgque._slot_row_window(sb) w
+             cross join lateral pgque._window_source(w.queue_id, w.lo, w.hi, i_n, i_slot) src(source)
+             cross join lateral
+                   pgque._window_rows(src.source, w.lo_xmax, w.hi_xmax, w.lo_xip, w.hi, w.sub_id,
                                       w.pos, null, least(i_max_return::int8 + 1, 2147483647)::int4,
                                       i_n, i_slot)
                    with ordinality as e(ev_id, ev_time, ev_txid, ev_owner, ev_retry, ev_type, ev_data,
-                                        ev_extra1, ev_extra2, ev_extra3, ev_extra4, rn)),
+                                        ev_extra1, ev_extra2, ev_extra3, ev_extra4, rn)
+             where sb.sb_sub = i_sub and sb.sb_epoch = i_epoch and sb.sb_batch = i_batch),
         m as (
             select case when pg_catalog.max(rn) > i_max_return
                         then pg_catalog.max(ev_id) filter (where rn = i_max_return) end as last
@@ -477,7 +517,8 @@ begin
             update pgque.slot_batch sb
                set sb_last = m.last
               from m
-             where sb.sb_sub = sid and sb.sb_batch = i_batch and sb.sb_last is distinct from m.last),
+             where sb.sb_sub = i_sub and sb.sb_epoch = i_epoch and sb.sb_batch = i_batch
+               and sb.sb_last is distinct from m.last),
         -- one index probe per event (a scalar subquery: never a scan of
         -- every blocked key of the slot, however many there are)
         -- the part: i_max_return rows and the other rows of the last
@@ -486,16 +527,16 @@ begin
         -- (ADR 0105)
         give as materialized (
             select p.*, (select k.bk_head from pgque.blocked_key k
-                          where k.bk_sub = sid and k.bk_key = p.ev_extra1) as bk_head
+                          where k.bk_sub = i_sub and k.bk_key = p.ev_extra1) as bk_head
               from part p, m
              where m.last is null or p.ev_id <= m.last),
         done as (
             update pgque.blocked_key k
                set bk_done_batch = i_batch
               from (select o.ev_extra1, o.ev_id from give o where o.ev_id = o.bk_head) h
-             where k.bk_sub = sid and k.bk_key = h.ev_extra1 and k.bk_head = h.ev_id
+             where k.bk_sub = i_sub and k.bk_key = h.ev_extra1 and k.bk_head = h.ev_id
                and k.bk_done_batch is distinct from i_batch
-               and not exists (select from pgque.retry_queue r where r.ev_owner = sid and r.ev_id = h.ev_id))
+               and not exists (select from pgque.retry_queue r where r.ev_owner = i_sub and r.ev_id = h.ev_id))
         select o.ev_id, i_batch, o.ev_type, o.ev_data, o.ev_retry, o.ev_time,
                o.ev_extra1, o.ev_extra2, o.ev_extra3, o.ev_extra4
           from give o

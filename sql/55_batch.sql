@@ -420,20 +420,48 @@ returns setof record language sql stable as $$
      where w.cw_batch = i_batch_id
 $$;
 
--- A partition slot's batch: the window of its epoch's row (ADR 0023).
+-- A partition slot's batch: the window of its epoch's row r (ADR 0023).
+-- The join once, for the row found by its batch id (_slot_batch_window)
+-- and by its key (the pausing slot's read, _receive_paused).
+create function pgque._slot_row_window(r pgque.slot_batch,
+                                       out sub_id int4, out queue_id int4,
+                                       out lo pg_catalog.pg_snapshot, out hi pg_catalog.pg_snapshot,
+                                       out lo_xmax xid8, out hi_xmax xid8, out lo_xip xid8[], out pos bigint)
+returns setof record language sql stable as $$
+    select sub.sub_id, sub.sub_queue, t1.tick_snapshot, t2.tick_snapshot,
+           b.lo_xmax, b.hi_xmax, b.lo_xip, r.sb_pos
+      from pgque.subscription sub
+      join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = r.sb_last_tick
+      join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = r.sb_next_tick
+     cross join lateral pgque._window_bounds(t1.tick_snapshot, t2.tick_snapshot) b
+     where sub.sub_id = r.sb_sub
+$$;
+
+-- A partition slot's batch by its id alone: a scan of slot_batch, which
+-- has no index on sb_batch (ADR 0130).
 create function pgque._slot_batch_window(i_batch_id bigint,
                                          out sub_id int4, out queue_id int4,
                                          out lo pg_catalog.pg_snapshot, out hi pg_catalog.pg_snapshot,
                                          out lo_xmax xid8, out hi_xmax xid8, out lo_xip xid8[], out pos bigint)
 returns setof record language sql stable as $$
-    select sub.sub_id, sub.sub_queue, t1.tick_snapshot, t2.tick_snapshot,
-           b.lo_xmax, b.hi_xmax, b.lo_xip, sb.sb_pos
+    select w.*
       from pgque.slot_batch sb
-      join pgque.subscription sub on sub.sub_id = sb.sb_sub
-      join pgque.tick t1 on t1.tick_queue = sub.sub_queue and t1.tick_id = sb.sb_last_tick
-      join pgque.tick t2 on t2.tick_queue = sub.sub_queue and t2.tick_id = sb.sb_next_tick
-     cross join lateral pgque._window_bounds(t1.tick_snapshot, t2.tick_snapshot) b
+     cross join lateral pgque._slot_row_window(sb) w
      where sb.sb_batch = i_batch_id
+$$;
+
+-- The relations that hold a window's events (_event_source) for a slot's
+-- share (i_n, i_slot; NULL: the whole window), from queue i_queue_id's row
+-- read in the caller's statement, the one that read the window's ticks:
+-- it knows every switch the later tick saw.  No row: an unlogged queue
+-- emptied by a crash is reset before this window is read (ADR 0068).
+create function pgque._window_source(i_queue_id int4, i_lo pg_catalog.pg_snapshot,
+                                     i_hi pg_catalog.pg_snapshot, i_n int4, i_slot int4)
+returns setof text language sql stable as $$
+    select pgque._event_source(q, i_lo, i_hi, i_n, i_slot)
+      from pgque.queue q
+     where q.queue_id = i_queue_id
+       and (not q.queue_unlogged or pgque._unlogged_whole(q))
 $$;
 
 -- Where an open batch's events are: the relations (_event_source) and the
@@ -444,8 +472,7 @@ create function pgque._batch_source(i_batch_id bigint, i_n int4, i_slot int4,
                                     out lo_xip xid8[], out hi pg_catalog.pg_snapshot,
                                     out sub_id int4, out pos bigint)
 returns setof record language sql stable as $$
-    select pgque._event_source(q, w.lo, w.hi, i_n, i_slot), w.lo_xmax, w.hi_xmax, w.lo_xip, w.hi,
-           w.sub_id, w.pos
+    select src.source, w.lo_xmax, w.hi_xmax, w.lo_xip, w.hi, w.sub_id, w.pos
       from (select * from pgque._sub_batch_window(i_batch_id)
             union all
             select * from pgque._coop_batch_window(i_batch_id)
@@ -456,9 +483,7 @@ returns setof record language sql stable as $$
             select * from pgque._slot_batch_window(i_batch_id)
              where not exists (select from pgque.subscription s where s.sub_batch = i_batch_id)
                and not exists (select from pgque.coop_window c where c.cw_batch = i_batch_id)) w
-      join pgque.queue q on q.queue_id = w.queue_id
-     -- an unlogged queue emptied by a crash is reset before this batch (ADR 0068)
-     where (not q.queue_unlogged or pgque._unlogged_whole(q))
+     cross join lateral pgque._window_source(w.queue_id, w.lo, w.hi, i_n, i_slot) src(source)
 $$;
 
 -- The events of an open batch in ev_id order, past what receive() already

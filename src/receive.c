@@ -24,7 +24,9 @@
  * marked the part's end and two RETURN QUERY layers.
  *
  * A slot whose consumer pauses on failure (ADR 0029) reads through
- * pgque._receive_paused, which withholds the events of blocked keys.
+ * pgque._receive_paused, which withholds the events of blocked keys; it
+ * finds the epoch's slot_batch row by the key the open returned (ADR
+ * 0139), 0.2.0's SQL by the batch id.
  *
  * The functions are SECURITY DEFINER with a pinned search_path, as the
  * PL/pgSQL ones they replace (ADR 0002, 0014): their SQL runs as the
@@ -849,6 +851,13 @@ typedef struct ReceiveKind
 								 * $3 sub_id, $4 epoch (as next_sql's: NULL
 								 * for a kind without next_sql) */
 	const char *finish_sql;		/* $1 batch, $3 sub_id, $4 epoch */
+	const char *paused_sql;		/* a pausing slot's part (ADR 0029): $1
+								 * batch, $2 max_return, $3 sub_id, $4
+								 * epoch (as mark_sql's), $5 n, $6 slot;
+								 * NULL: the kind never pauses */
+	const char *paused_finish_sql;	/* its finish of a part whose events
+									 * were all withheld, with the same
+									 * arguments; NULL: finish_sql */
 	WindowOfKind window;		/* the batch's window, without its source */
 	const char *next_sql;		/* the tries after the first, from what it
 								 * returned: $1 sub_id, $2 epoch, $3 slot,
@@ -866,6 +875,8 @@ typedef struct ReceiveKind
 	SPIPlanPtr	mark_plan;
 	SPIPlanPtr	finish_plan;
 	SPIPlanPtr	next_plan;
+	SPIPlanPtr	paused_plan;
+	SPIPlanPtr	paused_finish_plan;
 } ReceiveKind;
 
 /*
@@ -924,6 +935,7 @@ static ReceiveKind plain_kind = {
 	3, {TEXTOID, TEXTOID, INT4OID, BOOLOID, BOOLOID}, 2, -1, false,
 	MARK_SQL("subscription", "sub_batch", "sub_batch_last"),
 	"select pgque._finish_batch($1)",
+	NULL, NULL,
 	{WINDOW_OF_KIND_SQL("_sub_batch_window")},
 	PLAIN_NEXT_SQL,
 	0, PLAIN_OPEN_LAST
@@ -935,6 +947,7 @@ static ReceiveKind plain_kind_020 = {
 	3, {TEXTOID, TEXTOID, INT4OID, BOOLOID}, 2, -1, false,
 	MARK_SQL("subscription", "sub_batch", "sub_batch_last"),
 	"select pgque._finish_batch($1)",
+	NULL, NULL,
 	{NULL}						/* 0.2.0 has no _sub_batch_window */
 };
 
@@ -949,6 +962,10 @@ static ReceiveKind slot_kind = {
 	6, {TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTOID, INT4OID, BOOLOID, BOOLOID}, 5, 2, true,
 	MARK_SQL_WHERE("slot_batch", SLOT_ROW_SQL, "sb_last"),
 	"select pgque._slot_finish($1, $3, $4)",
+	/* the epoch's row by its key, as the mark (ADR 0139) */
+	"select * from pgque._receive_paused($1, $3, $4, $2, $5, $6)",
+	/* the keys done in it released or carried, as its ack (ADR 0141) */
+	"select pgque._pause_finish($1, $3, $4, $5, $6)",
 	{NULL},						/* the bounds come with the open */
 	"select batch_id, source, lo_xmax, hi_xmax, lo_xip, hi, sub_id, pos"
 	"  from pgque._slot_receive_next($1, $2, $3, $4, $5, $6)"
@@ -965,6 +982,9 @@ static ReceiveKind slot_kind_020 = {
 	6, {TEXTOID, TEXTOID, INT4OID, INT4OID, TEXTOID, INT4OID, BOOLOID}, 5, 2, false,
 	MARK_SQL("slot_batch", "sb_batch", "sb_last"),
 	"select pgque._slot_finish($1)",
+	/* 0.2.0's finds the row by the batch id (0.2.0 has its index) */
+	"select * from pgque._receive_paused($1, $2, $5, $6)",
+	NULL,						/* 0.2.0 finishes it as any part */
 	{NULL}
 };
 
@@ -973,27 +993,45 @@ static ReceiveKind coop_kind = {
 	5, {TEXTOID, TEXTOID, TEXTOID, INT4OID, INTERVALOID, BOOLOID}, 3, -1, false,
 	MARK_SQL("coop_window", "cw_batch", "cw_last"),
 	"select pgque._coop_finish($1)",
+	NULL, NULL,
 	{WINDOW_OF_KIND_SQL("_coop_batch_window")}
 };
 
-/* a pausing slot's part (ADR 0029): its read withholds blocked keys, in SQL */
-static SPIPlanPtr paused_plan;
-
-static int64
-read_paused(int64 batch_id, int64 max_return, const SlotShare *share, Tuplestorestate *ts)
+/*
+ * A pausing slot's statement (ADR 0029) with its arguments: $1 the batch,
+ * $2 max_return, $3 and $4 key/keynulls (the sub_id and epoch the open
+ * returned; null for a kind that returns none), $5 n, $6 slot.
+ */
+static int
+run_paused(SPIPlanPtr *plan, const char *sql, int64 batch_id, int64 max_return,
+		   const SlotShare *share, const Datum *key, const char *keynulls, long count)
 {
-	Oid			types[4] = {INT8OID, INT4OID, INT4OID, INT4OID};
-	Datum		args[4];
-	int			ret;
-	uint64		r;
+	Oid			types[6] = {INT8OID, INT4OID, INT4OID, INT8OID, INT4OID, INT4OID};
+	Datum		args[6];
+	char		nulls[6] = {' ', ' ', ' ', ' ', ' ', ' '};
 
 	args[0] = Int64GetDatum(batch_id);
 	args[1] = Int32GetDatum((int32) max_return);
-	args[2] = Int32GetDatum(share->n);
-	args[3] = Int32GetDatum(share->slot);
-	ret = SPI_execute_plan(pgque_kept_generic_once(&paused_plan, "select * from pgque._receive_paused($1, $2, $3, $4)",
-									 4, types),
-						   args, NULL, false, 0);
+	args[2] = key[0];
+	args[3] = key[1];
+	nulls[2] = keynulls[0];
+	nulls[3] = keynulls[1];
+	args[4] = Int32GetDatum(share->n);
+	args[5] = Int32GetDatum(share->slot);
+	return SPI_execute_plan(pgque_kept_generic_once(plan, sql, 6, types), args, nulls, false, count);
+}
+
+/* A pausing slot's part: its read withholds blocked keys, in SQL */
+static int64
+read_paused(ReceiveKind *kind, int64 batch_id, int64 max_return, const SlotShare *share,
+			const Datum *key, const char *keynulls, Tuplestorestate *ts)
+{
+	int			ret;
+	uint64		r;
+
+	if (kind->paused_sql == NULL)
+		elog(ERROR, "pgque_bgw: batch %lld pauses, but its kind has no paused read", (long long) batch_id);
+	ret = run_paused(&kind->paused_plan, kind->paused_sql, batch_id, max_return, share, key, keynulls, 0);
 	if (ret != SPI_OK_SELECT)
 		elog(ERROR, "pgque_bgw: a pausing slot's read failed: %s", SPI_result_code_string(ret));
 	for (r = 0; r < SPI_processed; r++)
@@ -1023,6 +1061,7 @@ static ReceiveKind wait_kind = {
 	3, {TEXTOID, TEXTOID, INT4OID, BOOLOID, BOOLOID}, 2, -1, false,
 	MARK_SQL("subscription", "sub_batch", "sub_batch_last"),
 	"select pgque._finish_batch($1)",
+	NULL, NULL,
 	{WINDOW_OF_KIND_SQL("_sub_batch_window")},
 	PLAIN_NEXT_SQL,
 	PLAIN_OPEN_QUEUE_ID, PLAIN_OPEN_LAST
@@ -1185,7 +1224,7 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 		}
 
 		if (pause)
-			n = read_paused(batch_id, max_return, &share, ts);
+			n = read_paused(kind, batch_id, max_return, &share, nargs, keynulls, ts);
 		else
 		{
 			n = read_part(batch_id, max_return, kind->share_arg >= 0 ? &share : NULL, &kind->window,
@@ -1217,6 +1256,16 @@ receive_once(FunctionCallInfo fcinfo, ReceiveKind *kind, Tuplestorestate *ts, Tu
 			break;
 		}
 		/* an empty window: finished here, the next one is tried */
+		if (pause && kind->paused_finish_sql != NULL)
+		{
+			/* a pausing slot's part, its events all withheld (ADR 0141) */
+			ret = run_paused(&kind->paused_finish_plan, kind->paused_finish_sql, batch_id, max_return,
+							 &share, nargs, keynulls, 1);
+			if (ret != SPI_OK_SELECT)
+				elog(ERROR, "pgque_bgw: receive could not finish a pausing slot's part: %s",
+					 SPI_result_code_string(ret));
+			continue;
+		}
 		margs[0] = Int64GetDatum(batch_id);
 		mnulls[1] = 'n';
 		margs[2] = nargs[0];

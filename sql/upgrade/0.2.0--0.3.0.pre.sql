@@ -147,3 +147,6 @@ alter table pgque.slot_batch drop constraint slot_batch_sb_batch_key;
 -- _slot_finish finds the row by its key: it takes the subscription and
 -- the epoch (the receive has them).
 drop function pgque._slot_finish(bigint);
+-- A pausing slot's read finds the row by its key too (ADR 0139):
+-- _receive_paused takes the subscription and the epoch.
+drop function pgque._receive_paused(bigint, int4, int4, int4);
