@@ -211,7 +211,7 @@ ok(PgqueNode::poll_until(sub {
 $node->kill9_and_wait($kpid);
 eval { $k->quit; };
 eval { $gate->quit; };
-ok(PgqueNode::wait_back($node, 'postgres', undef, $kpid), "round 2: back after K's SIGKILL");
+ok(PgqueNode::wait_back($node, 'postgres'), "round 2: back after K's SIGKILL");
 
 # a resize 1 -> 2 while keys are paused, then the postmaster's SIGKILL
 $node->safe_psql('postgres', q{
