@@ -349,6 +349,29 @@ begin
     return 1;
 end $$;
 
+-- A takeover's epoch made a row of its own at another epoch's place in
+-- the window, under a new batch id (_slot_batch_row: a frozen owner holds
+-- that epoch's row): the done marks naming a batch of the slot's earlier
+-- epochs follow it to i_batch.  A mark carried to a part not yet acked
+-- (ADR 0141) names the frozen owner's batch, which nobody acks: its key
+-- would stay blocked for good (second reader, isolation
+-- attack12_pause_carry_takeover).  A mark the frozen owner holds is waited
+-- for at most a second (lock_not_available: receive again later, as
+-- _receive_paused).
+create function pgque._pause_follow(i_sub int4, i_epoch bigint, i_batch bigint)
+returns void language plpgsql set lock_timeout = '1s' as $$
+begin
+    update pgque.blocked_key b set bk_done_batch = i_batch
+     where b.bk_sub = i_sub
+       and b.bk_done_batch in (select x.sb_batch from pgque.slot_batch x
+                                where x.sb_sub = i_sub and x.sb_epoch < i_epoch and x.sb_batch is not null);
+exception when lock_not_available then
+    raise exception 'a blocked key of slot subscription % is held by another open transaction', i_sub
+        using errcode = 'lock_not_available',
+              detail = 'A worker that held the slot before (now fenced) changed it in a transaction that is still open.',
+              hint = 'Receive again later: the slot takes the key over once that transaction ends.';
+end $$;
+
 -- PgQ's primitives that retry or dead-letter one event bypass the markers:
 -- refused on the batches of pausing slots.
 create function pgque._pause_refuse_primitive(s pgque.subscription, i_func text)

@@ -226,6 +226,11 @@ begin
             end;
             -- a concurrent call of this epoch made it: a new statement sees it
             select * into r from pgque.slot_batch where sb_sub = i_sub.sub_id and sb_epoch = i_epoch for update;
+            -- at another epoch's place under a new batch id: the done marks
+            -- of the earlier epochs' batches follow it (ADR 0141)
+            if pos is not null and r.sb_batch is not null then
+                perform pgque._pause_follow(i_sub.sub_id, i_epoch, r.sb_batch);
+            end if;
         end if;
     end if;
     cur := pgque._slot_cursor(i_sub);
