@@ -204,6 +204,7 @@ like($data, qr/ stored=400$/, 'the 400 events sent are stored');
 # it: the update's goes on alone until it ends or notices, PostgreSQL's
 # own behaviour)
 my $rolled_back = 0;
+my $first_rolled_back;
 for my $round ([ 'all', undef ], [ 'all', [ 0.05, 0.8 ] ], [ undef, [ 0.05, 0.8 ] ])
 {
     my ($all, $range) = @$round;
@@ -225,6 +226,7 @@ for my $round ([ 'all', undef ], [ 'all', [ 0.05, 0.8 ] ], [ undef, [ 0.05, 0.8 
     ok(PgqueNode::wait_back($node, 'up'), "$what: the server is back");
     ok($node->wait_for_workers('up'), "$what: the workers serve the database again");
     my $version = $node->safe_psql('up', q{select extversion from pg_extension where extname = 'pgque_bgw'});
+    $first_rolled_back //= ($version eq '0.2.0' && !$reported) ? 1 : 0;
     if ($version eq '0.2.0' && !$reported)
     {
         $rolled_back++;
@@ -238,7 +240,13 @@ for my $round ([ 'all', undef ], [ 'all', [ 0.05, 0.8 ] ], [ undef, [ 0.05, 0.8 
     same_objects($node->safe_psql('up', $schema_sql), $schema_new, "$what: wholly $new, as the copy updated without a kill");
     last;
 }
-cmp_ok($rolled_back, '>=', 2, "$rolled_back of the kills rolled the update back (those of every process at least)");
+# the kill while the update waits at pgque.idem lands before its commit
+# whatever the load; one at a random point may come after it (the update
+# ends within the SIGKILLs of the postmaster and then of its backends:
+# .ci/run, once), and then the update is wholly at the new version, as
+# checked above
+is($first_rolled_back, 1, 'the kill while the update waited at pgque.idem rolled it back');
+diag("$rolled_back of the 3 kills rolled the update back");
 
 # --- the update, then the drain on the new version ------------------------------------
 $node->safe_psql('up', 'alter extension pgque_bgw update')
