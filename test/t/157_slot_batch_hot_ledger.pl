@@ -32,24 +32,7 @@ $node->safe_psql('postgres', q{
     select pgque.create_queue('q157'), pgque.set_queue_config('q157', 'partition_buckets', '32');
     select pgque.maint_rotate_tables_step2();
     select pgque.subscribe_slot('q157', 'c', s, 16, 'pause') from generate_series(0, 15) s;
-    create table sent (payload text primary key, key text, n bigserial);
-    create table got (payload text, key text, slot int4, n_at int4, worker text, retry int4, seq bigserial);
-    create table fail (payload text primary key, done boolean not null default false);
     create table stop (at timestamptz);
-    -- i_txns transactions of i_per events over 61 keys, a tick after each
-    create procedure send_round(i_round int4, i_txns int4, i_per int4) language plpgsql as $$
-    begin
-        for t in 1 .. i_txns loop
-            insert into sent (payload, key)
-            select 'r' || i_round || '-' || t || '-' || i, 'k' || ((t * 7 + i) % 61) from generate_series(1, i_per) i;
-            perform pgque.send_batch('q157', 'default',
-                                     array(select s.payload from sent s where s.payload like 'r' || i_round || '-' || t || '-%' order by s.n),
-                                     array(select s.key from sent s where s.payload like 'r' || i_round || '-' || t || '-%' order by s.n));
-            commit;
-            perform pgque.force_tick('q157'), pgque.ticker('q157');
-            commit;
-        end loop;
-    end $$;
     -- the retries due and a tick: what the workers of a running server do
     create procedure pump() language plpgsql as $$
     begin
@@ -131,6 +114,7 @@ $node->safe_psql('postgres', q{
         end loop;
     end $$;
 });
+$node->slot_ledger('postgres', queue => 'q157', keys => 61);
 
 sub got { return $node->safe_psql('postgres', 'select count(*) from got'); }
 sub pump { $node->safe_psql('postgres', 'call pump()'); }

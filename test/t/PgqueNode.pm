@@ -550,6 +550,140 @@ sub make_ledger
 	return;
 }
 
+# $node->slot_ledger(DB, queue => Q, keys => K, part => P, lock => L,
+# nap => S, release => 0|1): a partitioned consumer's ledger in DB for
+# consumer 'c' of queue Q (TAP 153, 157, 169): tables sent, got and fail;
+# send_round(round, txns, per), txns transactions of per events over K
+# keys (k0 .. k<K-1>), a tick after each; take(w, s, n, mx), one part of
+# slot s for worker w, recorded (a payload named in fail nacked once, its
+# key's later events in the part left: the pause contract); drain(w, ttl),
+# a worker over every slot of the consumer's current n, parts of P, each
+# part recorded and acked in one transaction, a slot whose call fails
+# (another worker's lease, a resize that switched n, a fenced epoch) left
+# for the pass, until two passes in a row found nothing and failed
+# nowhere (the retries due and a tick between passes, S seconds' nap); a
+# worker named '...-gated' waits between a part and its ack while the test
+# holds advisory lock L; with release, drain gives its slots back at its
+# end.
+sub slot_ledger
+{
+	my ($self, $db, %o) = @_;
+	my ($q, $k) = ($o{queue} // croak('slot_ledger: queue'), $o{keys} // 13);
+	my ($part, $lock, $nap) = ($o{part} // 7, $o{lock} // 0, $o{nap} // 0.02);
+	my $release = $o{release} ? q{
+        select p.n into pn from pgque.partition_consumer p where p.co_name = 'c';
+        for s in 0 .. pn - 1 loop
+            begin
+                perform pgque.release_slot('QUEUE', 'c', s, w);
+            exception when others then
+                null;
+            end;
+        end loop;} : '';
+	my $sql = q{
+    create table sent (payload text primary key, key text, n bigserial);
+    create table got (payload text, key text, slot int4, n_at int4, worker text, retry int4, seq bigserial);
+    create table fail (payload text primary key, done boolean not null default false);
+    create procedure send_round(i_round int4, i_txns int4, i_per int4) language plpgsql as $$
+    begin
+        for t in 1 .. i_txns loop
+            insert into sent (payload, key)
+            select 'r' || i_round || '-' || t || '-' || i, 'k' || ((t * 7 + i) % KEYS) from generate_series(1, i_per) i;
+            perform pgque.send_batch('QUEUE', 'default',
+                                     array(select s.payload from sent s where s.payload like 'r' || i_round || '-' || t || '-%' order by s.n),
+                                     array(select s.key from sent s where s.payload like 'r' || i_round || '-' || t || '-%' order by s.n));
+            commit;
+            perform pgque.force_tick('QUEUE'), pgque.ticker('QUEUE');
+            commit;
+        end loop;
+    end $$;
+    create function take(w text, s int4, pn int4, mx int4) returns int4 language plpgsql as $$
+    declare
+        k  int4 := 0;
+        m  pgque.message;
+        nk text[] := '{}';
+    begin
+        for m in select * from pgque.receive_partitioned('QUEUE', 'c', s, pn, w, mx) loop
+            k := k + 1;
+            continue when m.extra1 = any(nk);
+            if exists (select from fail f where f.payload = m.payload and not f.done) then
+                update fail set done = true where payload = m.payload;
+                perform pgque.nack_partitioned('QUEUE', 'c', s, pn, w, m, '0 seconds', 'tap');
+                nk := nk || m.extra1;
+                continue;
+            end if;
+            insert into got (payload, key, slot, n_at, worker, retry)
+            values (m.payload, m.extra1, s, pn, w, m.retry_count);
+        end loop;
+        return k;
+    end $$;
+    create procedure drain(w text, ttl interval) language plpgsql as $$
+    declare
+        pn     int4;
+        k      int4;
+        cnt    int4;
+        failed boolean;
+        idle   int4 := 0;
+    begin
+        loop
+            select p.n into pn from pgque.partition_consumer p where p.co_name = 'c';
+            cnt := 0;
+            failed := false;
+            for s in 0 .. pn - 1 loop
+                -- the claim in a transaction of its own: one that finds a
+                -- resize drained switches the layout (ADR 0030), and the
+                -- pass ends there
+                begin
+                    perform pgque.claim_slot('QUEUE', 'c', s, w, ttl);
+                exception when others then
+                    failed := true;
+                end;
+                commit;
+                if (select p.n from pgque.partition_consumer p where p.co_name = 'c') <> pn then
+                    failed := true;
+                    exit;
+                end if;
+                loop
+                    begin
+                        k := take(w, s, pn, PART);
+                        if w like '%-gated' then
+                            perform pg_advisory_xact_lock_shared(LOCK);
+                        end if;
+                        if k > 0 then
+                            perform pgque.ack_partitioned('QUEUE', 'c', s, pn, w);
+                        end if;
+                    exception when others then
+                        k := 0;
+                        -- another worker's live lease is no failure: the
+                        -- slot is that worker's to drain
+                        failed := failed or sqlstate <> 'PQ002';
+                    end;
+                    exit when k = 0;
+                    cnt := cnt + k;
+                    commit;
+                end loop;
+            end loop;
+            perform pgque.maint_retry_events();
+            perform pgque.force_tick('QUEUE'), pgque.ticker('QUEUE');
+            commit;
+            if cnt = 0 and not failed then
+                idle := idle + 1;
+            else
+                idle := 0;
+            end if;
+            exit when idle >= 2;
+            perform pg_sleep(NAP);
+        end loop;RELEASE
+    end $$;};
+	$sql =~ s/RELEASE/$release/;
+	$sql =~ s/QUEUE/$q/g;
+	$sql =~ s/KEYS/$k/g;
+	$sql =~ s/PART/$part/g;
+	$sql =~ s/LOCK/$lock/g;
+	$sql =~ s/NAP/$nap/g;
+	$self->safe_psql($db, $sql);
+	return;
+}
+
 # $node->check_ledger(NAME): make_ledger's tables agree: every sent event
 # acked, none twice, nothing acked that the ledger does not hold (what
 # rolled back with its ledger row); three assertions named after NAME
