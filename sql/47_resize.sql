@@ -308,7 +308,12 @@ begin
                   detail = 'A resize takes its boundary tick itself.';
     end if;
     perform pgque._queue_ddl_lock(q.queue_id);
-    select * into q from pgque.queue where queue_id = q.queue_id for update;
+    -- not FOR UPDATE: a worker's open part that dead-lettered an event
+    -- holds the row FOR KEY SHARE (dead_letter's foreign key) until it
+    -- commits, and a frozen one would keep this call waiting with the
+    -- queue's DDL lock held, its ticks stopped (TAP 172); the key is not
+    -- changed here, and the ticker's FOR NO KEY UPDATE still waits for this
+    select * into q from pgque.queue where queue_id = q.queue_id for no key update;
     select * into pc from pgque.partition_consumer p
      where p.queue_id = q.queue_id and p.co_name = consumer_name for update;
     -- the owner's act, not a user's (ADR 0058)
