@@ -26,7 +26,11 @@ declare
     tbl     text;
 begin
     q := pgque._queue(i_queue_name);
-    select * into q from pgque.queue where queue_id = q.queue_id for update;
+    -- not FOR UPDATE: an open transaction that made a row referencing the
+    -- queue (a worker's part that dead-lettered an event) holds it FOR KEY
+    -- SHARE, and a frozen one would hold the maintenance worker here, every
+    -- queue's maintenance with it (ADR 0142); no key changes below
+    select * into q from pgque.queue where queue_id = q.queue_id for no key update;
     if not pgque._rotation_due(q) then
         return 0;
     end if;
