@@ -54,8 +54,6 @@ $node->safe_psql('postgres', q{
         cnt    int4;
         failed boolean;
         idle   int4 := 0;
-        m      pgque.message;
-        nk     text[];
     begin
         loop
             select p.n into pn from pgque.partition_consumer p where p.co_name = 'c';
@@ -78,19 +76,7 @@ $node->safe_psql('postgres', q{
                 loop
                     k := 0;
                     begin
-                        nk := '{}';
-                        for m in select * from pgque.receive_partitioned('q157', 'c', s, pn, w, 20) loop
-                            k := k + 1;
-                            continue when m.extra1 = any(nk);
-                            if exists (select from fail f where f.payload = m.payload and not f.done) then
-                                update fail set done = true where payload = m.payload;
-                                perform pgque.nack_partitioned('q157', 'c', s, pn, w, m, '0 seconds', 'tap');
-                                nk := nk || m.extra1;
-                                continue;
-                            end if;
-                            insert into got (payload, key, slot, n_at, worker, retry)
-                            values (m.payload, m.extra1, s, pn, w, m.retry_count);
-                        end loop;
+                        k := take(w, s, pn, 20);
                         if k > 0 then
                             perform pgque.ack_partitioned('q157', 'c', s, pn, w);
                         end if;
