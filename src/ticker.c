@@ -581,20 +581,13 @@ wanted(const TickQueue *q, bool woken_round)
 /*
  * Does q go into this round's _tick_many chunk?  Not a failing queue (one
  * by one, below the chunks), not a busy row (locked elsewhere in this
- * pass: at the poll), not a queue this pass's probe found moved: it holds
- * events (a commit after the pass took the wake bits, or rows written
- * directly), and its tick would ride in a chunk of idle ticks, in their
- * transaction and behind them (TAP 125 on PostgreSQL 17, once; ADR 0136's
- * rule for a woken queue); one by one below.  A queue whose position no
- * tick has shown yet (a new one: seq_seen -1) stays in the chunks, where
- * the first probe after a start finds every queue.  Asked when the chunk is
- * made and again after it ran, for the queues it did not tick.
+ * pass: at the poll).  Asked when the chunk is made and again after it
+ * ran, for the queues it did not tick.
  */
 static inline bool
 chunked(const TickQueue *q, bool woken_round)
 {
-	return wanted(q, woken_round) && q->failures == 0 && !q->busy &&
-		(q->seq_seen < 0 || q->probed <= q->seq_seen);
+	return wanted(q, woken_round) && q->failures == 0 && !q->busy;
 }
 
 /*
