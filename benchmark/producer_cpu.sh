@@ -65,15 +65,17 @@ for r in $(seq 1 "$ROUNDS"); do
 		done
 		sleep 0.2
 		c1=$(reaped)
-		echo "$r,$w,$(awk -v c=$((c1 - c0)) -v n="$TXNS" -v a="$t0" -v b="$t1" \
-			'BEGIN {printf "%.2f,%.0f", c * 1e7 / n / 1000, n / (b - a)}')" >> "$out"
+		# a row as make bench's rounds write theirs (workload, system,
+		# clients, events/s, and the CPU in ns an event where they put
+		# WAL bytes: round_medians keeps whole numbers)
+		echo "producer_cpu,$w,1,$(awk -v c=$((c1 - c0)) -v n="$TXNS" -v a="$t0" -v b="$t1" \
+			'BEGIN {printf "%.0f,%.0f", n / (b - a), c * 1e7 / n}')" >> "$out"
 	done
 done
-echo "round,system,server CPU us an event,events/s (1 client)"
+echo "workload,system,clients,events/s,server CPU ns an event (a row a round)"
 cat "$out"
-awk -F, '{cpu[$2] = cpu[$2] " " $3; eps[$2] = eps[$2] " " $4}
-	function med(l,   a, n, i, j, t) { n = split(l, a, " "); for (i = 2; i <= n; i++) { t = a[i] + 0; for (j = i - 1; j >= 1 && a[j] + 0 > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
-		return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-	END {ci = med(cpu["insert"]); cs = med(cpu["send"]); ei = med(eps["insert"]); es = med(eps["send"])
-		printf "medians: INSERT %.2f us, send %.2f us an event: send / INSERT in server CPU %.2fx (rate ratio, inverse);", ci, cs, ci / cs
-		printf " rates %.0f / %.0f ev/s: %.2fx\n", es, ei, es / ei}' "$out"
+# the medians of the rounds, as make bench takes them (lib.sh)
+round_medians "$out" | awk -F, '{eps[$2] = $4; cpu[$2] = $5 / 1000}
+	END {printf "medians: INSERT %.2f us, send %.2f us an event: send / INSERT in server CPU %.2fx (rate ratio, inverse);",
+	            cpu["insert"], cpu["send"], cpu["insert"] / cpu["send"]
+	     printf " rates %.0f / %.0f ev/s: %.2fx\n", eps["send"], eps["insert"], eps["send"] / eps["insert"]}'
