@@ -526,9 +526,7 @@ begin
         -- pgque.blocked_key: a statement, and three relations' locks
         -- that 16 workers took in the shared lock table (ADR 0104).
         if e.pause then
-            if exists (select from pgque.blocked_key b where b.bk_done_batch = r.sb_batch) then
-                perform pgque._pause_after_ack((e.s).sub_id, r.sb_batch, e.epoch, n, slot);
-            end if;
+            perform pgque._pause_after_ack((e.s).sub_id, r.sb_batch, e.epoch, n, slot);
         end if;
     end if;
     perform pgque._slot_recheck((e.q).queue_id, consumer_name, slot, worker, e.epoch, queue_name);

@@ -315,13 +315,17 @@ end $$;
 -- instead: the rest of the window may hold events of the key with smaller
 -- ids than events passed before it (a resize's copies, a retry: each keeps
 -- its ev_id, ADR 0038), and a release now would copy the passed ones and
--- let those through ahead of the copies (ADR 0141).  -> keys released.
+-- let those through ahead of the copies (ADR 0141).  No key done in it:
+-- nothing read but that.  -> keys released.
 create function pgque._pause_after_ack(i_sub int4, i_batch bigint, i_epoch bigint, i_n int4, i_slot int4)
 returns int4 language plpgsql as $$
 declare
     keys text[];
     nxt  bigint;
 begin
+    if not exists (select from pgque.blocked_key b where b.bk_sub = i_sub and b.bk_done_batch = i_batch) then
+        return 0;
+    end if;
     select r.sb_batch into nxt from pgque.slot_batch r where r.sb_sub = i_sub and r.sb_epoch = i_epoch;
     if nxt is not null then
         update pgque.blocked_key b set bk_done_batch = nxt
@@ -343,9 +347,7 @@ begin
     if pgque._slot_finish(i_batch, i_sub, i_epoch) = 0 then
         return 0;
     end if;
-    if exists (select from pgque.blocked_key b where b.bk_sub = i_sub and b.bk_done_batch = i_batch) then
-        perform pgque._pause_after_ack(i_sub, i_batch, i_epoch, i_n, i_slot);
-    end if;
+    perform pgque._pause_after_ack(i_sub, i_batch, i_epoch, i_n, i_slot);
     return 1;
 end $$;
 
